@@ -1,0 +1,137 @@
+# dlaunch: plain GNU make. Objects go under $(BUILD) (default build/);
+# each module adds its sources, binaries and tests from its own module.mk,
+# so the top level only knows the shared rules.
+#
+#   make                build every binary (the CUDA parts when nvcc is found)
+#   make test           install missing Debian packages, build, run the suite
+#   make check          the suite under AddressSanitizer and UBSan (-Werror)
+#   make fuzz           libFuzzer harnesses, each for a bounded time (clang)
+#   make bench          benchmarks against torchrun / gloo / PyTorch DDP
+#   make format         clang-format every C file; format-check only checks
+#   make install        PREFIX=/usr/local DESTDIR= honoured
+#   make run            the README's main job: Fashion-MNIST on 2 processes
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+ifeq ($(origin CC),default)
+CC := cc
+endif
+
+WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wformat=2 -Wvla -fno-common
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+OPT ?= -O2 -g
+SAN :=
+ifeq ($(SANITIZE),1)
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT := -O1 -g
+endif
+
+CPPFLAGS += -Iinclude -D_GNU_SOURCE -MMD -MP
+CFLAGS   := -std=c11 $(OPT) $(WARN) $(SAN) -pthread $(EXTRA_CFLAGS)
+LDFLAGS  := $(SAN) -pthread $(EXTRA_LDFLAGS)
+
+# External libraries (Debian 12 paths; contrib/install-deps.sh installs them).
+EVENT_LIBS := -levent_openssl -levent_core -levent_extra
+JSON_LIBS  := -ljansson
+CURL_LIBS  := -lcurl
+SSL_LIBS   := -lssl -lcrypto
+BLAS_LIBS  := -lopenblas
+ZLIB_LIBS  := -lz
+TEST_LIBS  := -lcmocka
+
+# CUDA is optional: found on PATH or in /usr/local/cuda; NO_CUDA=1 skips it.
+# Sanitizer builds leave it out (ASan and the CUDA runtime do not mix).
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+ifeq ($(SANITIZE),1)
+NO_CUDA := 1
+endif
+ifeq ($(NO_CUDA),1)
+NVCC :=
+endif
+
+# Libraries every module may link, in dependency order (users first).
+COMMON_LIB := $(BUILD)/lib/libdlcommon.a
+RDZV_LIB   := $(BUILD)/lib/librdzv.a
+AGENT_LIB  := $(BUILD)/lib/libagent.a
+DIST_LIB   := $(BUILD)/lib/libdist.a
+TRAIN_LIB  := $(BUILD)/lib/libtrain.a
+
+BINS       :=
+UNIT_TESTS :=
+OBJS       :=
+
+.PHONY: all tests test check fuzz bench bench-quick format format-check \
+	install clean deps run
+all:
+
+# $(call objs,SRCS): the object files of some C sources.
+objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+# $(call unit_test,NAME,STATIC_LIBS,EXTRA_LDLIBS): a cmocka test built from
+# tests/unit/NAME.c, linked against the given static libraries.
+define unit_test
+UNIT_TESTS += $(BUILD)/tests/$(1)
+OBJS += $(BUILD)/obj/tests/unit/$(1).o
+$(BUILD)/tests/$(1): $(BUILD)/obj/tests/unit/$(1).o $(2)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $(3) $$(TEST_LIBS) -lm
+endef
+
+include common/module.mk
+include $(sort $(wildcard rendezvous/module.mk agent/module.mk \
+	launcher/module.mk trainer/module.mk tests/module.mk))
+
+all: $(BINS)
+tests: $(UNIT_TESTS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/lib/%.a:
+	@mkdir -p $(@D)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+deps:
+	@contrib/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all tests
+	@tests/run.sh --build $(BUILD)
+
+check:
+	@contrib/install-deps.sh
+	@$(MAKE) --no-print-directory BUILD=build/check SANITIZE=1 WERROR=1 all tests
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		tests/run.sh --build build/check
+
+format:
+	clang-format -i $(shell git ls-files '*.c' '*.h' '*.cu')
+
+format-check:
+	clang-format --dry-run --Werror $(shell git ls-files '*.c' '*.h' '*.cu')
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build
+
+-include $(OBJS:.o=.d)
+
+# The README's main job: data-parallel training of an MLP on Fashion-MNIST,
+# two worker processes on this machine, under the embedded rendezvous.
+RUN_ARGS ?= --data fashion-mnist --model 784-256-128-10 --epochs 10 \
+	--global-batch 128 --checkpoint-dir $(BUILD)/run-ckpt
+run: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/bin/dlaunch --standalone --nproc-per-node 2 --no-python \
+		$(BUILD)/bin/dlaunch-train $(RUN_ARGS)

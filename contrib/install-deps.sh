@@ -1,0 +1,47 @@
+#!/bin/sh
+# install-deps.sh - install the Debian packages dlaunch needs to build, test
+# and run its examples, only those missing, quietly. Idempotent.
+#
+#   contrib/install-deps.sh          build + test dependencies
+#   contrib/install-deps.sh --dry-run   print what would be installed
+set -eu
+
+PKGS="build-essential pkg-config
+libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
+zlib1g-dev libopenblas-dev
+curl iproute2 procps psmisc clang
+python3 python3-torch dataset-fashion-mnist
+gnuplot-nox"
+
+missing=""
+for p in $PKGS; do
+	# dpkg-query prints "install ok installed" for a present package
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "${1:-}" = "--dry-run" ]; then
+	echo "would install:$missing"
+	exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null 2>&1 || {
+		echo "install-deps: missing packages:$missing (run as root or install sudo)" >&2
+		exit 1
+	}
+	SUDO="sudo"
+fi
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+# refresh the package lists only when an install fails for want of them
+if ! $SUDO apt-get install -y -qq --no-install-recommends $missing >/tmp/dlaunch-apt.log 2>&1; then
+	$SUDO apt-get update -qq >/dev/null
+	$SUDO apt-get install -y -qq --no-install-recommends $missing >/tmp/dlaunch-apt.log 2>&1 || {
+		cat /tmp/dlaunch-apt.log >&2
+		exit 1
+	}
+fi

@@ -1,0 +1,98 @@
+/*
+ * dist.h - the collective library of dlaunch-train: one API, two backends.
+ *
+ * DIST_BACKEND_TCP moves host buffers over a TCP ring (pipelined, chunked);
+ * DIST_BACKEND_NCCL moves CUDA device buffers with NCCL (only in builds with
+ * CUDA; elsewhere dist_init returns DL_ENOTSUP). The process group is formed
+ * from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE: rank 0 listens on
+ * MASTER_PORT and hosts the bootstrap through which the peers' addresses and
+ * NCCL's unique id travel. Every operation is collective over all ranks
+ * unless it names a peer, and every wait is bounded by the configured
+ * timeout: a dead or missing peer gives DL_ETIMEDOUT or DL_ECLOSED, never a
+ * hang. All functions return 0 or a negative DL_E* code (dlaunch/error.h).
+ *
+ * Threading: one thread issues operations at a time. Asynchronous operations
+ * (isend, irecv, iall_reduce) run in issue order on the library's own
+ * progress thread (TCP) or stream (NCCL) and complete through dist_wait.
+ */
+#ifndef DLAUNCH_DIST_H
+#define DLAUNCH_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum dist_backend { DIST_BACKEND_TCP = 0, DIST_BACKEND_NCCL = 1 };
+enum dist_dtype {
+	DIST_FLOAT32 = 0,
+	DIST_FLOAT64 = 1,
+	DIST_INT32 = 2,
+	DIST_INT64 = 3,
+	DIST_UINT8 = 4,
+};
+enum dist_op { DIST_SUM = 0, DIST_AVG = 1, DIST_MAX = 2, DIST_MIN = 3 };
+
+struct dist_config {
+	char master_addr[256];
+	uint16_t master_port;
+	int rank;
+	int world_size;
+	enum dist_backend backend;
+	int cuda_device;     /* NCCL: the device to use (LOCAL_RANK) */
+	uint64_t timeout_ms; /* bound on every wait; default 300000 */
+};
+
+struct dist;
+struct dist_req;
+
+/* dist_config_from_env fills cfg from MASTER_ADDR, MASTER_PORT, RANK,
+ * WORLD_SIZE and LOCAL_RANK (absent RANK/WORLD_SIZE mean a world of one),
+ * backend TCP; writes a message naming the bad variable into err. */
+int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size);
+
+/* dist_init forms the group; *out is owned by the caller (dist_free). */
+int dist_init(const struct dist_config *cfg, struct dist **out, char *err,
+	      size_t err_size);
+/* dist_free closes connections and frees the group; pending requests must
+ * have been waited for. NULL is allowed. */
+void dist_free(struct dist *d);
+
+int dist_rank(const struct dist *d);
+int dist_world_size(const struct dist *d);
+enum dist_backend dist_get_backend(const struct dist *d);
+size_t dist_dtype_size(enum dist_dtype dtype);
+const char *dist_backend_name(enum dist_backend backend);
+
+/* dist_set_stream: NCCL only; operations are enqueued on this cudaStream_t
+ * (NULL: the library's own stream). Ignored by TCP. */
+void dist_set_stream(struct dist *d, void *cuda_stream);
+
+/* Point to point: count elements of dtype to/from peer. */
+int dist_send(struct dist *d, const void *buf, size_t count,
+	      enum dist_dtype dtype, int peer);
+int dist_recv(struct dist *d, void *buf, size_t count, enum dist_dtype dtype,
+	      int peer);
+/* Non-blocking forms: the buffer must stay valid until dist_wait. */
+int dist_isend(struct dist *d, const void *buf, size_t count,
+	       enum dist_dtype dtype, int peer, struct dist_req **req);
+int dist_irecv(struct dist *d, void *buf, size_t count, enum dist_dtype dtype,
+	       int peer, struct dist_req **req);
+/* dist_wait blocks until req completes, frees it and returns its status. */
+int dist_wait(struct dist_req *req);
+
+/* Collectives. send == recv is allowed (in place) for reduce/all_reduce. */
+int dist_broadcast(struct dist *d, void *buf, size_t count,
+		   enum dist_dtype dtype, int root);
+int dist_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		enum dist_dtype dtype, enum dist_op op, int root);
+int dist_all_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		    enum dist_dtype dtype, enum dist_op op);
+/* dist_iall_reduce: in-place, asynchronous; completes through dist_wait. */
+int dist_iall_reduce(struct dist *d, void *buf, size_t count,
+		     enum dist_dtype dtype, enum dist_op op,
+		     struct dist_req **req);
+/* dist_all_gather: recv holds world_size * count elements, rank order. */
+int dist_all_gather(struct dist *d, const void *send, void *recv, size_t count,
+		    enum dist_dtype dtype);
+int dist_barrier(struct dist *d);
+
+#endif

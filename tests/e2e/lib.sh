@@ -1,0 +1,72 @@
+# lib.sh - helpers for end-to-end tests (sourced by tests/e2e/*.sh).
+#
+# A test prints "ok - what", "not ok - what" or "skip - what: why" per
+# check. Every process a test starts goes through spawn_bg so the EXIT trap
+# kills what is left, whatever happened. Waits poll a condition with a
+# deadline (wait_for); no test sleeps for a fixed time and hopes.
+set -u
+
+BIN=${DLAUNCH_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/bin}
+TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlaunch-test.XXXXXX")
+BG_PIDS=()
+FAILED=0
+
+ok() { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; FAILED=$((FAILED + 1)); }
+skip() { echo "skip - $*"; }
+
+# check WHAT CMD...: ok when CMD succeeds
+check() {
+	local what=$1; shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+
+# check_eq WHAT EXPECTED ACTUAL
+check_eq() {
+	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (expected '$2', got '$3')"; fi
+}
+
+# wait_for SECONDS CMD...: poll CMD every 20 ms until it succeeds; 1 on timeout
+wait_for() {
+	local limit=$1; shift
+	local deadline=$((SECONDS + limit))
+	while ! "$@" 2>/dev/null; do
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.02
+	done
+	return 0
+}
+
+# spawn_bg LOG CMD...: start CMD in the background in its own process group,
+# output to LOG; sets LAST_PID.
+spawn_bg() {
+	local log=$1; shift
+	setsid "$@" >"$log" 2>&1 </dev/null &
+	LAST_PID=$!
+	BG_PIDS+=("$LAST_PID")
+}
+
+# kill_tree PID: SIGKILL the process group PID leads
+kill_tree() {
+	kill -KILL -- "-$1" 2>/dev/null
+	kill -KILL "$1" 2>/dev/null
+	return 0
+}
+
+# alive PID
+alive() { kill -0 "$1" 2>/dev/null; }
+
+cleanup() {
+	local p
+	for p in "${BG_PIDS[@]}"; do
+		kill -TERM -- "-$p" 2>/dev/null
+	done
+	for p in "${BG_PIDS[@]}"; do
+		wait_for 5 bash -c "! kill -0 -- -$p" || kill -KILL -- "-$p" 2>/dev/null
+	done
+	rm -rf "$TEST_TMP"
+}
+trap cleanup EXIT
+
+# finish: exit status for the runner
+finish() { [ "$FAILED" -eq 0 ]; exit $?; }

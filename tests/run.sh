@@ -1,0 +1,116 @@
+#!/bin/bash
+# run.sh - run dlaunch's test suite and print one summary line.
+#
+#   tests/run.sh [--build DIR] [--suite unit|e2e|faults|all] [PATTERN...]
+#
+# Unit tests are the cmocka binaries under DIR/tests; end-to-end tests are
+# the scripts tests/e2e/*.sh (and tests/faults/*.sh with --suite faults or
+# all), each printing TAP-style lines "ok - what", "not ok - what",
+# "skip - what: why". The last line is "N passed, N failed, N skipped";
+# the exit status is non-zero when anything failed.
+set -u
+cd "$(dirname "$0")/.."
+
+build=build
+suite=default
+patterns=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--build) build=$2; shift 2 ;;
+	--suite) suite=$2; shift 2 ;;
+	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+	*) patterns+=("$1"); shift ;;
+	esac
+done
+
+export DLAUNCH_BUILD=$(cd "$build" && pwd)
+export DLAUNCH_BIN=$DLAUNCH_BUILD/bin
+export CMOCKA_MESSAGE_OUTPUT=stdout
+logdir=$DLAUNCH_BUILD/test-logs
+mkdir -p "$logdir"
+
+passed=0 failed=0 skipped=0
+failures=()
+
+selected() {
+	[ ${#patterns[@]} -eq 0 ] && return 0
+	local p
+	for p in "${patterns[@]}"; do
+		[[ "$1" == *"$p"* ]] && return 0
+	done
+	return 1
+}
+
+report() { # name pass fail skip seconds
+	local name=$1 p=$2 f=$3 s=$4 secs=$5 log=$6
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	if [ "$f" -gt 0 ]; then
+		printf 'FAIL %-32s %3d passed %3d failed %3d skipped  %3ds\n' "$name" "$p" "$f" "$s" "$secs"
+		failures+=("$name")
+		echo "---- last lines of $log"
+		tail -n 40 "$log" | sed 's/^/    /'
+		echo "----"
+	else
+		printf 'ok   %-32s %3d passed %3d failed %3d skipped  %3ds\n' "$name" "$p" "$f" "$s" "$secs"
+	fi
+}
+
+run_unit() {
+	local bin=$1 name log start rc p f
+	name=$(basename "$bin")
+	log=$logdir/$name.log
+	start=$SECONDS
+	timeout -k 5 600 "$bin" >"$log" 2>&1
+	rc=$?
+	p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | awk '{s+=$4} END {print s+0}')
+	f=$(grep -Eo '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+	s=$(grep -Eo '^\[  SKIPPED \] [0-9]+' "$log" | awk '{s+=$4} END {print s+0}')
+	# a crash or timeout loses cmocka's summary: count it as a failure
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	report "$name" "$p" "$f" "$s" $((SECONDS - start)) "$log"
+}
+
+run_script() {
+	local script=$1 name log start rc p f s
+	name=$(basename "$(dirname "$script")")/$(basename "$script" .sh)
+	log=$logdir/${name//\//_}.log
+	start=$SECONDS
+	# each script bounds its own waits; this is the last line of defence
+	timeout -k 10 900 bash "$script" >"$log" 2>&1 </dev/null
+	rc=$?
+	p=$(grep -c '^ok - ' "$log")
+	f=$(grep -c '^not ok - ' "$log")
+	s=$(grep -c '^skip - ' "$log")
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "not ok - $name exited with status $rc" >>"$log"
+		f=1
+	fi
+	report "$name" "$p" "$f" "$s" $((SECONDS - start)) "$log"
+}
+
+if [ "$suite" != e2e ] && [ "$suite" != faults ]; then
+	for bin in "$DLAUNCH_BUILD"/tests/test_*; do
+		[ -x "$bin" ] || continue
+		selected "$(basename "$bin")" && run_unit "$bin"
+	done
+fi
+dirs=()
+case "$suite" in
+default) dirs=(tests/e2e) ;;
+e2e) dirs=(tests/e2e) ;;
+faults) dirs=(tests/faults) ;;
+all) dirs=(tests/e2e tests/faults) ;;
+esac
+for d in "${dirs[@]}"; do
+	for script in "$d"/*.sh; do
+		[ -f "$script" ] || continue
+		case "$(basename "$script")" in lib*.sh) continue ;; esac
+		selected "$(basename "$script" .sh)" && run_script "$script"
+	done
+done
+
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "failed: ${failures[*]}"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ] && [ $((passed + skipped)) -gt 0 ]
