@@ -54,6 +54,14 @@ endif
 ifeq ($(NO_CUDA),1)
 NVCC :=
 endif
+ifneq ($(NVCC),)
+CUDA_HOME     := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_CPPFLAGS := -I$(CUDA_HOME)/include -DDLAUNCH_HAVE_CUDA=1
+CUDA_LIBS     := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+	-lcublas -lnccl -lcudart
+NVCCFLAGS     ?= -O2 -g -std=c++17 -Xcompiler -Wall \
+	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+endif
 
 # Libraries every module may link, in dependency order (users first).
 COMMON_LIB := $(BUILD)/lib/libdlcommon.a
@@ -65,6 +73,9 @@ TRAIN_LIB  := $(BUILD)/lib/libtrain.a
 BINS       :=
 UNIT_TESTS :=
 OBJS       :=
+FUZZ_RUNS  := # phony targets each module adds: build and run one fuzzer
+BENCH_RUNS := # phony targets each module adds: run one benchmark
+FUZZ_SECONDS ?= 60
 
 .PHONY: all tests test check fuzz bench bench-quick format format-check \
 	install clean deps run
@@ -84,11 +95,13 @@ $(BUILD)/tests/$(1): $(BUILD)/obj/tests/unit/$(1).o $(2)
 endef
 
 include common/module.mk
-include $(sort $(wildcard rendezvous/module.mk agent/module.mk \
-	launcher/module.mk trainer/module.mk tests/module.mk))
+include $(sort $(wildcard rendezvous/*.mk agent/*.mk launcher/*.mk \
+	trainer/*.mk tests/*.mk bench/*.mk))
 
 all: $(BINS)
 tests: $(UNIT_TESTS)
+fuzz: $(FUZZ_RUNS)
+bench: $(BENCH_RUNS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
