@@ -4,6 +4,7 @@
 #
 #   make                build every binary (the CUDA parts when nvcc is found)
 #   make test           install missing Debian packages, build, run the suite
+#   make test-faults    only the fault-injection cases (tests/faults)
 #   make check          the suite under AddressSanitizer and UBSan (-Werror)
 #   make fuzz           libFuzzer harnesses, each for a bounded time (clang)
 #   make bench          benchmarks against torchrun / gloo / PyTorch DDP
@@ -77,7 +78,7 @@ FUZZ_RUNS  := # phony targets each module adds: build and run one fuzzer
 BENCH_RUNS := # phony targets each module adds: run one benchmark
 FUZZ_SECONDS ?= 60
 
-.PHONY: all tests test check fuzz bench bench-quick format format-check \
+.PHONY: all tests test test-faults check fuzz bench bench-quick format format-check \
 	install clean deps run
 all:
 
@@ -115,15 +116,20 @@ $(BUILD)/lib/%.a:
 deps:
 	@contrib/install-deps.sh
 
+# the whole suite: unit tests, end-to-end tests, fault-injection tests
 test: deps
 	@$(MAKE) --no-print-directory all tests
-	@tests/run.sh --build $(BUILD)
+	@tests/run.sh --build $(BUILD) --suite all
+
+test-faults: deps
+	@$(MAKE) --no-print-directory all tests
+	@tests/run.sh --build $(BUILD) --suite faults
 
 check:
 	@contrib/install-deps.sh
 	@$(MAKE) --no-print-directory BUILD=build/check SANITIZE=1 WERROR=1 all tests
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		tests/run.sh --build build/check
+		tests/run.sh --build build/check --suite all
 
 format:
 	clang-format -i $(shell git ls-files '*.c' '*.h' '*.cu')
