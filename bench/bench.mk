@@ -1,0 +1,56 @@
+# bench/: benchmarks of dlaunch against the tools users would otherwise use
+# (torchrun, PyTorch gloo, PyTorch DDP). Benchmarks are not tests: nothing
+# here is part of `make test`. bench/README.md says what each one measures.
+#
+#   make bench          every benchmark, full sizes and repetitions, then the
+#                       table of ratios; results in bench/results/
+#   make bench-quick    the same with fewer sizes and repetitions (< 5 min)
+#   make bench-build    only build the benchmark programs (also part of all)
+#   make bench-launch | bench-restart | bench-nodeloss | bench-rdzv |
+#        bench-dist | bench-train | bench-ckpt    one benchmark (full)
+#   make bench-report   redo the table and plots from bench/results/*.json
+#
+# BENCH_ARGS passes extra options to bench/bench.py (e.g. --reps 3).
+
+BENCH_DIR  := $(BUILD)/bench
+BENCH_PY   := /usr/bin/python3 bench/bench.py --build $(BUILD)
+BENCH_BINS := $(BENCH_DIR)/rdzv_load
+
+OBJS += $(call objs,bench/rdzv_load.c)
+$(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lm
+
+# The collective benchmark needs the dist library, which trainer/'s
+# fragment declares ($(DIST_LIB)); bench/*.mk is read before trainer/*.mk,
+# so test for the fragment, not the variable.
+ifneq ($(wildcard trainer/*.mk),)
+BENCH_BINS += $(BENCH_DIR)/dist_bench
+OBJS += $(call objs,bench/dist_bench.c)
+$(BENCH_DIR)/dist_bench: $(call objs,bench/dist_bench.c) $(DIST_LIB) \
+		$(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+endif
+
+.PHONY: bench-build bench-suite bench-launch bench-restart bench-nodeloss \
+	bench-rdzv bench-dist bench-train bench-ckpt bench-report
+all: $(BENCH_BINS)
+bench-build: $(BENCH_BINS)
+
+BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-rdzv bench-dist \
+	bench-train bench-ckpt
+$(BENCH_ONE): $(BINS) $(BENCH_BINS)
+	$(BENCH_PY) $(patsubst bench-%,%,$@) $(BENCH_ARGS)
+
+# One recipe runs them all in turn: benchmarks must not share the CPU with
+# each other even under make -j.
+bench-suite: $(BINS) $(BENCH_BINS)
+	$(BENCH_PY) all $(BENCH_ARGS)
+BENCH_RUNS += bench-suite
+
+bench-quick: $(BINS) $(BENCH_BINS)
+	$(BENCH_PY) all --quick $(BENCH_ARGS)
+
+bench-report:
+	$(BENCH_PY) report
