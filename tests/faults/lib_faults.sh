@@ -1,0 +1,224 @@
+# lib_faults.sh - helpers shared by the reliability suite (tests/faults/*.sh).
+#
+# Sources tests/e2e/lib.sh (ok/not_ok/skip/check/wait_for/spawn_bg/finish)
+# and adds: a unique mark put in the environment of every process a case
+# starts (DLAUNCH_TEST_MARK, found again through /proc/*/environ by the
+# checker), starting dlaunch-rdzv on port 0 and reading the port back,
+# starting agents, reading the server's job detail, and the test worker.
+#
+# The case script itself does not carry the mark (it is never exported
+# here), so the checker finds exactly the processes of the job: the server,
+# the agents, their workers and whatever those forked.
+
+FAULTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../e2e/lib.sh
+source "$FAULTS_DIR/../e2e/lib.sh"
+# shellcheck source=lib_check.sh
+source "$FAULTS_DIR/lib_check.sh"
+# shellcheck source=lib_netns.sh
+source "$FAULTS_DIR/lib_netns.sh"
+
+MARK=dlf-$$-$RANDOM$RANDOM
+WORKER=$FAULTS_DIR/worker.sh
+PY=/usr/bin/python3
+# the rendezvous settings of every case: fast heartbeats so an eviction
+# takes about a second, not the 5 s default
+HB_CONF=${HB_CONF:-heartbeat_interval=0.2,heartbeat_timeout=1,last_call_timeout=0.5}
+
+RDZV_PID=
+RDZV_PORT=
+RDZV_HOST=127.0.0.1
+RDZV_URL=
+RDZV_LOG=
+RDZV_NS=
+declare -A AGENT_PID=()
+
+faults_cleanup() {
+	kill_marked
+	netns_teardown
+	cleanup
+}
+trap faults_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# faults_require BIN...: skip the whole script when a binary is not built
+faults_require() {
+	local b
+	for b in "$@"; do
+		if [ ! -x "$BIN/$b" ]; then
+			skip "$(basename "$0" .sh): $b is not built in $BIN"
+			finish
+		fi
+	done
+}
+
+# marked CMD...: run CMD with the case's mark and the worker's directory
+marked() { env DLAUNCH_TEST_MARK="$MARK" FAULT_DIR="$TEST_TMP" "$@"; }
+
+# listen_port PID [HOST_INDEX]: the TCP port PID listens on (via ss)
+listen_port() {
+	local pid=$1 out
+	if [ -n "${2:-}" ]; then
+		out=$(netns_exec "$2" ss -ltnpH 2>/dev/null)
+	else
+		out=$(ss -ltnpH 2>/dev/null)
+	fi
+	echo "$out" | grep "pid=$pid," | awk '{print $4}' | head -n 1 |
+		sed 's/.*://'
+}
+
+# start_rdzv [--ns I] [--port P] [ARGS...]: start dlaunch-rdzv (on host I
+# when given) listening on port P (default 0: any), wait until it accepts
+# and set RDZV_PID, RDZV_PORT, RDZV_URL, RDZV_LOG.
+start_rdzv() {
+	local ns= port=0 host=127.0.0.1
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--ns) ns=$2; shift 2 ;;
+		--port) port=$2; shift 2 ;;
+		*) break ;;
+		esac
+	done
+	[ -n "$ns" ] && host=$(netns_addr "$ns")
+	RDZV_LOG=$TEST_TMP/rdzv.$((${RDZV_STARTS:-0} + 1)).log
+	RDZV_STARTS=$((${RDZV_STARTS:-0} + 1))
+	if [ -n "$ns" ]; then
+		netns_spawn "$ns" "$RDZV_LOG" env DLAUNCH_TEST_MARK="$MARK" \
+			"$BIN/dlaunch-rdzv" --listen "$host:$port" "$@"
+	else
+		spawn_bg "$RDZV_LOG" env DLAUNCH_TEST_MARK="$MARK" \
+			"$BIN/dlaunch-rdzv" --listen "$host:$port" "$@"
+	fi
+	RDZV_PID=$LAST_PID
+	RDZV_NS=$ns
+	RDZV_HOST=$host
+	if ! wait_for 10 rdzv_bound; then
+		echo "# dlaunch-rdzv did not start; its log:"
+		sed 's/^/#   /' "$RDZV_LOG" | tail -n 20
+		return 1
+	fi
+	RDZV_URL=http://$host:$RDZV_PORT
+	return 0
+}
+
+rdzv_bound() {
+	alive "$RDZV_PID" || return 1
+	RDZV_PORT=$(listen_port "$RDZV_PID" "$RDZV_NS")
+	[ -n "$RDZV_PORT" ]
+}
+
+# rdzv_curl PATH [CURL ARGS...]: a request to the server (from the root
+# namespace, or from host 0's when the server runs there)
+rdzv_curl() {
+	local path=$1
+	shift
+	if [ -n "$RDZV_NS" ]; then
+		netns_exec "$RDZV_NS" curl -sS -m 10 "$@" "$RDZV_URL$path"
+	else
+		curl -sS -m 10 "$@" "$RDZV_URL$path"
+	fi
+}
+
+# job_json JOB: the server's detail of JOB (empty on failure)
+job_json() { rdzv_curl "/v1/jobs/$1" -f 2>/dev/null; }
+# job_field JOB JQ: one field of the job detail
+job_field() { job_json "$1" | jq -r "$2" 2>/dev/null; }
+job_state_is() { [ "$(job_field "$1" .state)" = "$2" ]; }
+job_members_are() { [ "$(job_field "$1" '.members | length')" = "$2" ]; }
+# job_running_with JOB NNODES: RUNNING with NNODES members
+job_running_with() { job_state_is "$1" RUNNING && job_members_are "$1" "$2"; }
+
+# start_agent NAME [--ns I] CMD...: start CMD (`"$BIN/dlaunch" ARGS`, or
+# `env VAR=VALUE... "$BIN/dlaunch" ARGS`) as agent NAME with the case's mark
+# and FAULT_DIR/FAULT_NODE for the workers; AGENT_PID[NAME] is its pid, its
+# output goes to $TEST_TMP/agent.NAME.log
+start_agent() {
+	local name=$1 ns=
+	shift
+	if [ "${1:-}" = --ns ]; then
+		ns=$2
+		shift 2
+	fi
+	local log=$TEST_TMP/agent.$name.log
+	if [ -n "$ns" ]; then
+		netns_spawn "$ns" "$log" env DLAUNCH_TEST_MARK="$MARK" \
+			FAULT_DIR="$TEST_TMP" FAULT_NODE="$name" "$@"
+	else
+		spawn_bg "$log" env DLAUNCH_TEST_MARK="$MARK" \
+			FAULT_DIR="$TEST_TMP" FAULT_NODE="$name" "$@"
+	fi
+	AGENT_PID[$name]=$LAST_PID
+	unset "AGENT_RC[$name]"
+}
+
+# agent_exit NAME: wait (bounded by the caller's wait_for) for agent NAME to
+# exit and print its status; AGENT_RC[NAME] keeps it
+declare -A AGENT_RC=()
+agent_exited() {
+	local pid=${AGENT_PID[$1]}
+	alive "$pid" && return 1
+	if [ -z "${AGENT_RC[$1]:-}" ]; then
+		wait "$pid" 2>/dev/null
+		AGENT_RC[$1]=$?
+	fi
+	return 0
+}
+# wait_agent NAME SECONDS: 0 when it exited in time (AGENT_RC[NAME] set)
+wait_agent() { wait_for "$2" agent_exited "$1"; }
+
+# worker records (see worker.sh): "round rank pid node local_rank world
+# restart_count" per worker start, in $TEST_TMP/ranks.log
+ranks_in_round() { awk -v r="$1" '$1 == r' "$TEST_TMP/ranks.log" 2>/dev/null | wc -l; }
+# workers_started N: at least N worker starts recorded in total
+workers_started() {
+	[ "$(cat "$TEST_TMP/ranks.log" 2>/dev/null | wc -l)" -ge "$1" ]
+}
+# round_complete R N: N workers recorded in round R
+round_complete() { [ "$(ranks_in_round "$1")" -ge "$2" ]; }
+# worker_pid NODE LOCAL_RANK: the pid of that worker's latest incarnation
+worker_pid() { cat "$TEST_TMP/pid.$1.$2" 2>/dev/null; }
+# worker_cmd NODE LOCAL_RANK CMD: tell that worker to do CMD (see worker.sh)
+worker_cmd() { echo "$3" >"$TEST_TMP/cmd.$1.$2.tmp" && mv "$TEST_TMP/cmd.$1.$2.tmp" "$TEST_TMP/cmd.$1.$2"; }
+# all_workers_done: tell every worker to exit 0
+all_workers_done() { touch "$TEST_TMP/done"; }
+
+# log_has FILE REGEX
+log_has() { grep -Eq -- "$2" "$1" 2>/dev/null; }
+
+# show_log FILE [N]: the last N lines of FILE as TAP comments (diagnosis)
+show_log() {
+	echo "# --- last lines of $(basename "$1")"
+	tail -n "${2:-15}" "$1" 2>/dev/null | cut -c1-300 | sed 's/^/#   /'
+}
+
+# metric NAME_WITH_LABELS: a value from the server's /metrics (0 if absent)
+metric() {
+	rdzv_curl /metrics 2>/dev/null | awk -v m="$1" '$1 == m {print $2; f=1} END {if (!f) print 0}'
+}
+
+RDZV_ARGS=()
+
+# agent_args JOB NNODES NPROC [CONF]: the usual dlaunch options of a case
+# (the worker command follows them)
+agent_args() {
+	local job=$1 nnodes=$2 nproc=$3 conf=${4:-$HB_CONF}
+	echo "--nnodes=$nnodes --nproc-per-node=$nproc" \
+		"--rdzv-endpoint=$RDZV_HOST:$RDZV_PORT --rdzv-id=$job" \
+		"--rdzv-conf=$conf --max-restarts=${MAX_RESTARTS:-3}"
+}
+
+# job_round JOB: the job's current round number
+job_round() { job_field "$1" .round; }
+# job_left_round JOB R: the job is RUNNING in a round after R with N members
+job_running_after() {
+	local r
+	r=$(job_round "$1")
+	[ -n "$r" ] && [ "$r" != null ] && [ "$r" -gt "$2" ] &&
+		job_running_with "$1" "$3"
+}
+# pids_dead PID...: none of them is alive
+pids_dead() {
+	local p
+	for p in "$@"; do alive "$p" && return 1; done
+	return 0
+}
