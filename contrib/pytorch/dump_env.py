@@ -5,7 +5,7 @@ file, so that two launchers can be compared variable for variable.
     torchrun --standalone --nproc-per-node 2 contrib/pytorch/dump_env.py OUTDIR
 
 Each worker writes OUTDIR/env.<RANK>.json (the whole environment, plus the
-worker's own argv and whether stdin was readable) and prints
+worker's argv, pid and whether TORCHELASTIC_ERROR_FILE's folder exists) and prints
 "dump_env ok rank=R file=PATH". It does not need torch, and exits 1 with
 "dump_env FAILED ..." when RANK is missing or the file cannot be written.
 """
@@ -24,7 +24,16 @@ def main():
         print(f"dump_env FAILED: RANK is {rank!r}, not a rank", flush=True)
         return 1
     path = os.path.join(outdir, f"env.{rank}.json")
-    record = {"env": dict(os.environ), "argv": sys.argv, "pid": os.getpid()}
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE", "")
+    record = {
+        "env": dict(os.environ),
+        "argv": sys.argv,
+        "pid": os.getpid(),
+        # the launcher reads this file after a failure: its folder must exist
+        # (or be creatable) while the worker runs
+        "error_file_dir_exists": bool(error_file)
+        and os.path.isdir(os.path.dirname(error_file)),
+    }
     try:
         os.makedirs(outdir, exist_ok=True)
         tmp = f"{path}.tmp"
