@@ -1,0 +1,238 @@
+/*
+ * rdzv_state.h - the rendezvous state machine, with no I/O.
+ *
+ * It holds every job: its configuration, the current round, the members of
+ * a closed round with their node ranks and rank offsets, the nodes waiting
+ * for the next round (joiners and spares), the restart budget, the failures
+ * reported and a small key-value store. Callers feed it events (join,
+ * heartbeat, watch, report, leave, timer tick, KV put) together with the
+ * current monotonic time in milliseconds and get back answers; it never
+ * reads a clock, a socket or a file. Semantics: docs/http-api.md.
+ *
+ * Every event that changes a job marks it; the caller drains the marks with
+ * rdzv_state_pop_changed() to journal the job and to re-check the long polls
+ * parked on it. rdzv_state_next_deadline() says when rdzv_state_tick() must
+ * run next (heartbeat eviction, last call, join timeout).
+ *
+ * Functions return 0 / a positive RDZV_* outcome, or a negative DL_E* code
+ * (dlaunch/error.h) with a lowercase message naming the object in err:
+ * DL_EINVAL (bad field), DL_ENOTFOUND (no such job/key), DL_ECONFLICT
+ * (configuration mismatch), DL_ESTALE (stale round or incarnation),
+ * DL_EGONE (the job has ended), DL_ELIMIT (too many jobs/nodes/keys).
+ */
+#ifndef DLAUNCH_RDZV_STATE_H
+#define DLAUNCH_RDZV_STATE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDZV_NAME_MAX	     128 /* job, node_id and KV key names */
+#define RDZV_INCARNATION_MAX 64
+#define RDZV_ADDR_MAX	     64 /* an IP address literal */
+#define RDZV_MAX_FAILURES    64 /* failures kept per job */
+#define RDZV_MAX_NPROC	     4096
+#define RDZV_MAX_RESTARTS    1000000
+
+enum rdzv_job_state {
+	RDZV_JOB_WAITING = 0,	 /* the first round is open */
+	RDZV_JOB_RUNNING = 1,	 /* the current round is closed */
+	RDZV_JOB_RESTARTING = 2, /* a round ended, the next one is open */
+	RDZV_JOB_SUCCEEDED = 3,
+	RDZV_JOB_FAILED = 4,
+};
+#define RDZV_JOB_NSTATES 5
+
+enum rdzv_action {
+	RDZV_ACTION_CONTINUE = 0,
+	RDZV_ACTION_RESTART = 1,
+	RDZV_ACTION_STOP = 2,
+};
+
+enum rdzv_member_status {
+	RDZV_MEMBER_RUNNING = 0,
+	RDZV_MEMBER_SUCCEEDED = 1,
+	RDZV_MEMBER_FAILED = 2,
+};
+
+/* Outcomes of the long-poll events (join, watch): answer now or park. */
+#define RDZV_DONE 0
+#define RDZV_WAIT 1
+
+struct rdzv_job_config {
+	uint32_t min_nodes;
+	uint32_t max_nodes;
+	uint32_t max_restarts;
+	uint64_t join_timeout_ms;	/* default 600 s */
+	uint64_t last_call_timeout_ms;	/* default 5 s */
+	uint64_t heartbeat_interval_ms; /* default 1 s */
+	uint64_t heartbeat_timeout_ms;	/* default 5 s */
+};
+
+/* A node as it describes itself when joining. */
+struct rdzv_node_info {
+	char node_id[RDZV_NAME_MAX + 1];
+	char incarnation[RDZV_INCARNATION_MAX + 1];
+	char addr[RDZV_ADDR_MAX + 1];
+	uint32_t nproc;
+	uint16_t master_port; /* 0: none offered */
+};
+
+struct rdzv_limits {
+	uint32_t max_jobs;	    /* default 1024 */
+	uint32_t max_nodes_per_job; /* members + waiting; default 65536 */
+	uint32_t max_keys_per_job;  /* default 1024 */
+	size_t max_value_bytes;	    /* default 64 KiB */
+};
+
+/* What a node is told: the answer of heartbeat, watch, report, leave. */
+struct rdzv_reply {
+	uint64_t round;
+	enum rdzv_job_state state;
+	enum rdzv_action action;
+	uint32_t restart_count;
+};
+
+/* Counters for /metrics, monotonically increasing. */
+struct rdzv_counters {
+	uint64_t rounds_total;	 /* rounds closed */
+	uint64_t restarts_total; /* restarts charged */
+	uint64_t heartbeats_total;
+	uint64_t evictions_total;
+};
+
+struct rdzv_state;
+
+void rdzv_limits_init(struct rdzv_limits *limits);
+void rdzv_job_config_init(struct rdzv_job_config *cfg);
+
+/* rdzv_state_new: an empty state; limits copied (NULL: defaults). */
+struct rdzv_state *rdzv_state_new(const struct rdzv_limits *limits);
+void rdzv_state_free(struct rdzv_state *st); /* NULL is allowed */
+
+/* rdzv_name_valid: 1..max_len bytes of [A-Za-z0-9._:-], not starting with
+ * '.'; returns 1 when valid. */
+int rdzv_name_valid(const char *s, size_t max_len);
+
+const char *rdzv_job_state_name(enum rdzv_job_state s);
+const char *rdzv_action_name(enum rdzv_action a);
+const char *rdzv_member_status_name(enum rdzv_member_status s);
+
+/*
+ * rdzv_join: node asks to take part in job's next round; the first join
+ * creates the job with cfg, later ones must agree with it (DL_ECONFLICT
+ * names the field). Returns RDZV_DONE when the node is a member of the
+ * current closed round (the answer is rdzv_assignment_json), RDZV_WAIT when
+ * it must wait for the round to close. With hold set the caller keeps the
+ * request open on RDZV_WAIT and must call rdzv_join_poll_end when it ends;
+ * a held join keeps the waiting node alive. On error reply (when non-NULL)
+ * is filled for 409/410 answers.
+ */
+int rdzv_join(struct rdzv_state *st, const char *job,
+	      const struct rdzv_node_info *node,
+	      const struct rdzv_job_config *cfg, int hold, uint64_t now_ms,
+	      struct rdzv_reply *reply, char *err, size_t err_size);
+
+/* rdzv_join_check: re-evaluates a held join: RDZV_DONE, RDZV_WAIT or an
+ * error (DL_EGONE: the job ended; DL_ESTALE: a newer incarnation took the
+ * node's place; DL_ENOTFOUND: the node was dropped). */
+int rdzv_join_check(struct rdzv_state *st, const char *job, const char *node_id,
+		    const char *incarnation, struct rdzv_reply *reply,
+		    char *err, size_t err_size);
+
+/* rdzv_join_poll_end: a held join was answered or its client went away;
+ * the node's liveness clock restarts at now_ms. */
+void rdzv_join_poll_end(struct rdzv_state *st, const char *job,
+			const char *node_id, const char *incarnation,
+			uint64_t now_ms);
+
+/* rdzv_heartbeat: 0 with reply (continue, or stop for members of an ended
+ * job), DL_ESTALE with reply (409), DL_EGONE with reply (410). */
+int rdzv_heartbeat(struct rdzv_state *st, const char *job, const char *node_id,
+		   const char *incarnation, uint64_t round, uint64_t now_ms,
+		   struct rdzv_reply *reply, char *err, size_t err_size);
+
+/* rdzv_watch: RDZV_DONE with reply when the job is no longer at round or
+ * has ended, else RDZV_WAIT. node_id/incarnation may be NULL; when given
+ * they count as a sign of life. */
+int rdzv_watch(struct rdzv_state *st, const char *job, const char *node_id,
+	       const char *incarnation, uint64_t round, uint64_t now_ms,
+	       struct rdzv_reply *reply, char *err, size_t err_size);
+
+/*
+ * rdzv_report: a member's workers succeeded or failed in round. failures
+ * (a JSON array of objects already validated by the caller, borrowed) is
+ * recorded job-wide with "round" and "node_id" added. Returns 0 with reply,
+ * or DL_ESTALE/DL_EGONE with reply as for heartbeats.
+ */
+int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
+		const char *incarnation, uint64_t round, int succeeded,
+		json_t *failures, uint64_t now_ms, struct rdzv_reply *reply,
+		char *err, size_t err_size);
+
+/* rdzv_leave: the node leaves at once; unknown nodes and ended jobs are
+ * fine (0). DL_ESTALE when the node is known with another incarnation. */
+int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
+	       const char *incarnation, uint64_t now_ms,
+	       struct rdzv_reply *reply, char *err, size_t err_size);
+
+/* rdzv_tick: applies every deadline that has passed at now_ms. */
+void rdzv_state_tick(struct rdzv_state *st, uint64_t now_ms);
+
+/* rdzv_state_next_deadline: the earliest time rdzv_state_tick has work;
+ * UINT64_MAX when none. */
+uint64_t rdzv_state_next_deadline(const struct rdzv_state *st);
+
+/* KV: rdzv_kv_put copies len bytes under key in job (DL_ENOTFOUND when the
+ * job does not exist, DL_ELIMIT past the key count or value size).
+ * rdzv_kv_get borrows the value (valid until the next change). */
+int rdzv_kv_put(struct rdzv_state *st, const char *job, const char *key,
+		const void *data, size_t len, char *err, size_t err_size);
+int rdzv_kv_get(const struct rdzv_state *st, const char *job, const char *key,
+		const void **data, size_t *len);
+
+/* Change marks. RDZV_CHANGED_JOB: the job's durable state changed (journal
+ * it; the job may also have been deleted); RDZV_CHANGED_WAKE: re-check the
+ * long polls parked on it. */
+#define RDZV_CHANGED_JOB  1u
+#define RDZV_CHANGED_WAKE 2u
+
+/* rdzv_state_pop_changed copies the name of one changed job into name
+ * (RDZV_NAME_MAX + 1 bytes), returns its RDZV_CHANGED_* flags, or 0 when
+ * nothing is left. */
+unsigned rdzv_state_pop_changed(struct rdzv_state *st, char *name);
+
+/* Views, each a new JSON reference (json_decref it), NULL when the job
+ * (or node) is unknown: the join answer for node_id, the job detail of
+ * GET /v1/jobs/{job}, the job list of GET /v1/jobs. */
+json_t *rdzv_assignment_json(const struct rdzv_state *st, const char *job,
+			     const char *node_id);
+json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
+			     uint64_t now_ms);
+json_t *rdzv_jobs_json(const struct rdzv_state *st);
+/* rdzv_waiting_reply: the 202 answer of a join still waiting. */
+json_t *rdzv_waiting_json(const struct rdzv_state *st, const char *job);
+
+/* Durability: rdzv_job_save returns the job's durable state (without its
+ * KV), rdzv_job_restore replaces/creates a job from it (timers restart at
+ * now_ms), rdzv_job_delete drops one. rdzv_kv_each calls fn for every key.
+ * None of them marks the job changed. */
+json_t *rdzv_job_save(const struct rdzv_state *st, const char *job);
+int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
+		     char *err, size_t err_size);
+void rdzv_job_delete(struct rdzv_state *st, const char *job);
+size_t rdzv_job_count(const struct rdzv_state *st);
+/* rdzv_job_name_at: the i-th job's name (0 <= i < count), borrowed. */
+const char *rdzv_job_name_at(const struct rdzv_state *st, size_t i);
+int rdzv_kv_each(const struct rdzv_state *st, const char *job,
+		 int (*fn)(void *ctx, const char *key, const void *data,
+			   size_t len),
+		 void *ctx);
+
+/* Metrics: jobs per state (RDZV_JOB_NSTATES entries), members of current
+ * rounds, and the counters. */
+void rdzv_state_stats(const struct rdzv_state *st,
+		      uint64_t jobs_by_state[RDZV_JOB_NSTATES],
+		      uint64_t *members, struct rdzv_counters *counters);
+
+#endif

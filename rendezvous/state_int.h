@@ -1,0 +1,84 @@
+/*
+ * state_int.h - the rendezvous state machine's data, shared by state.c
+ * (events) and state_json.c (views and durable form). Private to
+ * rendezvous/; everyone else goes through dlaunch/rdzv_state.h.
+ */
+#ifndef DLAUNCH_RDZV_STATE_INT_H
+#define DLAUNCH_RDZV_STATE_INT_H
+
+#include "dlaunch/rdzv_state.h"
+#include "kv.h"
+
+/* A member of the job's current (closed) round. */
+struct member {
+	struct rdzv_node_info info;
+	uint32_t node_rank;
+	uint64_t rank_offset;
+	enum rdzv_member_status status;
+	uint64_t last_seen_ms;
+	int gone; /* marked for removal by the round that is ending */
+};
+
+/* A node waiting for the next round: a joiner or a spare. */
+struct waiter {
+	struct rdzv_node_info info;
+	uint64_t seq; /* join order */
+	uint64_t last_seen_ms;
+	uint32_t polls_open; /* held joins keep it alive */
+};
+
+/* A member of the previous round expected back in the open round; the
+ * array is in the old node-rank order, which the next round keeps. */
+struct survivor {
+	char node_id[RDZV_NAME_MAX + 1];
+	uint64_t last_seen_ms;
+};
+
+struct job {
+	char name[RDZV_NAME_MAX + 1];
+	struct rdzv_job_config cfg;
+	enum rdzv_job_state state;
+	uint64_t round;
+	uint32_t restart_count;
+	uint64_t world_size;
+
+	struct member *members;
+	size_t nmembers, members_cap;
+	struct waiter *waiters;
+	size_t nwaiters, waiters_cap;
+	struct survivor *survivors;
+	size_t nsurvivors, survivors_cap;
+	int had_survivors; /* the open round followed a round with members */
+
+	/* open-round clocks */
+	int min_reached;
+	uint64_t min_reached_ms;     /* when min_nodes were first there */
+	uint64_t below_min_since_ms; /* join_timeout runs from here */
+
+	uint64_t next_seq;
+	uint64_t ended_seq; /* order in which jobs ended (0: running) */
+	json_t *failures;   /* array, at most RDZV_MAX_FAILURES */
+	struct rdzv_kv *kv;
+	unsigned changed;
+};
+
+struct rdzv_state {
+	struct rdzv_limits limits;
+	struct job **jobs;
+	size_t njobs, jobs_cap;
+	char (*deleted)[RDZV_NAME_MAX + 1]; /* deleted, not yet popped */
+	size_t ndeleted, deleted_cap;
+	uint64_t end_seq;
+	struct rdzv_counters counters;
+};
+
+struct job *state_find_job(const struct rdzv_state *st, const char *name);
+struct member *job_find_member(const struct job *j, const char *node_id);
+struct waiter *job_find_waiter(const struct job *j, const char *node_id);
+struct job *state_add_job(struct rdzv_state *st, const char *name,
+			  const struct rdzv_job_config *cfg);
+int job_is_open(const struct job *j);
+int job_is_ended(const struct job *j);
+int job_reserve(void **arr, size_t *cap, size_t need, size_t elem);
+
+#endif
