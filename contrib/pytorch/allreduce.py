@@ -4,11 +4,12 @@ group from the launcher's environment and sum one tensor across all ranks.
 Run it the same way under either launcher (2 processes on this machine):
 
     dlaunch  --standalone --nproc-per-node 2 contrib/pytorch/allreduce.py
-    torchrun --standalone --nproc-per-node 2 contrib/pytorch/allreduce.py
+    torchrun --standalone --nproc_per_node 2 contrib/pytorch/allreduce.py
 
-(on Debian 12 with Python 3.11 use tests/torchrun/torchrun for torchrun, and
-PYTHON_EXEC=/usr/bin/python3 or --python /usr/bin/python3 for dlaunch when
-the first python3 on PATH has no torch).
+(torchrun 1.13 knows only the underscore spellings such as --nproc_per_node;
+dlaunch takes both. On Debian 12 with Python 3.11 use tests/torchrun/torchrun
+in place of torchrun, and PYTHON_EXEC=/usr/bin/python3 with either launcher
+when the first python3 on PATH has no torch.)
 
 Every rank contributes rank + 1, so the sum is W * (W + 1) / 2. Each rank
 prints "allreduce ok rank=R world=W sum=S" or "allreduce FAILED ..." and

@@ -4,7 +4,7 @@ broadcast, reduce, all-reduce (sum, max, min) and all-gather.
 Run it the same way under either launcher:
 
     dlaunch  --standalone --nproc-per-node 2 contrib/pytorch/collectives.py
-    torchrun --standalone --nproc-per-node 2 contrib/pytorch/collectives.py
+    torchrun --standalone --nproc_per_node 2 contrib/pytorch/collectives.py
 
 Every result is known in advance from the ranks alone, so each rank checks
 its own. Each rank prints "collectives ok rank=R world=W ..." or one

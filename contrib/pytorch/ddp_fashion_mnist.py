@@ -6,7 +6,7 @@ a restart every rank resumes from it.
 
     dlaunch  --standalone --nproc-per-node 2 --max-restarts 1 \
         contrib/pytorch/ddp_fashion_mnist.py --epochs 2 --checkpoint /tmp/fm.pt
-    torchrun --standalone --nproc-per-node 2 --max-restarts 1 \
+    torchrun --standalone --nproc_per_node 2 --max_restarts 1 \
         contrib/pytorch/ddp_fashion_mnist.py --epochs 2 --checkpoint /tmp/fm.pt
 
 Data: the IDX files of Debian's dataset-fashion-mnist package

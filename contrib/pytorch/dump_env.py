@@ -2,7 +2,7 @@
 file, so that two launchers can be compared variable for variable.
 
     dlaunch  --standalone --nproc-per-node 2 contrib/pytorch/dump_env.py OUTDIR
-    torchrun --standalone --nproc-per-node 2 contrib/pytorch/dump_env.py OUTDIR
+    torchrun --standalone --nproc_per_node 2 contrib/pytorch/dump_env.py OUTDIR
 
 Each worker writes OUTDIR/env.<RANK>.json (the whole environment, plus the
 worker's argv, pid and whether TORCHELASTIC_ERROR_FILE's folder exists) and prints

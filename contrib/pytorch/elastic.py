@@ -5,7 +5,7 @@ reading TORCHELASTIC_RESTART_COUNT the way torchelastic programs do.
     dlaunch  --standalone --nproc-per-node 2 --max-restarts 1 \
         contrib/pytorch/elastic.py --state /tmp/elastic.state --steps 20 \
         --fail-rank 1 --fail-step 7
-    torchrun --standalone --nproc-per-node 2 --max-restarts 1 \
+    torchrun --standalone --nproc_per_node 2 --max_restarts 1 \
         contrib/pytorch/elastic.py --state /tmp/elastic.state --steps 20 \
         --fail-rank 1 --fail-step 7
 

@@ -4,7 +4,7 @@ a ring, then non-blocking isend/irecv in both directions at once.
 Run it the same way under either launcher (any world size >= 2):
 
     dlaunch  --standalone --nproc-per-node 2 contrib/pytorch/p2p.py
-    torchrun --standalone --nproc-per-node 2 contrib/pytorch/p2p.py
+    torchrun --standalone --nproc_per_node 2 contrib/pytorch/p2p.py
 
 Each message carries the sender's rank, so every rank can check that what it
 received came from the neighbour it expected. Each rank prints

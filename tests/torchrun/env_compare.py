@@ -5,6 +5,9 @@ same program (contrib/pytorch/dump_env.py) variable for variable.
     env_compare.py --parent PARENT.json --torchrun DIR --dlaunch DIR \
         --world N [--run-id-given] [--static]
 
+With --static (static mode: --master-addr and --master-port given, no
+rendezvous) MASTER_ADDR and MASTER_PORT are the user's and compared too.
+
 PARENT.json is the environment both launchers were started with (a JSON
 object); DIR holds env.<RANK>.json for every rank 0..N-1. For each rank, the
 variables a launcher set or changed (relative to PARENT) must be the same
@@ -99,7 +102,8 @@ def main():
     ap.add_argument("--dlaunch", required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--run-id-given", action="store_true")
-    ap.add_argument("--static", action="store_true")
+    ap.add_argument("--static", action="store_true",
+                    help="--master-addr/--master-port given: compare them too")
     args = ap.parse_args()
 
     with open(args.parent) as f:
@@ -108,6 +112,8 @@ def main():
             "dlaunch": load_ranks(args.dlaunch, args.world)}
     problems = []
     excluded = dict(EXCLUDED)
+    if args.static:  # the user chose them: both launchers must pass them on
+        del excluded["MASTER_ADDR"], excluded["MASTER_PORT"]
     if not args.run_id_given:
         excluded["TORCHELASTIC_RUN_ID"] = RUN_ID_NOTE
     if args.static:
