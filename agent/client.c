@@ -1,0 +1,367 @@
+/*
+ * client.c - rendezvous HTTP calls: libcurl multi on a libevent loop.
+ *
+ * curl tells us which sockets to watch (socket_cb) and when to wake it
+ * (timer_cb); libevent calls back into curl_multi_socket_action; finished
+ * transfers are collected in check_done, which is the only place user
+ * callbacks run, outside every curl callback, so they may start or cancel
+ * calls freely.
+ */
+#include "dlaunch/agent_client.h"
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/buf.h"
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
+
+#define CLIENT_MAX_BODY_BYTES	  (4u << 20)
+#define CLIENT_CONNECT_TIMEOUT_MS 5000
+
+struct client_call {
+	struct client *c;
+	CURL *easy;
+	struct curl_slist *headers;
+	struct buf req_body;
+	struct buf resp;
+	char errbuf[CURL_ERROR_SIZE];
+	client_cb cb;
+	void *arg;
+	struct client_call *next;
+};
+
+struct client {
+	struct event_base *base;
+	CURLM *multi;
+	struct event *timer;
+	char *base_url;
+	char *auth_header;
+	char *ca_file;
+	struct client_call *calls;
+};
+
+struct sock_ctx {
+	struct event *ev;
+};
+
+static int curl_global_done;
+
+static void check_done(struct client *c);
+
+static void on_socket_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	int running, flags = 0;
+	if (what & EV_READ)
+		flags |= CURL_CSELECT_IN;
+	if (what & EV_WRITE)
+		flags |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(c->multi, fd, flags, &running);
+	check_done(c);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	int running;
+	(void)fd;
+	(void)what;
+	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(c);
+}
+
+static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
+		     void *socketp)
+{
+	struct client *c = userp;
+	struct sock_ctx *sc = socketp;
+	short kind = EV_PERSIST;
+	(void)easy;
+
+	if (what == CURL_POLL_REMOVE) {
+		if (sc) {
+			event_free(sc->ev);
+			free(sc);
+			curl_multi_assign(c->multi, s, NULL);
+		}
+		return 0;
+	}
+	if (what & CURL_POLL_IN)
+		kind |= EV_READ;
+	if (what & CURL_POLL_OUT)
+		kind |= EV_WRITE;
+	if (!sc) {
+		sc = calloc(1, sizeof(*sc));
+		if (!sc)
+			return -1;
+		curl_multi_assign(c->multi, s, sc);
+	} else {
+		event_free(sc->ev);
+	}
+	sc->ev = event_new(c->base, s, kind, on_socket_event, c);
+	if (!sc->ev)
+		return -1;
+	event_add(sc->ev, NULL);
+	return 0;
+}
+
+static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct client *c = userp;
+	(void)multi;
+	if (timeout_ms < 0) {
+		evtimer_del(c->timer);
+	} else {
+		struct timeval tv = {timeout_ms / 1000,
+				     (timeout_ms % 1000) * 1000};
+		evtimer_add(c->timer, &tv);
+	}
+	return 0;
+}
+
+static size_t write_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct client_call *call = arg;
+	size_t n = size * nmemb;
+	if (buf_append(&call->resp, data, n) != 0)
+		return 0; /* over the limit: curl aborts the transfer */
+	return n;
+}
+
+static void call_free(struct client_call *call)
+{
+	struct client_call **pp;
+	for (pp = &call->c->calls; *pp; pp = &(*pp)->next)
+		if (*pp == call) {
+			*pp = call->next;
+			break;
+		}
+	if (call->easy) {
+		curl_multi_remove_handle(call->c->multi, call->easy);
+		curl_easy_cleanup(call->easy);
+	}
+	curl_slist_free_all(call->headers);
+	buf_release(&call->req_body);
+	buf_release(&call->resp);
+	free(call);
+}
+
+static void finish(struct client_call *call, CURLcode code)
+{
+	struct client_reply r;
+	json_t *json = NULL;
+	char msg[512];
+	memset(&r, 0, sizeof(r));
+	r.error = "";
+	r.body = buf_cstr(&call->resp);
+	r.body_len = call->resp.len;
+	if (code != CURLE_OK) {
+		r.transport_failed = 1;
+		snprintf(msg, sizeof(msg), "%s",
+			 call->errbuf[0] ? call->errbuf
+					 : curl_easy_strerror(code));
+		r.error = msg;
+	} else {
+		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE,
+				  &r.status);
+		if (call->resp.len &&
+		    jsonh_parse(call->resp.data, call->resp.len, 64, &json,
+				NULL, 0) == 0) {
+			const char *e = NULL;
+			r.json = json;
+			if (jsonh_get_str(json, "error", 0, 4096, &e, NULL,
+					  0) == 0 &&
+			    e)
+				r.error = e;
+		}
+	}
+	call->cb(call->arg, &r);
+	if (json)
+		json_decref(json);
+}
+
+static void check_done(struct client *c)
+{
+	CURLMsg *m;
+	int left;
+	while ((m = curl_multi_info_read(c->multi, &left))) {
+		struct client_call *call = NULL;
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+				  (char **)&call);
+		if (!call)
+			continue;
+		CURLcode code = m->data.result;
+		/* detach first: the callback may start new calls */
+		curl_multi_remove_handle(c->multi, call->easy);
+		finish(call, code);
+		call_free(call);
+	}
+}
+
+int client_new(struct event_base *base, const char *endpoint, const char *token,
+	       const char *ca_file, struct client **out, char *err,
+	       size_t err_size)
+{
+	struct client *c;
+	const char *scheme = ca_file ? "https://" : "http://";
+	size_t len;
+
+	if (!curl_global_done) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+			snprintf(err, err_size, "cannot initialise libcurl");
+			return DL_ESYS;
+		}
+		curl_global_done = 1;
+	}
+	if (!endpoint || !*endpoint) {
+		snprintf(err, err_size, "no rendezvous endpoint given");
+		return DL_EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return DL_ENOMEM;
+	c->base = base;
+	if (strncmp(endpoint, "http://", 7) == 0 ||
+	    strncmp(endpoint, "https://", 8) == 0)
+		scheme = "";
+	len = strlen(scheme) + strlen(endpoint) + 1;
+	c->base_url = malloc(len);
+	if (!c->base_url)
+		goto nomem;
+	snprintf(c->base_url, len, "%s%s", scheme, endpoint);
+	len = strlen(c->base_url);
+	while (len && c->base_url[len - 1] == '/')
+		c->base_url[--len] = '\0';
+	if (token) {
+		len = strlen(token) + 32;
+		c->auth_header = malloc(len);
+		if (!c->auth_header)
+			goto nomem;
+		snprintf(c->auth_header, len, "Authorization: Bearer %s",
+			 token);
+	}
+	if (ca_file && !(c->ca_file = strdup(ca_file)))
+		goto nomem;
+	c->multi = curl_multi_init();
+	c->timer = evtimer_new(base, on_timer, c);
+	if (!c->multi || !c->timer)
+		goto nomem;
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+	*out = c;
+	return 0;
+nomem:
+	client_free(c);
+	return DL_ENOMEM;
+}
+
+struct client_call *client_call(struct client *c, const char *method,
+				const char *path, json_t *body,
+				uint64_t timeout_ms, client_cb cb, void *arg)
+{
+	struct client_call *call = calloc(1, sizeof(*call));
+	struct buf url;
+	int ok = 1;
+	if (!call)
+		return NULL;
+	call->c = c;
+	call->cb = cb;
+	call->arg = arg;
+	buf_init(&call->req_body, CLIENT_MAX_BODY_BYTES);
+	buf_init(&call->resp, CLIENT_MAX_BODY_BYTES);
+	buf_init(&url, 8192);
+	if (buf_printf(&url, "%s%s", c->base_url, path) != 0)
+		ok = 0;
+	if (ok && body && jsonh_dump(body, &call->req_body) != 0)
+		ok = 0;
+	call->easy = curl_easy_init();
+	if (!ok || !call->easy)
+		goto fail;
+	call->headers = curl_slist_append(NULL, "Accept: application/json");
+	if (body)
+		call->headers = curl_slist_append(
+		    call->headers, "Content-Type: application/json");
+	if (c->auth_header)
+		call->headers =
+		    curl_slist_append(call->headers, c->auth_header);
+	/* no "Expect: 100-continue" round trip for small bodies */
+	call->headers = curl_slist_append(call->headers, "Expect:");
+	curl_easy_setopt(call->easy, CURLOPT_URL, buf_cstr(&url));
+	curl_easy_setopt(call->easy, CURLOPT_CUSTOMREQUEST, method);
+	if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+		curl_easy_setopt(call->easy, CURLOPT_POSTFIELDS,
+				 buf_cstr(&call->req_body));
+		curl_easy_setopt(call->easy, CURLOPT_POSTFIELDSIZE,
+				 (long)call->req_body.len);
+	}
+	curl_easy_setopt(call->easy, CURLOPT_HTTPHEADER, call->headers);
+	curl_easy_setopt(call->easy, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(call->easy, CURLOPT_WRITEDATA, call);
+	curl_easy_setopt(call->easy, CURLOPT_PRIVATE, call);
+	curl_easy_setopt(call->easy, CURLOPT_ERRORBUFFER, call->errbuf);
+	curl_easy_setopt(call->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(call->easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(call->easy, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)CLIENT_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(call->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (c->ca_file)
+		curl_easy_setopt(call->easy, CURLOPT_CAINFO, c->ca_file);
+	if (curl_multi_add_handle(c->multi, call->easy) != CURLM_OK)
+		goto fail;
+	buf_release(&url);
+	call->next = c->calls;
+	c->calls = call;
+	return call;
+fail:
+	buf_release(&url);
+	if (call->easy)
+		curl_easy_cleanup(call->easy);
+	curl_slist_free_all(call->headers);
+	buf_release(&call->req_body);
+	buf_release(&call->resp);
+	free(call);
+	return NULL;
+}
+
+void client_cancel(struct client *c, struct client_call *call)
+{
+	(void)c;
+	if (call)
+		call_free(call);
+}
+
+int client_retryable(const struct client_reply *r)
+{
+	return r->transport_failed || r->status == 429 || r->status == 502 ||
+	       r->status == 503 || r->status == 504;
+}
+
+const char *client_base_url(const struct client *c)
+{
+	return c->base_url;
+}
+
+void client_free(struct client *c)
+{
+	if (!c)
+		return;
+	while (c->calls)
+		call_free(c->calls);
+	if (c->multi)
+		curl_multi_cleanup(c->multi);
+	if (c->timer)
+		event_free(c->timer);
+	free(c->base_url);
+	free(c->auth_header);
+	free(c->ca_file);
+	free(c);
+}

@@ -1,0 +1,13 @@
+# agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
+# worker output, rendezvous client, failure reports).
+AGENT_SRCS := $(wildcard agent/*.c)
+OBJS += $(call objs,$(AGENT_SRCS))
+$(AGENT_LIB): $(call objs,$(AGENT_SRCS))
+
+AGENT_TEST_LIBS := $(AGENT_LIB) $(COMMON_LIB)
+AGENT_TEST_LDLIBS := $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm
+$(eval $(call unit_test,test_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
+$(eval $(call unit_test,test_spawn,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
+
+.PHONY: agent
+agent: $(AGENT_LIB) $(BUILD)/tests/test_agent $(BUILD)/tests/test_spawn

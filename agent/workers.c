@@ -1,0 +1,320 @@
+/*
+ * workers.c - one round's workers: spawn, reap, stop.
+ *
+ * Every worker is its own process group (spawn.h), so stopping one stops
+ * whatever it started too: SIGTERM and SIGCONT to the group, then SIGKILL
+ * to the group after --shutdown-timeout. Children reaped by the SIGCHLD
+ * event; the agent is a child subreaper, so descendants that left their
+ * group (setsid daemons) become its children when their parent dies, and
+ * are killed as strays once no worker of the round is left.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlaunch/clock.h"
+#include "dlaunch/error.h"
+#include "dlaunch/fsutil.h"
+#include "dlaunch/log.h"
+#include "dlaunch/parse.h"
+#include "dlaunch/spawn.h"
+#include "internal.h"
+
+extern char **environ;
+
+static void spawn_failed(struct agent_worker *w, const char *msg)
+{
+	size_t n = strlen(msg);
+	w->spawn_failed = 1;
+	w->reaped = 1;
+	w->finished = 1;
+	w->end_wall_ms = clock_wall_ms();
+	if (n > AGENT_TAIL_BYTES - 1)
+		n = AGENT_TAIL_BYTES - 1;
+	memcpy(w->tail, msg, n);
+	w->tail_len = n;
+	w->tail_pos = n;
+}
+
+static int start_one(struct agent *a, struct agent_worker *w)
+{
+	struct agent_worker_env e;
+	struct spawn_opts o;
+	char dir[PATH_MAX], err[PATH_MAX + 256];
+	char **env = NULL;
+	int out_fd = -1, err_fd = -1, rc;
+
+	if (snprintf(dir, sizeof(dir), "%s/attempt_%d/rank_%d", a->log_dir,
+		     a->r.restart_count, w->rank) >= (int)sizeof(dir) - 16) {
+		snprintf(err, sizeof(err), "log directory path too long");
+		goto fail;
+	}
+	rc = fs_mkdir_p(dir, 0755);
+	if (rc) {
+		snprintf(err, sizeof(err), "cannot create log directory %s: %s",
+			 dir, strerror(errno));
+		goto fail;
+	}
+	if (snprintf(w->error_file, sizeof(w->error_file), "%s/error.json",
+		     dir) >= (int)sizeof(w->error_file)) {
+		snprintf(err, sizeof(err), "log directory path too long");
+		goto fail;
+	}
+	/* a file from an earlier attempt must not pass for this one's */
+	unlink(w->error_file);
+
+	memset(&e, 0, sizeof(e));
+	e.rank = w->rank;
+	e.local_rank = w->local_rank;
+	e.world_size = a->r.world_size;
+	e.local_world_size = a->cfg.nproc;
+	e.group_rank = a->r.node_rank;
+	e.group_world_size = a->r.nnodes;
+	e.role_rank = w->rank; /* one role per job: role ranks are global */
+	e.role_world_size = a->r.world_size;
+	e.role_name = a->cfg.role;
+	e.master_addr = a->r.master_addr;
+	e.master_port = a->r.master_port;
+	e.restart_count = a->r.restart_count;
+	e.max_restarts = a->cfg.max_restarts;
+	e.run_id = a->cfg.run_id;
+	e.error_file = w->error_file;
+	e.job_id = a->cfg.run_id;
+	e.round = a->r.round;
+	e.node_id = a->node_id;
+	if (agent_env_build(environ, &e, &env) != 0) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
+	if (output_open(w, AGENT_STD_OUT, &out_fd) != 0 ||
+	    output_open(w, AGENT_STD_ERR, &err_fd) != 0) {
+		snprintf(err, sizeof(err), "cannot set up output of rank %d",
+			 w->rank);
+		goto fail;
+	}
+	memset(&o, 0, sizeof(o));
+	o.file = a->cfg.argv[0];
+	o.argv = a->cfg.argv;
+	o.envp = env;
+	o.stdin_fd = -1;
+	o.stdout_fd = out_fd;
+	o.stderr_fd = err_fd;
+	rc = spawn_process(&o, &w->pid, err, sizeof(err));
+	if (rc)
+		goto fail;
+	close(out_fd);
+	close(err_fd);
+	agent_env_free(env);
+	a->n_live++;
+	log_debug("started rank %d (local %d) as pid %ld", w->rank,
+		  w->local_rank, (long)w->pid);
+	return 0;
+fail:
+	log_error("rank %d: %s", w->rank, err);
+	if (out_fd >= 0)
+		close(out_fd);
+	if (err_fd >= 0)
+		close(err_fd);
+	output_close(&w->out[0]);
+	output_close(&w->out[1]);
+	agent_env_free(env);
+	spawn_failed(w, err);
+	return DL_ESYS;
+}
+
+/*
+ * workers_start spawns cfg.nproc workers for round a->r. A worker that
+ * cannot be started counts as failed (agent_worker_finished is called for
+ * it once every other worker has been started). Returns 0, or DL_ENOMEM.
+ */
+int workers_start(struct agent *a)
+{
+	int i, n = a->cfg.nproc;
+	workers_free(a);
+	a->workers = calloc((size_t)n, sizeof(*a->workers));
+	if (!a->workers)
+		return DL_ENOMEM;
+	a->n_workers = n;
+	a->n_live = 0;
+	for (i = 0; i < n; i++) {
+		struct agent_worker *w = &a->workers[i];
+		w->a = a;
+		w->local_rank = i;
+		w->rank = a->r.rank_offset + i;
+		w->out[0].fd = w->out[1].fd = -1;
+		w->out[0].file_fd = w->out[1].file_fd = -1;
+	}
+	for (i = 0; i < n; i++)
+		start_one(a, &a->workers[i]);
+	for (i = 0; i < n; i++)
+		if (a->workers[i].spawn_failed)
+			agent_worker_finished(a, &a->workers[i]);
+	return 0;
+}
+
+/* signal_group signals a worker's process group (pgid == the worker's
+ * pid); never the bare pid, which may belong to someone else once reaped */
+static void signal_group(pid_t pgid, int sig)
+{
+	kill(-pgid, sig);
+}
+
+static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+	(void)fd;
+	(void)what;
+	if (a->n_live > 0)
+		log_warn("%d worker(s) still running %llums after SIGTERM; "
+			 "sending SIGKILL",
+			 a->n_live,
+			 (unsigned long long)a->cfg.shutdown_timeout_ms);
+	workers_kill_all(a);
+}
+
+/*
+ * workers_stop sends sig (and SIGCONT, so stopped ones see it) to every
+ * live worker's group and arms the SIGKILL deadline. agent_all_stopped is
+ * called once the last one has finished (at once when none runs).
+ */
+void workers_stop(struct agent *a, int sig)
+{
+	struct timeval tv;
+	int i;
+	if (a->n_live == 0) {
+		agent_all_stopped(a);
+		return;
+	}
+	for (i = 0; i < a->n_workers; i++) {
+		struct agent_worker *w = &a->workers[i];
+		if (w->pid > 0 && !w->reaped) {
+			signal_group(w->pid, sig);
+			signal_group(w->pid, SIGCONT);
+		}
+	}
+	if (!a->kill_timer)
+		a->kill_timer = evtimer_new(a->base, on_kill_timer, a);
+	if (a->kill_timer && !evtimer_pending(a->kill_timer, NULL)) {
+		tv.tv_sec = (time_t)(a->cfg.shutdown_timeout_ms / 1000);
+		tv.tv_usec =
+		    (suseconds_t)(a->cfg.shutdown_timeout_ms % 1000) * 1000;
+		evtimer_add(a->kill_timer, &tv);
+	}
+}
+
+/* workers_kill_all sends SIGKILL to every worker group not yet reaped and
+ * to strays. */
+void workers_kill_all(struct agent *a)
+{
+	for (int i = 0; i < a->n_workers; i++) {
+		struct agent_worker *w = &a->workers[i];
+		if (w->pid > 0 && !w->reaped)
+			signal_group(w->pid, SIGKILL);
+	}
+	workers_kill_strays(a);
+}
+
+/*
+ * workers_kill_strays kills children of the agent that are not workers of
+ * the round: descendants reparented to us (we are a subreaper) after their
+ * own parent died. Read from /proc; a process that is gone meanwhile is
+ * simply skipped.
+ */
+void workers_kill_strays(struct agent *a)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t self = getpid();
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[300], stat[512], *rp;
+		int fd, is_worker = 0;
+		ssize_t n;
+		int64_t pid, ppid;
+		if (parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, stat, sizeof(stat) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		stat[n] = '\0';
+		/* "pid (comm) S ppid ...": comm may hold spaces and ')' */
+		rp = strrchr(stat, ')');
+		if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ')
+			continue;
+		{
+			char num[24];
+			size_t k = 0;
+			const char *p = rp + 4;
+			while (*p >= '0' && *p <= '9' && k + 1 < sizeof(num))
+				num[k++] = *p++;
+			num[k] = '\0';
+			if (parse_i64(num, 0, INT32_MAX, &ppid) != 0)
+				continue;
+		}
+		if (ppid != self || rp[2] == 'Z')
+			continue;
+		for (int i = 0; i < a->n_workers; i++)
+			if (a->workers[i].pid == (pid_t)pid &&
+			    !a->workers[i].reaped)
+				is_worker = 1;
+		if (is_worker)
+			continue;
+		log_debug("killing stray process %lld", (long long)pid);
+		kill((pid_t)pid, SIGKILL);
+	}
+	closedir(d);
+}
+
+/* workers_on_sigchld reaps every exited child. A reaped worker's group is
+ * killed at once: what it left behind has no one to wait for it. */
+void workers_on_sigchld(struct agent *a)
+{
+	pid_t pid;
+	int status;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		struct agent_worker *w = NULL;
+		for (int i = 0; i < a->n_workers; i++)
+			if (a->workers[i].pid == pid && !a->workers[i].reaped)
+				w = &a->workers[i];
+		if (!w)
+			continue; /* a stray we adopted */
+		w->reaped = 1;
+		w->wstatus = status;
+		w->end_wall_ms = clock_wall_ms();
+		signal_group(w->pid, SIGKILL);
+		if (w->out[0].fd < 0 && w->out[1].fd < 0 && !w->finished) {
+			w->finished = 1;
+			agent_worker_finished(a, w);
+		}
+	}
+	if (a->n_live == 0)
+		workers_kill_strays(a);
+}
+
+void workers_free(struct agent *a)
+{
+	for (int i = 0; i < a->n_workers; i++) {
+		output_close(&a->workers[i].out[0]);
+		output_close(&a->workers[i].out[1]);
+	}
+	free(a->workers);
+	a->workers = NULL;
+	a->n_workers = 0;
+	a->n_live = 0;
+	if (a->kill_timer)
+		evtimer_del(a->kill_timer);
+}

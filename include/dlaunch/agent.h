@@ -1,0 +1,168 @@
+/*
+ * agent.h - the per-node agent of dlaunch.
+ *
+ * One agent runs the workers of one node on the caller's event loop: it
+ * joins the rendezvous (or, in static mode, computes its place from the
+ * command line), spawns the node's workers with the worker environment of
+ * DESIGN.md section 1, forwards their output, watches them through SIGCHLD,
+ * reports failures and successes and restarts them on a new round. It ends
+ * by calling event_base_loopexit; agent_exit_status then says how.
+ *
+ * Besides the agent itself this header offers the pure pieces the launcher
+ * and the tests use: worker environment, --redirects/--tee specs, the
+ * local-ranks filter and the error-file parser.
+ */
+#ifndef DLAUNCH_AGENT_H
+#define DLAUNCH_AGENT_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct agent;
+
+#define AGENT_MAX_NPROC 4096
+/* bits of a std spec: which streams go to files */
+#define AGENT_STD_OUT 1
+#define AGENT_STD_ERR 2
+
+/* A --redirects/--tee value: "3" for every local rank, or "0:1,1:2". */
+struct agent_std_spec {
+	int all; /* mask for ranks not listed; -1: none given */
+	int n;	 /* entries in rank/mask */
+	int rank[64];
+	int mask[64];
+};
+
+enum agent_mode {
+	AGENT_MODE_STATIC = 0, /* no server: --nnodes/--node-rank/--master-* */
+	AGENT_MODE_RDZV = 1,   /* a dlaunch-rdzv server (or the embedded one) */
+};
+
+struct agent_config {
+	enum agent_mode mode;
+	char *const *argv; /* worker command, resolved; borrowed */
+	int nproc;	   /* workers on this node */
+	const char *role;  /* ROLE_NAME */
+	int max_restarts;
+	uint64_t shutdown_timeout_ms;
+	const char *run_id; /* TORCHELASTIC_RUN_ID / job id */
+	const char *node_id;
+	/* static mode */
+	int nnodes;
+	int node_rank;
+	const char *master_addr;
+	uint16_t master_port;
+	/* rendezvous mode */
+	const char *endpoint; /* "host:port" or an http(s):// URL */
+	const char *token;    /* bearer token or NULL; borrowed */
+	const char *ca_file;  /* CA bundle for https or NULL */
+	int min_nodes, max_nodes;
+	const char *local_addr; /* address announced to others or NULL */
+	uint64_t join_timeout_ms;
+	uint64_t last_call_timeout_ms;
+	uint64_t heartbeat_interval_ms;
+	uint64_t heartbeat_timeout_ms;
+	uint64_t read_timeout_ms;
+	/* output */
+	const char *log_dir; /* NULL: a temporary one, removed at exit */
+	struct agent_std_spec redirects;
+	struct agent_std_spec tee;
+	const int *ranks_filter; /* global ranks shown on the console */
+	int n_ranks_filter;	 /* 0: all */
+	/* signals forwarded to workers (then dlaunch stops); 0-terminated */
+	const int *signals;
+};
+
+/* agent_config_init fills the defaults (static, 1 node, 1 worker, role
+ * "default", shutdown 30 s, heartbeat 1 s/5 s, join 600 s, last call 5 s,
+ * read 60 s, master 127.0.0.1:29500). */
+void agent_config_init(struct agent_config *cfg);
+
+/* agent_new prepares an agent on base; nothing starts until agent_start.
+ * cfg is copied (its strings and arrays must outlive the agent).
+ * *out is owned by the caller (agent_free). */
+int agent_new(struct event_base *base, const struct agent_config *cfg,
+	      struct agent **out, char *err, size_t err_size);
+
+/* agent_start begins the first round (join or spawn). Run the loop after. */
+int agent_start(struct agent *a, char *err, size_t err_size);
+
+/* agent_exit_status: 0 job succeeded, 1 failed, 128+sig stopped by a
+ * signal. Meaningful once the loop has exited. */
+int agent_exit_status(const struct agent *a);
+
+/* agent_free stops what is left (SIGKILL to any remaining worker group),
+ * and frees everything. NULL is allowed. */
+void agent_free(struct agent *a);
+
+/* ---- pure helpers (agent/env.c, agent/output.c, agent/report.c) ---- */
+
+/* What one worker's environment is made of. */
+struct agent_worker_env {
+	int rank, local_rank, world_size, local_world_size;
+	int group_rank, group_world_size;
+	int role_rank, role_world_size;
+	const char *role_name;
+	const char *master_addr;
+	unsigned master_port;
+	int restart_count, max_restarts;
+	const char *run_id;
+	const char *error_file;
+	const char *job_id;
+	uint64_t round;
+	const char *node_id;
+};
+
+/*
+ * agent_env_build returns a new NULL-terminated environment: base (the
+ * agent's own, NULL-terminated) with the variables of DESIGN.md section 1
+ * set from e (replacing inherited ones), plus
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base lacks it and
+ * OMP_NUM_THREADS=1 when base lacks it and local_world_size > 1.
+ * Free with agent_env_free. Returns 0 or DL_ENOMEM.
+ */
+int agent_env_build(char *const *base, const struct agent_worker_env *e,
+		    char ***out);
+void agent_env_free(char **env);
+
+/* agent_std_parse parses a --redirects/--tee value into spec; the message
+ * names the bad part. */
+int agent_std_parse(const char *s, struct agent_std_spec *spec, char *err,
+		    size_t err_size);
+/* agent_std_mask: the AGENT_STD_* bits for a local rank (0 when none). */
+int agent_std_mask(const struct agent_std_spec *spec, int local_rank);
+
+/* agent_ranks_parse parses "0,2,5" (global ranks; at most max entries)
+ * into ranks; *n is the count. */
+int agent_ranks_parse(const char *s, int *ranks, int max, int *n, char *err,
+		      size_t err_size);
+
+/*
+ * agent_error_file_message reads the JSON that PyTorch's @record writes to
+ * TORCHELASTIC_ERROR_FILE ({"message": {"message": "...", "extraInfo":
+ * {"py_callstack": "...", "timestamp": "..."}}} or {"message": "..."})
+ * from data and writes its message (and the call stack when present) into
+ * out. Returns 0, or DL_EINVAL when data is not of that form.
+ */
+int agent_error_file_message(const char *data, size_t len, char *out,
+			     size_t out_size, uint64_t *timestamp_s);
+
+/* agent_line_splitter: see agent/output.c; exposed for tests. Feeds n bytes
+ * into a line assembler holding at most cap bytes per line: each complete
+ * line (without '\n'), and each cap-sized piece of a longer one, is passed
+ * to emit. */
+struct agent_lines {
+	char *line;
+	size_t len, cap;
+	void (*emit)(void *arg, const char *line, size_t len);
+	void *arg;
+};
+int agent_lines_init(struct agent_lines *l, size_t cap,
+		     void (*emit)(void *arg, const char *line, size_t len),
+		     void *arg);
+void agent_lines_feed(struct agent_lines *l, const char *data, size_t n);
+/* agent_lines_flush emits a pending partial line (at EOF). */
+void agent_lines_flush(struct agent_lines *l);
+void agent_lines_release(struct agent_lines *l);
+
+#endif

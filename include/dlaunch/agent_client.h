@@ -1,0 +1,62 @@
+/*
+ * agent_client.h - HTTP(S) calls to the rendezvous server on an event loop.
+ *
+ * libcurl's multi interface driven by libevent (CURLMOPT_SOCKETFUNCTION and
+ * CURLMOPT_TIMERFUNCTION): any number of calls, long-polls included, run
+ * at once on the caller's loop, and none blocks it. Every call ends in
+ * exactly one callback unless it is cancelled first. Retrying is the
+ * caller's decision (client_retryable says when it makes sense).
+ */
+#ifndef DLAUNCH_AGENT_CLIENT_H
+#define DLAUNCH_AGENT_CLIENT_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct client;
+struct client_call;
+
+struct client_reply {
+	int transport_failed; /* no HTTP answer: see error */
+	const char *error;    /* transport error text, or the server's
+				 {"error": ...} message, or "" */
+	long status;	      /* HTTP status (0 when transport_failed) */
+	json_t *json;	      /* parsed body when it is a JSON object;
+				 borrowed, may be NULL */
+	const char *body;     /* raw body (NUL-terminated); borrowed */
+	size_t body_len;
+};
+
+typedef void (*client_cb)(void *arg, const struct client_reply *r);
+
+/* client_new prepares calls to endpoint ("host:port", "http://host:port"
+ * or "https://..."); token (bearer) and ca_file may be NULL. Copies its
+ * strings. *out is owned by the caller (client_free). */
+int client_new(struct event_base *base, const char *endpoint, const char *token,
+	       const char *ca_file, struct client **out, char *err,
+	       size_t err_size);
+
+/* client_call starts METHOD path (e.g. "/v1/jobs/j/join") with body (JSON,
+ * borrowed and encoded at once; NULL: none) bounded by timeout_ms. Returns
+ * the call (owned by the client; valid until its callback returns or it is
+ * cancelled) or NULL when it could not be started. */
+struct client_call *client_call(struct client *c, const char *method,
+				const char *path, json_t *body,
+				uint64_t timeout_ms, client_cb cb, void *arg);
+
+/* client_cancel aborts a call; its callback is not called. NULL is
+ * allowed. Must not be called for the call whose callback is running. */
+void client_cancel(struct client *c, struct client_call *call);
+
+/* client_retryable: the server could not be reached, or answered 429,
+ * 502, 503 or 504; worth repeating after a pause. */
+int client_retryable(const struct client_reply *r);
+
+/* client_base_url returns e.g. "http://127.0.0.1:29400"; borrowed. */
+const char *client_base_url(const struct client *c);
+
+/* client_free cancels every call and frees the client. NULL is allowed. */
+void client_free(struct client *c);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * spawn.h - the one way dlaunch starts a process.
+ *
+ * The child gets default signal dispositions and an empty signal mask, its
+ * own session and process group (setsid: pgid == pid), dies with the
+ * process that spawned it (PR_SET_PDEATHSIG SIGKILL), the given descriptors
+ * as stdin/stdout/stderr and no other descriptor. Between fork and exec it
+ * makes only async-signal-safe calls; an exec failure travels back to the
+ * parent over a close-on-exec pipe, so spawn_process either returns a
+ * running process or an error naming the program.
+ */
+#ifndef DLAUNCH_SPAWN_H
+#define DLAUNCH_SPAWN_H
+#include <stddef.h>
+#include <sys/types.h>
+
+struct spawn_opts {
+	const char *file;  /* program: a path, or a name looked up in PATH */
+	char *const *argv; /* argv[0] included; NULL-terminated; borrowed */
+	char *const *envp; /* NULL-terminated; NULL: the caller's environ */
+	int stdin_fd;	   /* -1: /dev/null */
+	int stdout_fd;	   /* -1: inherit the caller's */
+	int stderr_fd;	   /* -1: inherit the caller's */
+	const char *cwd;   /* NULL: the caller's working directory */
+};
+
+/*
+ * spawn_resolve finds file the way execvp would (a name with a '/' is used
+ * as is, else each PATH entry) and checks that it is an executable regular
+ * file. Writes the path into out. Returns 0, DL_ENOTFOUND (no such program)
+ * or DL_EINVAL (found but not executable), with a message in err.
+ */
+int spawn_resolve(const char *file, char *out, size_t out_size, char *err,
+		  size_t err_size);
+
+/*
+ * spawn_process starts o->file. On success *pid is the child's pid (and
+ * its process group id) and 0 is returned; otherwise a DL_E* code and a
+ * message such as "cannot run 'foo': no such file or directory" in err, and
+ * no process is left behind. The descriptors in o stay owned by the caller.
+ */
+int spawn_process(const struct spawn_opts *o, pid_t *pid, char *err,
+		  size_t err_size);
+
+/* spawn_signal_name returns "SIGKILL" etc. for sig, or "SIG<n>". The result
+ * is a static string or written into tmp (at least 16 bytes). */
+const char *spawn_signal_name(int sig, char *tmp, size_t tmp_size);
+
+/* spawn_signal_parse maps "SIGTERM", "TERM" or "15" to a signal number;
+ * 0 or DL_EINVAL. */
+int spawn_signal_parse(const char *s, int *sig);
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * main.c - dlaunch: parse the command line, pick the mode, run the agent.
+ *
+ * --standalone embeds the rendezvous server (rdzv_server.h) on 127.0.0.1
+ * at a free port in the same event loop as the agent; --rdzv-endpoint
+ * talks to a dlaunch-rdzv; otherwise static mode. Only this file decides
+ * the exit status: 0 job succeeded, 1 failed, 2 usage error, 128+N signal.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "dlaunch/agent.h"
+#include "dlaunch/error.h"
+#include "dlaunch/fsutil.h"
+#include "dlaunch/launcher.h"
+#include "dlaunch/log.h"
+#include "dlaunch/rdzv_server.h"
+#include "dlaunch/spawn.h"
+
+extern char **environ;
+
+static int usage_error(const char *msg)
+{
+	fprintf(stderr, "dlaunch: error: %s\n", msg);
+	return 2;
+}
+
+static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
+{
+	const char *s = o->nproc_spec;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (strcmp(s, "gpu") == 0 || strcmp(s, "auto") == 0) {
+		int g = launcher_count_gpus();
+		if (g > 0) {
+			o->nproc = g;
+			return 0;
+		}
+		if (strcmp(s, "gpu") == 0) {
+			snprintf(err, es,
+				 "--nproc-per-node gpu: no NVIDIA GPU found on "
+				 "this node");
+			return DL_ENOTFOUND;
+		}
+	}
+	if (strcmp(s, "cpu") == 0 || strcmp(s, "auto") == 0) {
+		o->nproc =
+		    cpus > 0
+			? (int)(cpus > AGENT_MAX_NPROC ? AGENT_MAX_NPROC : cpus)
+			: 1;
+		return 0;
+	}
+	o->nproc = atoi(s); /* validated by the option parser */
+	return 0;
+}
+
+static int read_token(const char *path, char **out, char *err, size_t es)
+{
+	size_t len;
+	char *t;
+	if (fs_read_file(path, 4096, &t, &len) != 0) {
+		snprintf(err, es, "cannot read token file %s: %s", path,
+			 errno ? strerror(errno) : "too large");
+		return DL_EIO;
+	}
+	while (len &&
+	       (t[len - 1] == '\n' || t[len - 1] == '\r' || t[len - 1] == ' '))
+		t[--len] = '\0';
+	if (!len || strpbrk(t, "\r\n")) {
+		free(t);
+		snprintf(err, es, "token file %s is empty or has several lines",
+			 path);
+		return DL_EINVAL;
+	}
+	*out = t;
+	return 0;
+}
+
+/* check_program finds the program (and the script of a *.py) before any
+ * node joins, so a typo is a usage error, not a failed job. */
+static int check_program(struct launcher_options *o, char **wargv, char *err,
+			 size_t es)
+{
+	char path[4096];
+	if (spawn_resolve(wargv[0], path, sizeof(path), err, es) != 0)
+		return DL_ENOTFOUND;
+	if (!o->no_python && !o->module && wargv[0] != o->program[0] &&
+	    access(o->program[0], R_OK) != 0) {
+		snprintf(err, es, "cannot run '%s': %s", o->program[0],
+			 strerror(errno));
+		return DL_ENOTFOUND;
+	}
+	return 0;
+}
+
+static void default_node_id(char *out, size_t size)
+{
+	char host[256];
+	const char *env = getenv("DLAUNCH_NODE_ID");
+	size_t i;
+	if (env && *env) {
+		snprintf(out, size, "%s", env);
+		return;
+	}
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "node");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, size, "%.100s-%ld", host, (long)getpid());
+	for (i = 0; out[i]; i++)
+		if (!strchr(
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			"0123456789._:-",
+			out[i]))
+			out[i] = '-';
+}
+
+int main(int argc, char **argv)
+{
+	struct launcher_options o;
+	struct agent_config cfg;
+	struct event_base *base = NULL;
+	struct agent *agent = NULL;
+	struct rdzv_server *srv = NULL;
+	char err[1024], endpoint[300], run_id[64];
+	char **wargv = NULL;
+	char *token = NULL;
+	int status = 1;
+
+	log_init("dlaunch");
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1 && strcmp(argv[1], "status") == 0)
+		return status_main(argc - 1, argv + 1);
+	if (launcher_parse_options(argc, argv, environ, &o, err, sizeof(err)) !=
+	    0)
+		return usage_error(err);
+	if (o.help) {
+		launcher_usage(stdout);
+		return 0;
+	}
+	if (resolve_nproc(&o, err, sizeof(err)) != 0)
+		return usage_error(err);
+	wargv = launcher_worker_argv(&o, getenv("PYTHON_EXEC"));
+	if (!wargv)
+		return usage_error("out of memory");
+	if (check_program(&o, wargv, err, sizeof(err)) != 0) {
+		free(wargv);
+		return usage_error(err);
+	}
+	if (o.token_file &&
+	    read_token(o.token_file, &token, err, sizeof(err)) != 0) {
+		free(wargv);
+		return usage_error(err);
+	}
+	if (!o.node_id[0])
+		default_node_id(o.node_id, sizeof(o.node_id));
+
+	agent_config_init(&cfg);
+	cfg.argv = wargv;
+	cfg.nproc = o.nproc;
+	cfg.role = o.role;
+	cfg.max_restarts = o.max_restarts;
+	cfg.shutdown_timeout_ms = o.shutdown_timeout_ms;
+	cfg.run_id = o.rdzv_id;
+	cfg.node_id = o.node_id;
+	cfg.nnodes = o.max_nodes;
+	cfg.node_rank = o.node_rank;
+	cfg.master_addr = o.master_addr;
+	cfg.master_port = (uint16_t)o.master_port;
+	cfg.token = token;
+	cfg.ca_file = o.ca_file;
+	cfg.min_nodes = o.min_nodes;
+	cfg.max_nodes = o.max_nodes;
+	cfg.local_addr = o.local_addr;
+	cfg.join_timeout_ms = o.join_timeout_ms;
+	cfg.last_call_timeout_ms = o.last_call_timeout_ms;
+	cfg.heartbeat_interval_ms = o.heartbeat_interval_ms;
+	cfg.heartbeat_timeout_ms = o.heartbeat_timeout_ms;
+	cfg.read_timeout_ms = o.read_timeout_ms;
+	cfg.log_dir = o.log_dir;
+	cfg.redirects = o.redirects;
+	cfg.tee = o.tee;
+	cfg.ranks_filter = o.ranks_filter;
+	cfg.n_ranks_filter = o.n_ranks_filter;
+	cfg.signals = o.signals;
+
+	base = event_base_new();
+	if (!base) {
+		log_error("cannot create the event loop");
+		goto out;
+	}
+	if (o.standalone) {
+#ifdef DLAUNCH_HAVE_RDZV_SERVER
+		struct rdzv_server_config scfg;
+		unsigned char rnd[6];
+		rdzv_server_config_init(&scfg);
+		scfg.listen = "127.0.0.1:0";
+		if (rdzv_server_new(base, &scfg, &srv, err, sizeof(err)) != 0) {
+			log_error("cannot start the embedded rendezvous: %s",
+				  err);
+			goto out;
+		}
+		snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u",
+			 (unsigned)rdzv_server_port(srv));
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			memset(rnd, 0, sizeof(rnd));
+		snprintf(run_id, sizeof(run_id),
+			 "standalone-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+			 rnd[2], rnd[3], rnd[4], rnd[5]);
+		if (strcmp(o.rdzv_id, "none") != 0)
+			snprintf(run_id, sizeof(run_id), "%s", o.rdzv_id);
+		cfg.mode = AGENT_MODE_RDZV;
+		cfg.endpoint = endpoint;
+		cfg.run_id = run_id;
+		cfg.local_addr = o.local_addr ? o.local_addr : "127.0.0.1";
+		cfg.last_call_timeout_ms = 0;
+#else
+		log_error("--standalone needs the embedded rendezvous server, "
+			  "which this build lacks (rendezvous/ not built)");
+		status = 2;
+		goto out;
+#endif
+	} else if (o.rdzv_endpoint) {
+		cfg.mode = AGENT_MODE_RDZV;
+		cfg.endpoint = o.rdzv_endpoint;
+	}
+	if (agent_new(base, &cfg, &agent, err, sizeof(err)) != 0 ||
+	    agent_start(agent, err, sizeof(err)) != 0) {
+		log_error("%s", err);
+		goto out;
+	}
+	event_base_dispatch(base);
+	status = agent_exit_status(agent);
+out:
+	agent_free(agent);
+#ifdef DLAUNCH_HAVE_RDZV_SERVER
+	rdzv_server_free(srv);
+#else
+	(void)srv;
+	(void)run_id;
+	(void)endpoint;
+#endif
+	if (base)
+		event_base_free(base);
+	free(wargv);
+	free(token);
+	return status;
+}

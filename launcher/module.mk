@@ -1,0 +1,22 @@
+# launcher/: the dlaunch binary (command line, --standalone, status).
+LAUNCHER_SRCS := $(wildcard launcher/*.c)
+OBJS += $(call objs,$(LAUNCHER_SRCS))
+BINS += $(BUILD)/bin/dlaunch
+
+# --standalone embeds the rendezvous server once rendezvous/ provides it
+ifneq ($(shell grep -l 'rdzv_server_new' rendezvous/*.c 2>/dev/null),)
+LAUNCHER_RDZV := $(RDZV_LIB)
+$(call objs,launcher/main.c): CPPFLAGS += -DDLAUNCH_HAVE_RDZV_SERVER=1
+endif
+
+$(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
+		$(LAUNCHER_RDZV) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
+		$(SSL_LIBS) -lm
+
+$(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c) \
+	$(AGENT_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
+
+.PHONY: launcher
+launcher: $(BUILD)/bin/dlaunch $(BUILD)/tests/test_launcher agent

@@ -1,0 +1,240 @@
+/*
+ * test_agent.c - the agent's pure pieces: worker environment, std specs,
+ * rank filters, line splitting, error-file parsing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlaunch/agent.h"
+#include "dlaunch/error.h"
+
+static const char *env_get(char **env, const char *name)
+{
+	size_t n = strlen(name);
+	for (; *env; env++)
+		if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+			return *env + n + 1;
+	return NULL;
+}
+
+static int env_count(char **env, const char *name)
+{
+	size_t n = strlen(name);
+	int c = 0;
+	for (; *env; env++)
+		if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+			c++;
+	return c;
+}
+
+static struct agent_worker_env sample(void)
+{
+	struct agent_worker_env e;
+	memset(&e, 0, sizeof(e));
+	e.rank = 9;
+	e.local_rank = 1;
+	e.world_size = 16;
+	e.local_world_size = 8;
+	e.group_rank = 1;
+	e.group_world_size = 2;
+	e.role_rank = 9;
+	e.role_world_size = 16;
+	e.role_name = "trainer";
+	e.master_addr = "10.0.0.5";
+	e.master_port = 29501;
+	e.restart_count = 2;
+	e.max_restarts = 3;
+	e.run_id = "job42";
+	e.error_file = "/tmp/x/error.json";
+	e.job_id = "job42";
+	e.round = 7;
+	e.node_id = "nodeB";
+	return e;
+}
+
+static void test_env_exact(void **state)
+{
+	char *base[] = {"PATH=/bin", "RANK=99", "HOME=/root", NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	(void)state;
+	assert_int_equal(agent_env_build(base, &e, &env), 0);
+	assert_string_equal(env_get(env, "RANK"), "9");
+	assert_int_equal(env_count(env, "RANK"), 1); /* inherited replaced */
+	assert_string_equal(env_get(env, "LOCAL_RANK"), "1");
+	assert_string_equal(env_get(env, "WORLD_SIZE"), "16");
+	assert_string_equal(env_get(env, "LOCAL_WORLD_SIZE"), "8");
+	assert_string_equal(env_get(env, "GROUP_RANK"), "1");
+	assert_string_equal(env_get(env, "GROUP_WORLD_SIZE"), "2");
+	assert_string_equal(env_get(env, "ROLE_RANK"), "9");
+	assert_string_equal(env_get(env, "ROLE_NAME"), "trainer");
+	assert_string_equal(env_get(env, "ROLE_WORLD_SIZE"), "16");
+	assert_string_equal(env_get(env, "MASTER_ADDR"), "10.0.0.5");
+	assert_string_equal(env_get(env, "MASTER_PORT"), "29501");
+	assert_string_equal(env_get(env, "TORCHELASTIC_RESTART_COUNT"), "2");
+	assert_string_equal(env_get(env, "TORCHELASTIC_MAX_RESTARTS"), "3");
+	assert_string_equal(env_get(env, "TORCHELASTIC_RUN_ID"), "job42");
+	assert_string_equal(env_get(env, "TORCHELASTIC_ERROR_FILE"),
+			    "/tmp/x/error.json");
+	assert_string_equal(env_get(env, "TORCHELASTIC_USE_AGENT_STORE"),
+			    "False");
+	assert_string_equal(env_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+			    "1");
+	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "1");
+	assert_string_equal(env_get(env, "DLAUNCH_JOB_ID"), "job42");
+	assert_string_equal(env_get(env, "DLAUNCH_ROUND"), "7");
+	assert_string_equal(env_get(env, "DLAUNCH_NODE_ID"), "nodeB");
+	assert_string_equal(env_get(env, "PATH"), "/bin");
+	assert_string_equal(env_get(env, "HOME"), "/root");
+	agent_env_free(env);
+}
+
+static void test_env_defaults_only_if_unset(void **state)
+{
+	char *base[] = {"OMP_NUM_THREADS=4",
+			"TORCH_NCCL_ASYNC_ERROR_HANDLING=0", NULL};
+	char *empty[] = {NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	(void)state;
+	assert_int_equal(agent_env_build(base, &e, &env), 0);
+	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "4");
+	assert_int_equal(env_count(env, "OMP_NUM_THREADS"), 1);
+	assert_string_equal(env_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+			    "0");
+	agent_env_free(env);
+	/* one worker per node: OMP_NUM_THREADS is left alone */
+	e.local_world_size = 1;
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	assert_null(env_get(env, "OMP_NUM_THREADS"));
+	agent_env_free(env);
+}
+
+static void test_std_spec(void **state)
+{
+	struct agent_std_spec s;
+	char err[128];
+	(void)state;
+	assert_int_equal(agent_std_parse("3", &s, err, sizeof(err)), 0);
+	assert_int_equal(agent_std_mask(&s, 0), 3);
+	assert_int_equal(agent_std_mask(&s, 7), 3);
+	assert_int_equal(agent_std_parse("0:1,2:2", &s, err, sizeof(err)), 0);
+	assert_int_equal(agent_std_mask(&s, 0), AGENT_STD_OUT);
+	assert_int_equal(agent_std_mask(&s, 1), 0);
+	assert_int_equal(agent_std_mask(&s, 2), AGENT_STD_ERR);
+	assert_int_equal(agent_std_parse("4", &s, err, sizeof(err)), DL_EINVAL);
+	assert_int_equal(agent_std_parse("0:x", &s, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "0:x"));
+	assert_int_equal(agent_std_parse("", &s, err, sizeof(err)), DL_EINVAL);
+}
+
+static void test_ranks(void **state)
+{
+	int r[4], n;
+	char err[128];
+	(void)state;
+	assert_int_equal(agent_ranks_parse("0,2,5", r, 4, &n, err, sizeof(err)),
+			 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(r[2], 5);
+	assert_int_equal(agent_ranks_parse("1,a", r, 4, &n, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_int_equal(
+	    agent_ranks_parse("1,2,3,4,5", r, 4, &n, err, sizeof(err)),
+	    DL_ELIMIT);
+}
+
+struct collected {
+	char lines[16][32];
+	int n;
+};
+
+static void collect(void *arg, const char *line, size_t len)
+{
+	struct collected *c = arg;
+	if (c->n < 16) {
+		snprintf(c->lines[c->n], sizeof(c->lines[0]), "%.*s", (int)len,
+			 line);
+		c->n++;
+	}
+}
+
+static void test_lines(void **state)
+{
+	struct agent_lines l;
+	struct collected c;
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(agent_lines_init(&l, 8, collect, &c), 0);
+	agent_lines_feed(&l, "ab\ncd", 5);
+	assert_int_equal(c.n, 1);
+	assert_string_equal(c.lines[0], "ab");
+	agent_lines_feed(&l, "e\n\n", 3);
+	assert_int_equal(c.n, 3);
+	assert_string_equal(c.lines[1], "cde");
+	assert_string_equal(c.lines[2], "");
+	/* a 20-byte line with cap 8: pieces of 8, 8 and 4 */
+	agent_lines_feed(&l, "0123456789abcdefghij\n", 21);
+	assert_int_equal(c.n, 6);
+	assert_string_equal(c.lines[3], "01234567");
+	assert_string_equal(c.lines[4], "89abcdef");
+	assert_string_equal(c.lines[5], "ghij");
+	/* exactly the cap, then a newline: one line, no empty piece */
+	agent_lines_feed(&l, "ABCDEFGH\n", 9);
+	assert_int_equal(c.n, 7);
+	assert_string_equal(c.lines[6], "ABCDEFGH");
+	agent_lines_feed(&l, "tail", 4);
+	assert_int_equal(c.n, 7);
+	agent_lines_flush(&l);
+	assert_int_equal(c.n, 8);
+	assert_string_equal(c.lines[7], "tail");
+	agent_lines_release(&l);
+}
+
+static void test_error_file(void **state)
+{
+	const char *nested =
+	    "{\"message\": {\"message\": \"RuntimeError: boom\", "
+	    "\"extraInfo\": {\"py_callstack\": \"Traceback: line 3\", "
+	    "\"timestamp\": \"1763726400\"}}}";
+	const char *flat = "{\"message\": \"plain failure\"}";
+	char out[256];
+	uint64_t ts = 0;
+	(void)state;
+	assert_int_equal(agent_error_file_message(nested, strlen(nested), out,
+						  sizeof(out), &ts),
+			 0);
+	assert_string_equal(out, "RuntimeError: boom\nTraceback: line 3");
+	assert_int_equal(ts, 1763726400ULL);
+	assert_int_equal(agent_error_file_message(flat, strlen(flat), out,
+						  sizeof(out), NULL),
+			 0);
+	assert_string_equal(out, "plain failure");
+	assert_int_equal(
+	    agent_error_file_message("{\"x\": 1}", 8, out, sizeof(out), NULL),
+	    DL_EINVAL);
+	assert_int_equal(
+	    agent_error_file_message("not json", 8, out, sizeof(out), NULL),
+	    DL_EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_env_exact),
+	    cmocka_unit_test(test_env_defaults_only_if_unset),
+	    cmocka_unit_test(test_std_spec),
+	    cmocka_unit_test(test_ranks),
+	    cmocka_unit_test(test_lines),
+	    cmocka_unit_test(test_error_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

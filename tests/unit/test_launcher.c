@@ -1,0 +1,224 @@
+/*
+ * test_launcher.c - dlaunch's command line: both spellings, PET_*
+ * variables, --nnodes ranges, --rdzv-conf, refusals, worker argv.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlaunch/error.h"
+#include "dlaunch/launcher.h"
+
+static char *no_env[] = {NULL};
+
+static int parse(struct launcher_options *o, char **env, char *err, size_t es,
+		 ...)
+{
+	static char *argv[64]; /* o->program points into it */
+	int argc = 0;
+	va_list ap;
+	va_start(ap, es);
+	argv[argc++] = "dlaunch";
+	for (char *a; (a = va_arg(ap, char *));)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return launcher_parse_options(argc, argv, env, o, err, es);
+}
+
+static void test_spellings(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	(void)state;
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--nproc-per-node",
+			       "4", "--max_restarts=2", "--nnodes=2:4",
+			       "--rdzv_endpoint", "h:1", "--rdzv-id=job",
+			       "train.py", "--lr", "1", NULL),
+			 0);
+	assert_string_equal(o.nproc_spec, "4");
+	assert_int_equal(o.max_restarts, 2);
+	assert_int_equal(o.min_nodes, 2);
+	assert_int_equal(o.max_nodes, 4);
+	assert_string_equal(o.rdzv_endpoint, "h:1");
+	assert_string_equal(o.rdzv_id, "job");
+	assert_int_equal(o.n_program, 3);
+	assert_string_equal(o.program[0], "train.py");
+	assert_string_equal(o.program[1], "--lr"); /* the program's own */
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--nproc_per_node=gpu", "-m", "pkg.mod", NULL),
+			 0);
+	assert_string_equal(o.nproc_spec, "gpu");
+	assert_int_equal(o.module, 1);
+}
+
+static void test_pet_env(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	char *env[] = {"PET_NPROC_PER_NODE=3", "PET_MAX_RESTARTS=5",
+		       "PET_STANDALONE=1", NULL};
+	char *bad[] = {"PET_MAX_RESTARTS=lots", NULL};
+	(void)state;
+	assert_int_equal(parse(&o, env, err, sizeof(err), "prog", NULL), 0);
+	assert_string_equal(o.nproc_spec, "3");
+	assert_int_equal(o.max_restarts, 5);
+	assert_int_equal(o.standalone, 1);
+	/* the command line wins over PET_* */
+	assert_int_equal(parse(&o, env, err, sizeof(err), "--max-restarts", "1",
+			       "prog", NULL),
+			 0);
+	assert_int_equal(o.max_restarts, 1);
+	assert_int_equal(parse(&o, bad, err, sizeof(err), "prog", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "PET_MAX_RESTARTS"));
+}
+
+static void test_rdzv_conf(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	(void)state;
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--rdzv-endpoint", "h:1",
+		  "--rdzv-conf",
+		  "join_timeout=30,last_call_timeout=0.5,heartbeat_interval="
+		  "200ms,heartbeat_timeout=2,read_timeout=10s,node_id=n-1",
+		  "p", NULL),
+	    0);
+	assert_int_equal(o.join_timeout_ms, 30000);
+	assert_int_equal(o.last_call_timeout_ms, 500);
+	assert_int_equal(o.heartbeat_interval_ms, 200);
+	assert_int_equal(o.heartbeat_timeout_ms, 2000);
+	assert_int_equal(o.read_timeout_ms, 10000);
+	assert_string_equal(o.node_id, "n-1");
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
+			       "store_type=x", "p", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "store_type"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
+			       "join_timeout=soon", "p", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "join_timeout"));
+}
+
+static void test_refusals(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	(void)state;
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--run-path", "p", NULL),
+	    DL_EINVAL);
+	assert_non_null(strstr(err, "--run-path"));
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--bogus", "p", NULL),
+	    DL_EINVAL);
+	assert_non_null(strstr(err, "--bogus"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-backend",
+			       "etcd", "p", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "etcd"));
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--nnodes", "3:2", "p", NULL),
+	    DL_EINVAL);
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--nnodes", "1:2", "p", NULL),
+	    DL_EINVAL); /* a range needs a rendezvous */
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--nnodes", "2",
+			       "--node-rank", "2", "p", NULL),
+			 DL_EINVAL);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--standalone",
+			       "--nnodes", "2", "p", NULL),
+			 DL_EINVAL);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--nproc-per-node",
+			       "0", "p", NULL),
+			 DL_EINVAL);
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--max-restarts", NULL),
+	    DL_EINVAL);
+	assert_non_null(strstr(err, "needs a value"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), NULL), DL_EINVAL);
+	assert_non_null(strstr(err, "no program"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--signals-to-handle", "SIGKILL", "p", NULL),
+			 DL_EINVAL);
+}
+
+static void test_static_and_signals(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	(void)state;
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--nnodes", "2",
+			       "--node-rank", "1", "--master-addr", "10.1.1.1",
+			       "--master-port", "1234", "--signals-to-handle",
+			       "SIGUSR1,TERM", "--shutdown-timeout", "500ms",
+			       "p", NULL),
+			 0);
+	assert_int_equal(o.node_rank, 1);
+	assert_string_equal(o.master_addr, "10.1.1.1");
+	assert_int_equal(o.master_port, 1234);
+	assert_int_equal(o.signals[0], SIGUSR1);
+	assert_int_equal(o.signals[1], SIGTERM);
+	assert_int_equal(o.signals[2], 0);
+	assert_int_equal(o.shutdown_timeout_ms, 500);
+	assert_string_equal(o.rdzv_backend, "static");
+}
+
+static void test_worker_argv(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	char **argv;
+	(void)state;
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "train.py", "-x", NULL), 0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "python3");
+	assert_string_equal(argv[1], "-u");
+	assert_string_equal(argv[2], "train.py");
+	assert_string_equal(argv[3], "-x");
+	assert_null(argv[4]);
+	free(argv);
+	argv = launcher_worker_argv(&o, "/opt/py");
+	assert_string_equal(argv[0], "/opt/py");
+	free(argv);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "-m", "pkg", NULL),
+			 0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[2], "-m");
+	assert_string_equal(argv[3], "pkg");
+	free(argv);
+	assert_int_equal(
+	    parse(&o, no_env, err, sizeof(err), "--no-python", "run.py", NULL),
+	    0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "run.py");
+	free(argv);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "/bin/true", NULL),
+			 0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "/bin/true");
+	free(argv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_spellings),
+	    cmocka_unit_test(test_pet_env),
+	    cmocka_unit_test(test_rdzv_conf),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_static_and_signals),
+	    cmocka_unit_test(test_worker_argv),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,170 @@
+/*
+ * test_spawn.c - the spawn function: resolution, exec errors, process
+ * group, descriptors, signal reset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dlaunch/error.h"
+#include "dlaunch/spawn.h"
+
+static int run_capture(char *const *argv, char *out, size_t size, int *status)
+{
+	struct spawn_opts o;
+	char err[256];
+	int p[2], rc;
+	pid_t pid;
+	size_t got = 0;
+	ssize_t n;
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
+	memset(&o, 0, sizeof(o));
+	o.file = argv[0];
+	o.argv = argv;
+	o.stdin_fd = -1;
+	o.stdout_fd = p[1];
+	o.stderr_fd = -1;
+	rc = spawn_process(&o, &pid, err, sizeof(err));
+	close(p[1]);
+	if (rc) {
+		close(p[0]);
+		return rc;
+	}
+	while ((n = read(p[0], out + got, size - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(p[0]);
+	waitpid(pid, status, 0);
+	return 0;
+}
+
+static void test_missing_program(void **state)
+{
+	struct spawn_opts o;
+	char *argv[] = {"dlaunch-no-such-program", NULL};
+	char err[256];
+	pid_t pid = 0;
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	o.file = argv[0];
+	o.argv = argv;
+	o.stdin_fd = o.stdout_fd = o.stderr_fd = -1;
+	assert_int_equal(spawn_process(&o, &pid, err, sizeof(err)),
+			 DL_ENOTFOUND);
+	assert_non_null(strstr(err, "dlaunch-no-such-program"));
+	assert_int_equal(pid, 0);
+	o.file = "/nonexistent/prog";
+	assert_int_equal(spawn_process(&o, &pid, err, sizeof(err)),
+			 DL_ENOTFOUND);
+	assert_non_null(strstr(err, "/nonexistent/prog"));
+}
+
+static void test_exec_error_reported(void **state)
+{
+	char path[] = "/tmp/dlaunch-spawn-XXXXXX";
+	char *argv[] = {path, NULL};
+	struct spawn_opts o;
+	char err[256];
+	pid_t pid;
+	int fd = mkstemp(path);
+	(void)state;
+	assert_true(fd >= 0);
+	/* executable but not a valid program: exec fails with ENOEXEC */
+	assert_int_equal(write(fd,
+			       "\x7f"
+			       "ELF garbage",
+			       12),
+			 12);
+	close(fd);
+	chmod(path, 0755);
+	memset(&o, 0, sizeof(o));
+	o.file = path;
+	o.argv = argv;
+	o.stdin_fd = o.stdout_fd = o.stderr_fd = -1;
+	assert_int_not_equal(spawn_process(&o, &pid, err, sizeof(err)), 0);
+	assert_non_null(strstr(err, path));
+	/* no zombie left: the spawn reaped the failed child */
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+	unlink(path);
+}
+
+static void test_own_group_and_fds(void **state)
+{
+	char out[512];
+	int status, extra = open("/dev/null", O_RDONLY); /* not CLOEXEC */
+	char *argv[] = {"/bin/sh", "-c",
+			"echo pgid=$(ps -o pgid= -p $$ | tr -d ' ') pid=$$; "
+			"ls /proc/self/fd | wc -l",
+			NULL};
+	(void)state;
+	assert_true(extra >= 0);
+	assert_int_equal(run_capture(argv, out, sizeof(out), &status), 0);
+	close(extra);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	unsigned long pgid = 0, pid = 1;
+	assert_int_equal(sscanf(out, "pgid=%lu pid=%lu", &pgid, &pid), 2);
+	assert_int_equal(pgid, pid);
+	/* ls sees 0, 1, 2 and its own directory fd: nothing leaked */
+	assert_non_null(strstr(out, "\n4\n"));
+}
+
+static void test_signals_reset(void **state)
+{
+	char out[256];
+	int status;
+	char *argv[] = {"/bin/sh", "-c",
+			"grep -E '^(SigBlk|SigIgn)' /proc/self/status", NULL};
+	sigset_t block;
+	(void)state;
+	signal(SIGUSR1, SIG_IGN);
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	assert_int_equal(run_capture(argv, out, sizeof(out), &status), 0);
+	signal(SIGUSR1, SIG_DFL);
+	sigprocmask(SIG_UNBLOCK, &block, NULL);
+	assert_non_null(strstr(out, "SigBlk:\t0000000000000000"));
+	assert_non_null(strstr(out, "SigIgn:\t0000000000000000"));
+}
+
+static void test_signal_names(void **state)
+{
+	char tmp[16];
+	int sig;
+	(void)state;
+	assert_string_equal(spawn_signal_name(SIGKILL, tmp, sizeof(tmp)),
+			    "SIGKILL");
+	assert_string_equal(spawn_signal_name(63, tmp, sizeof(tmp)), "SIG63");
+	assert_int_equal(spawn_signal_parse("TERM", &sig), 0);
+	assert_int_equal(sig, SIGTERM);
+	assert_int_equal(spawn_signal_parse("SIGhup", &sig), 0);
+	assert_int_equal(sig, SIGHUP);
+	assert_int_equal(spawn_signal_parse("9", &sig), 0);
+	assert_int_equal(sig, 9);
+	assert_int_equal(spawn_signal_parse("SIGNOPE", &sig), DL_EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_missing_program),
+	    cmocka_unit_test(test_exec_error_reported),
+	    cmocka_unit_test(test_own_group_and_fds),
+	    cmocka_unit_test(test_signals_reset),
+	    cmocka_unit_test(test_signal_names),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
