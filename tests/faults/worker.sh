@@ -19,6 +19,8 @@
 # and otherwise runs until told: the file $FAULT_DIR/done makes every worker
 # exit 0; $FAULT_DIR/cmd.NODE.LOCAL_RANK holding "exit C" makes that one
 # worker exit C (the file is consumed, so the next round's worker runs on).
+#
+# `worker.sh PROGRAM ARGS...` only records, then execs PROGRAM.
 set -u
 d=${FAULT_DIR:?FAULT_DIR is not set}
 node=${FAULT_NODE:-${DLAUNCH_NODE_ID:-unknown}}
@@ -28,6 +30,12 @@ echo "${DLAUNCH_ROUND:-none} ${RANK:-none} $$ $node $lr ${WORLD_SIZE:-none}" \
 	>>"$d/ranks.log"
 echo $$ >"$d/pid.$node.$lr.$$"
 mv -f "$d/pid.$node.$lr.$$" "$d/pid.$node.$lr"
+
+# with arguments: only record, then become that program (the schedule runner
+# wraps dlaunch-train this way)
+if [ $# -gt 0 ]; then
+	exec "$@"
+fi
 
 if [ -n "${FAULT_ALWAYS_EXIT:-}" ]; then
 	echo "worker rank ${RANK:-?}: failing on purpose with $FAULT_ALWAYS_EXIT" >&2
