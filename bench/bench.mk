@@ -24,13 +24,24 @@ $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 # The collective benchmark needs the dist library, which trainer/'s
 # fragment declares ($(DIST_LIB)); bench/*.mk is read before trainer/*.mk,
 # so test for the fragment, not the variable.
-ifneq ($(wildcard trainer/*.mk),)
+ifneq ($(wildcard trainer/dist.mk),)
 BENCH_BINS += $(BENCH_DIR)/dist_bench
 OBJS += $(call objs,bench/dist_bench.c)
 $(BENCH_DIR)/dist_bench: $(call objs,bench/dist_bench.c) $(DIST_LIB) \
 		$(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+endif
+
+# The checkpoint benchmark runs the trainer's checkpoint code ($(TRAIN_LIB),
+# declared by trainer/module.mk).
+ifneq ($(wildcard trainer/module.mk),)
+BENCH_BINS += $(BENCH_DIR)/ckpt_bench
+OBJS += $(call objs,bench/ckpt_bench.c)
+$(BENCH_DIR)/ckpt_bench: $(call objs,bench/ckpt_bench.c) $(TRAIN_LIB) \
+		$(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(ZLIB_LIBS) -lm
 endif
 
 .PHONY: bench-build bench-suite bench-launch bench-restart bench-nodeloss \

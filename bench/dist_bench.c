@@ -1,0 +1,163 @@
+/*
+ * dist_bench.c - all-reduce latency and bus bandwidth of dlaunch's
+ * collective library (TCP backend), the counterpart of bench/gloo_bench.py.
+ *
+ *   MASTER_ADDR=127.0.0.1 MASTER_PORT=P RANK=r WORLD_SIZE=n \
+ *       dist_bench [--sizes 4,1024,1048576] [--max-bytes-moved 268435456]
+ *
+ * Every rank runs the same sizes (bytes of float32, in place, sum). Per
+ * size: warm-up iterations, a barrier, then a timed loop; the time of a
+ * size is the slowest rank's (all-reduce MAX of the elapsed seconds), so a
+ * rank that finished early does not flatter the result. The iteration
+ * count is the same formula as gloo_bench.py: enough iterations to move
+ * about --max-bytes-moved bytes, between 5 and 1000.
+ *
+ * Rank 0 prints one JSON object per size on stdout:
+ *   {"impl": "dlaunch-tcp", "world": 4, "bytes": 1024, "iters": 1000,
+ *    "latency_us": 57.1, "busbw_gbps": 0.03}
+ * busbw_gbps is 2(n-1)/n * bytes / time, in GB/s (1e9 bytes).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/clock.h"
+#include "dlaunch/dist.h"
+#include "dlaunch/error.h"
+#include "dlaunch/parse.h"
+
+#define BENCH_MAX_SIZES 64
+
+static int bench_iters(uint64_t bytes, uint64_t max_bytes_moved)
+{
+	uint64_t it = max_bytes_moved / (bytes ? bytes : 1);
+	if (it < 5)
+		it = 5;
+	if (it > 1000)
+		it = 1000;
+	return (int)it;
+}
+
+static int parse_sizes(const char *s, uint64_t *sizes, int *n)
+{
+	char tmp[1024];
+	if (strlen(s) >= sizeof(tmp))
+		return -1;
+	snprintf(tmp, sizeof(tmp), "%s", s);
+	*n = 0;
+	char *save = NULL;
+	for (char *tok = strtok_r(tmp, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (*n >= BENCH_MAX_SIZES)
+			return -1;
+		uint64_t v;
+		if (parse_size_bytes(tok, 4, 1ull << 32, &v) != 0 || v % 4 != 0)
+			return -1;
+		sizes[(*n)++] = v;
+	}
+	return *n > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t sizes[BENCH_MAX_SIZES];
+	int nsizes = 0;
+	uint64_t max_moved = 256ull << 20;
+	parse_sizes("4,64,1024,16384,262144,1048576,4194304,16777216", sizes,
+		    &nsizes);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+			if (parse_sizes(argv[++i], sizes, &nsizes) != 0) {
+				fprintf(stderr,
+					"dist_bench: bad --sizes '%s' (byte "
+					"counts, multiples of 4, comma "
+					"separated)\n",
+					argv[i]);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--max-bytes-moved") == 0 &&
+			   i + 1 < argc) {
+			if (parse_size_bytes(argv[++i], 1, 1ull << 40,
+					     &max_moved) != 0) {
+				fprintf(stderr,
+					"dist_bench: bad --max-bytes-moved "
+					"'%s'\n",
+					argv[i]);
+				return 2;
+			}
+		} else {
+			fprintf(stderr,
+				"usage: dist_bench [--sizes B,B,...] "
+				"[--max-bytes-moved B] (env: MASTER_ADDR "
+				"MASTER_PORT RANK WORLD_SIZE)\n");
+			return 2;
+		}
+	}
+
+	struct dist_config cfg;
+	char err[256];
+	struct dist *d = NULL;
+	int rc = dist_config_from_env(&cfg, err, sizeof(err));
+	if (rc == 0) {
+		cfg.timeout_ms = 120000;
+		rc = dist_init(&cfg, &d, err, sizeof(err));
+	}
+	if (rc != 0) {
+		fprintf(stderr, "dist_bench: cannot form the group: %s\n", err);
+		return 1;
+	}
+	int rank = dist_rank(d), world = dist_world_size(d);
+
+	uint64_t max_size = 0;
+	for (int i = 0; i < nsizes; i++)
+		if (sizes[i] > max_size)
+			max_size = sizes[i];
+	float *buf = malloc(max_size);
+	if (buf == NULL) {
+		fprintf(stderr, "dist_bench: cannot allocate %llu bytes\n",
+			(unsigned long long)max_size);
+		dist_free(d);
+		return 1;
+	}
+	for (uint64_t k = 0; k < max_size / 4; k++)
+		buf[k] = (float)((k + (uint64_t)rank) % 7) * 0.25f;
+
+	for (int s = 0; s < nsizes && rc == 0; s++) {
+		size_t count = sizes[s] / 4;
+		int iters = bench_iters(sizes[s], max_moved);
+		int warm =
+		    iters / 10 < 2 ? 2 : (iters / 10 > 20 ? 20 : iters / 10);
+		for (int i = 0; i < warm && rc == 0; i++)
+			rc = dist_all_reduce(d, buf, buf, count, DIST_FLOAT32,
+					     DIST_SUM);
+		if (rc == 0)
+			rc = dist_barrier(d);
+		uint64_t t0 = clock_now_ns();
+		for (int i = 0; i < iters && rc == 0; i++)
+			rc = dist_all_reduce(d, buf, buf, count, DIST_FLOAT32,
+					     DIST_SUM);
+		double secs = (double)(clock_now_ns() - t0) / 1e9;
+		if (rc == 0)
+			rc = dist_all_reduce(d, &secs, &secs, 1, DIST_FLOAT64,
+					     DIST_MAX);
+		if (rc != 0)
+			break;
+		double per = secs / iters;
+		double busbw =
+		    2.0 * (world - 1) / world * (double)sizes[s] / per / 1e9;
+		if (rank == 0) {
+			printf("{\"impl\": \"dlaunch-tcp\", \"world\": %d, "
+			       "\"bytes\": %llu, \"iters\": %d, "
+			       "\"latency_us\": %.3f, \"busbw_gbps\": %.4f}\n",
+			       world, (unsigned long long)sizes[s], iters,
+			       per * 1e6, busbw);
+			fflush(stdout);
+		}
+	}
+	if (rc != 0)
+		fprintf(stderr, "dist_bench: rank %d: all-reduce failed: %s\n",
+			rank, dl_strerror(rc));
+	free(buf);
+	dist_free(d);
+	return rc == 0 ? 0 : 1;
+}
