@@ -52,6 +52,13 @@ int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size);
 /* dist_init forms the group; *out is owned by the caller (dist_free). */
 int dist_init(const struct dist_config *cfg, struct dist **out, char *err,
 	      size_t err_size);
+/* dist_init_listener is dist_init for a caller that already holds rank 0's
+ * bootstrap listener: on rank 0, listen_fd (a listening TCP socket, e.g.
+ * bound to port 0 so that tests never collide) is used instead of binding
+ * MASTER_PORT; other ranks just close it. listen_fd may be -1 (then it is
+ * dist_init); otherwise it is owned by the call, success or not. */
+int dist_init_listener(const struct dist_config *cfg, int listen_fd,
+		       struct dist **out, char *err, size_t err_size);
 /* dist_free closes connections and frees the group; pending requests must
  * have been waited for. NULL is allowed. */
 void dist_free(struct dist *d);

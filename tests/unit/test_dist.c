@@ -1,0 +1,657 @@
+/*
+ * test_dist.c - unit tests of the collective library's TCP backend.
+ *
+ * Each group test forks one process per rank on loopback. The parent binds
+ * rank 0's bootstrap listener on 127.0.0.1 port 0 before forking and rank
+ * 0 inherits it (dist_init_listener), so tests never collide on ports.
+ * Children report through their exit status (0: every check passed; the
+ * failing check is printed on stderr); the parent waits for them with a
+ * deadline and kills what is left.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlaunch/clock.h"
+#include "dlaunch/crc32c.h"
+#include "dlaunch/dist.h"
+#include "dlaunch/error.h"
+#include "dlaunch/log.h"
+
+#define MAX_WORLD	  8
+#define GROUP_DEADLINE_MS 90000
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr,                                        \
+				"rank %d: check failed at %s:%d: %s\n",        \
+				test_rank, __FILE__, __LINE__, #cond);         \
+			return 1;                                              \
+		}                                                              \
+	} while (0)
+
+#define CHECK_RC(expr)                                                         \
+	do {                                                                   \
+		int check_rc_ = (expr);                                        \
+		if (check_rc_ != 0) {                                          \
+			fprintf(stderr, "rank %d: %s at %s:%d returned %s\n",  \
+				test_rank, #expr, __FILE__, __LINE__,          \
+				dl_strerror(check_rc_));                       \
+			return 1;                                              \
+		}                                                              \
+	} while (0)
+
+static int test_rank = -1; /* in a child: its rank, for messages */
+
+/* ---- process harness ---- */
+
+static int listen_loopback(uint16_t *port)
+{
+	struct sockaddr_in sin = {0};
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 128), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+static struct dist_config make_cfg(uint16_t port, int rank, int world,
+				   uint64_t timeout_ms)
+{
+	struct dist_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "127.0.0.1");
+	cfg.master_port = port;
+	cfg.rank = rank;
+	cfg.world_size = world;
+	cfg.backend = DIST_BACKEND_TCP;
+	cfg.timeout_ms = timeout_ms;
+	return cfg;
+}
+
+typedef int (*rank_fn)(const struct dist_config *cfg, int listen_fd, void *arg);
+
+/* spawn: forks a child that runs fn and exits with its result. */
+static pid_t spawn(const struct dist_config *cfg, int listen_fd, rank_fn fn,
+		   void *arg)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		test_rank = cfg->rank;
+		alarm(GROUP_DEADLINE_MS / 1000 + 10); /* last line of defence */
+		int code = fn(cfg, listen_fd, arg);
+		fflush(NULL);
+		exit(code);
+	}
+	return pid;
+}
+
+/* reap: waits for n children until the deadline; codes[i] gets the exit
+ * status (or 200 + signal, or 255 when killed at the deadline). */
+static void reap(pid_t *pids, int n, int *codes, uint64_t deadline_ms)
+{
+	int left = n;
+	for (int i = 0; i < n; i++)
+		codes[i] = -1;
+	while (left > 0) {
+		for (int i = 0; i < n; i++) {
+			int status;
+			if (codes[i] != -1)
+				continue;
+			pid_t got = waitpid(pids[i], &status, WNOHANG);
+			if (got != pids[i])
+				continue;
+			codes[i] = WIFEXITED(status) ? WEXITSTATUS(status)
+						     : 200 + WTERMSIG(status);
+			left--;
+		}
+		if (left == 0)
+			break;
+		if (clock_now_ms() > deadline_ms) {
+			for (int i = 0; i < n; i++) {
+				if (codes[i] != -1)
+					continue;
+				kill(pids[i], SIGKILL);
+				waitpid(pids[i], NULL, 0);
+				codes[i] = 255;
+			}
+			break;
+		}
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+typedef int (*body_fn)(struct dist *d, void *arg);
+
+struct body_call {
+	body_fn body;
+	void *arg;
+};
+
+static int run_body(const struct dist_config *cfg, int listen_fd, void *arg)
+{
+	struct body_call *call = arg;
+	struct dist *d = NULL;
+	char err[512] = "";
+	int rc = dist_init_listener(cfg, listen_fd, &d, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "rank %d: dist_init: %s: %s\n", cfg->rank,
+			dl_strerror(rc), err);
+		return 100;
+	}
+	rc = call->body(d, call->arg);
+	dist_free(d);
+	return rc;
+}
+
+/* run_group: world ranks each run body on a fresh group; asserts that
+ * every one of them passed. */
+static void run_group(int world, uint64_t timeout_ms, body_fn body, void *arg)
+{
+	pid_t pids[MAX_WORLD];
+	int codes[MAX_WORLD];
+	uint16_t port;
+	struct body_call call = {body, arg};
+	int lfd = listen_loopback(&port);
+	for (int r = 0; r < world; r++) {
+		struct dist_config cfg = make_cfg(port, r, world, timeout_ms);
+		pids[r] = spawn(&cfg, lfd, run_body, &call);
+	}
+	close(lfd);
+	reap(pids, world, codes, clock_now_ms() + GROUP_DEADLINE_MS);
+	for (int r = 0; r < world; r++) {
+		if (codes[r] != 0)
+			fprintf(stderr, "world %d: rank %d exited with %d\n",
+				world, r, codes[r]);
+		assert_int_equal(codes[r], 0);
+	}
+}
+
+/* ---- data and serial references ---- */
+
+static int64_t input_value(int rank, size_t i, unsigned seed)
+{
+	return (int64_t)((((uint64_t)rank + 1) * 7 + i * 13 + seed) % 101) - 50;
+}
+
+static void put_elem(enum dist_dtype dtype, void *buf, size_t i, int64_t v)
+{
+	switch (dtype) {
+	case DIST_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case DIST_FLOAT64: ((double *)buf)[i] = (double)v; break;
+	case DIST_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	case DIST_INT64: ((int64_t *)buf)[i] = v; break;
+	case DIST_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(v + 50); break;
+	}
+}
+
+static void fill_input(enum dist_dtype dtype, void *buf, size_t count, int rank,
+		       unsigned seed)
+{
+	for (size_t i = 0; i < count; i++)
+		put_elem(dtype, buf, i, input_value(rank, i, seed));
+}
+
+/* expected_ok: compares element i of got with the serial reduction of
+ * every rank's input (integer-valued, so any order is exact). */
+static int expected_ok(enum dist_dtype dtype, enum dist_op op, int world,
+		       const void *got, size_t i, unsigned seed)
+{
+	int64_t acc = 0;
+	for (int r = 0; r < world; r++) {
+		int64_t v = input_value(r, i, seed);
+		if (dtype == DIST_UINT8)
+			v += 50;
+		if (r == 0)
+			acc = v;
+		else if (op == DIST_SUM || op == DIST_AVG)
+			acc += v;
+		else if (op == DIST_MAX)
+			acc = v > acc ? v : acc;
+		else
+			acc = v < acc ? v : acc;
+	}
+	switch (dtype) {
+	case DIST_FLOAT32: {
+		float want = (float)acc;
+		if (op == DIST_AVG)
+			want = want / (float)world;
+		return memcmp(&want, (const float *)got + i, 4) == 0;
+	}
+	case DIST_FLOAT64: {
+		double want = (double)acc;
+		if (op == DIST_AVG)
+			want = want / (double)world;
+		return memcmp(&want, (const double *)got + i, 8) == 0;
+	}
+	case DIST_INT32:
+		return ((const int32_t *)got)[i] ==
+		       (int32_t)(op == DIST_AVG ? acc / world : acc);
+	case DIST_INT64:
+		return ((const int64_t *)got)[i] ==
+		       (op == DIST_AVG ? acc / world : acc);
+	case DIST_UINT8: {
+		uint8_t sum = (uint8_t)acc;
+		return ((const uint8_t *)got)[i] ==
+		       (op == DIST_AVG ? (uint8_t)(sum / world) : sum);
+	}
+	}
+	return 0;
+}
+
+static const enum dist_dtype all_dtypes[] = {
+    DIST_FLOAT32, DIST_FLOAT64, DIST_INT32, DIST_INT64, DIST_UINT8};
+static const enum dist_op all_ops[] = {DIST_SUM, DIST_AVG, DIST_MAX, DIST_MIN};
+
+/* ---- bodies ---- */
+
+/* Every dtype and op, sizes from 0 to past the ring threshold, in place
+ * and out of place, against the serial reference. */
+static int body_all_reduce_matrix(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t counts[] = {0, 1, (size_t)w - 1, 7, 1000, 16411, 70001};
+	unsigned seed = 0;
+	(void)arg;
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		for (size_t t = 0; t < 5; t++) {
+			for (size_t o = 0; o < 4; o++) {
+				enum dist_dtype dt = all_dtypes[t];
+				size_t n = counts[c], es = dist_dtype_size(dt);
+				unsigned char *in = malloc(n * es + 1);
+				unsigned char *out = malloc(n * es + 1);
+				CHECK(in && out);
+				seed++;
+				fill_input(dt, in, n, r, seed);
+				int in_place = (seed & 1) != 0;
+				CHECK_RC(dist_all_reduce(d, in,
+							 in_place ? in : out, n,
+							 dt, all_ops[o]));
+				for (size_t i = 0; i < n; i++) {
+					if (!expected_ok(dt, all_ops[o], w,
+							 in_place ? in : out, i,
+							 seed)) {
+						fprintf(stderr,
+							"rank %d: count %zu "
+							"dtype %d op %d: "
+							"element %zu wrong\n",
+							r, n, (int)dt,
+							(int)all_ops[o], i);
+						free(in);
+						free(out);
+						return 1;
+					}
+				}
+				free(in);
+				free(out);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Random (non-integer) floats: every rank must hold the same bits, and
+ * they must be close to the exact sum. */
+static int body_all_reduce_bits(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t counts[] = {3, 1000, 300001};
+	(void)arg;
+	for (size_t c = 0; c < 3; c++) {
+		size_t n = counts[c];
+		float *x = malloc(n * sizeof(float));
+		uint32_t crcs[MAX_WORLD], mine;
+		CHECK(x != NULL);
+		for (int avg = 0; avg < 2; avg++) {
+			for (size_t i = 0; i < n; i++)
+				x[i] = (float)sin((double)(i * 7 + 1) *
+						  (r + 1.37));
+			CHECK_RC(dist_all_reduce(d, x, x, n, DIST_FLOAT32,
+						 avg ? DIST_AVG : DIST_SUM));
+			for (size_t i = 0; i < n; i += 97) {
+				double want = 0;
+				for (int k = 0; k < w; k++)
+					want += sin((double)(i * 7 + 1) *
+						    (k + 1.37));
+				if (avg)
+					want /= w;
+				CHECK(fabs(x[i] - want) < 1e-4);
+			}
+			mine = crc32c(0, x, n * sizeof(float));
+			CHECK_RC(
+			    dist_all_gather(d, &mine, crcs, 1, DIST_INT32));
+			for (int k = 0; k < w; k++)
+				CHECK(crcs[k] == mine);
+		}
+		free(x);
+	}
+	return 0;
+}
+
+/* One large all-reduce (tens of MB): the pipelined ring at full size. */
+static int body_all_reduce_large(struct dist *d, void *arg)
+{
+	size_t n = *(size_t *)arg;
+	int w = dist_world_size(d), r = dist_rank(d);
+	float *x = malloc(n * sizeof(float));
+	CHECK(x != NULL);
+	fill_input(DIST_FLOAT32, x, n, r, 5);
+	CHECK_RC(dist_all_reduce(d, x, x, n, DIST_FLOAT32, DIST_SUM));
+	for (size_t i = 0; i < n; i++)
+		if (!expected_ok(DIST_FLOAT32, DIST_SUM, w, x, i, 5)) {
+			fprintf(stderr, "rank %d: element %zu wrong\n", r, i);
+			free(x);
+			return 1;
+		}
+	free(x);
+	return 0;
+}
+
+static int body_broadcast(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t counts[] = {0, 1, 1000, 300007};
+	(void)arg;
+	for (int root = 0; root < w; root++) {
+		for (size_t c = 0; c < 4; c++) {
+			for (int t = 0; t < 2; t++) {
+				enum dist_dtype dt =
+				    t ? DIST_FLOAT64 : DIST_UINT8;
+				size_t n = counts[c], es = dist_dtype_size(dt);
+				unsigned char *b = malloc(n * es + 1);
+				CHECK(b != NULL);
+				fill_input(dt, b, n, r, 11);
+				CHECK_RC(dist_broadcast(d, b, n, dt, root));
+				unsigned char *want = malloc(n * es + 1);
+				CHECK(want != NULL);
+				fill_input(dt, want, n, root, 11);
+				CHECK(memcmp(b, want, n * es) == 0);
+				free(b);
+				free(want);
+			}
+		}
+	}
+	return 0;
+}
+
+static int body_reduce(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t counts[] = {0, 2, 5000, 100003};
+	(void)arg;
+	for (int root = 0; root < w; root++) {
+		for (size_t c = 0; c < 4; c++) {
+			size_t n = counts[c];
+			int64_t *in = malloc(n * 8 + 8);
+			int64_t *out = r == root ? malloc(n * 8 + 8) : NULL;
+			CHECK(in && (r != root || out));
+			fill_input(DIST_INT64, in, n, r, 3);
+			CHECK_RC(dist_reduce(d, in, out, n, DIST_INT64,
+					     DIST_MAX, root));
+			for (size_t i = 0; out && i < n; i++)
+				CHECK(expected_ok(DIST_INT64, DIST_MAX, w, out,
+						  i, 3));
+			free(in);
+			free(out);
+		}
+	}
+	return 0;
+}
+
+static int body_all_gather(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t counts[] = {0, 1, 5, 100000};
+	(void)arg;
+	for (size_t c = 0; c < 4; c++) {
+		size_t n = counts[c];
+		int32_t *in = malloc(n * 4 + 4);
+		int32_t *out = malloc((size_t)w * n * 4 + 4);
+		int32_t *want = malloc(n * 4 + 4);
+		CHECK(in && out && want);
+		fill_input(DIST_INT32, in, n, r, 9);
+		CHECK_RC(dist_all_gather(d, in, out, n, DIST_INT32));
+		for (int k = 0; k < w; k++) {
+			fill_input(DIST_INT32, want, n, k, 9);
+			CHECK(memcmp(out + (size_t)k * n, want, n * 4) == 0);
+		}
+		/* in place: this rank's slot is the send buffer */
+		fill_input(DIST_INT32, out + (size_t)r * n, n, r, 10);
+		CHECK_RC(dist_all_gather(d, out + (size_t)r * n, out, n,
+					 DIST_INT32));
+		for (int k = 0; k < w; k++) {
+			fill_input(DIST_INT32, want, n, k, 10);
+			CHECK(memcmp(out + (size_t)k * n, want, n * 4) == 0);
+		}
+		free(in);
+		free(out);
+		free(want);
+	}
+	return 0;
+}
+
+/* Every pair exchanges a message both ways, in one global pair order. */
+static int body_send_recv(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t n = 1 << 20;
+	uint8_t *b = malloc(n), *want = malloc(n);
+	(void)arg;
+	CHECK(b && want);
+	for (int a = 0; a < w; a++) {
+		for (int c = a + 1; c < w; c++) {
+			if (r != a && r != c)
+				continue;
+			int peer = r == a ? c : a;
+			for (int dir = 0; dir < 2; dir++) {
+				int sender = dir ? c : a;
+				if (r == sender) {
+					fill_input(DIST_UINT8, b, n, r, 1);
+					CHECK_RC(dist_send(d, b, n, DIST_UINT8,
+							   peer));
+				} else {
+					CHECK_RC(dist_recv(d, b, n, DIST_UINT8,
+							   peer));
+					fill_input(DIST_UINT8, want, n, peer,
+						   1);
+					CHECK(memcmp(b, want, n) == 0);
+				}
+			}
+		}
+	}
+	/* a receive of the wrong size is refused, not misread */
+	if (w >= 2 && r < 2) {
+		if (r == 0) {
+			CHECK_RC(dist_send(d, b, 10, DIST_UINT8, 1));
+		} else {
+			CHECK(dist_recv(d, b, 11, DIST_UINT8, 0) == DL_EPROTO);
+			CHECK(dist_barrier(d) == DL_EPROTO); /* sticky */
+		}
+	}
+	free(b);
+	free(want);
+	return 0;
+}
+
+/* isend/irecv around the ring, then several iall_reduce in flight waited
+ * for out of order, then a blocking one while one is still queued. */
+static int body_async(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	size_t n = 256 << 10;
+	int32_t *sb = malloc(n * 4), *rb = malloc(n * 4), *want = malloc(n * 4);
+	struct dist_req *reqs[4];
+	(void)arg;
+	CHECK(sb && rb && want);
+	fill_input(DIST_INT32, sb, n, r, 21);
+	CHECK_RC(dist_irecv(d, rb, n, DIST_INT32, (r + w - 1) % w, &reqs[0]));
+	CHECK_RC(dist_isend(d, sb, n, DIST_INT32, (r + 1) % w, &reqs[1]));
+	CHECK_RC(dist_wait(reqs[1]));
+	CHECK_RC(dist_wait(reqs[0]));
+	fill_input(DIST_INT32, want, n, (r + w - 1) % w, 21);
+	CHECK(memcmp(rb, want, n * 4) == 0);
+
+	size_t sizes[3] = {5, 100000, 3000};
+	double *bufs[3];
+	for (int i = 0; i < 3; i++) {
+		bufs[i] = malloc(sizes[i] * 8);
+		CHECK(bufs[i] != NULL);
+		fill_input(DIST_FLOAT64, bufs[i], sizes[i], r, 30 + i);
+		CHECK_RC(dist_iall_reduce(d, bufs[i], sizes[i], DIST_FLOAT64,
+					  DIST_AVG, &reqs[i]));
+	}
+	for (int i = 2; i >= 0; i--)
+		CHECK_RC(dist_wait(reqs[i]));
+	for (int i = 0; i < 3; i++) {
+		for (size_t k = 0; k < sizes[i]; k++)
+			CHECK(expected_ok(DIST_FLOAT64, DIST_AVG, w, bufs[i], k,
+					  30 + i));
+	}
+	fill_input(DIST_FLOAT64, bufs[1], sizes[1], r, 40);
+	fill_input(DIST_FLOAT64, bufs[2], sizes[2], r, 41);
+	CHECK_RC(dist_iall_reduce(d, bufs[1], sizes[1], DIST_FLOAT64, DIST_SUM,
+				  &reqs[0]));
+	CHECK_RC(dist_all_reduce(d, bufs[2], bufs[2], sizes[2], DIST_FLOAT64,
+				 DIST_SUM));
+	CHECK_RC(dist_wait(reqs[0]));
+	for (size_t k = 0; k < sizes[1]; k++)
+		CHECK(expected_ok(DIST_FLOAT64, DIST_SUM, w, bufs[1], k, 40));
+	for (size_t k = 0; k < sizes[2]; k++)
+		CHECK(expected_ok(DIST_FLOAT64, DIST_SUM, w, bufs[2], k, 41));
+	for (int i = 0; i < 3; i++)
+		free(bufs[i]);
+	free(sb);
+	free(rb);
+	free(want);
+	return 0;
+}
+
+/* Barrier: after it, every rank has arrived (a shared-memory count). */
+static int body_barrier(struct dist *d, void *arg)
+{
+	int *arrived = arg;
+	int w = dist_world_size(d), r = dist_rank(d);
+	for (int round = 0; round < 20; round++) {
+		volatile double spin = 0;
+		for (int i = 0; i < (r + round) % w * 20000; i++)
+			spin += i; /* ranks arrive at different times */
+		__atomic_add_fetch(&arrived[round], 1, __ATOMIC_SEQ_CST);
+		CHECK_RC(dist_barrier(d));
+		CHECK(__atomic_load_n(&arrived[round], __ATOMIC_SEQ_CST) == w);
+	}
+	return 0;
+}
+
+/* ---- tests ---- */
+
+static void test_all_reduce_matrix(void **state)
+{
+	(void)state;
+	for (int w = 1; w <= 4; w++)
+		run_group(w, 20000, body_all_reduce_matrix, NULL);
+}
+
+static void test_all_reduce_bits(void **state)
+{
+	(void)state;
+	for (int w = 2; w <= 4; w++)
+		run_group(w, 20000, body_all_reduce_bits, NULL);
+}
+
+static void test_all_reduce_large(void **state)
+{
+	size_t n2 = 10u << 20;	    /* 40 MB of float32 on 2 ranks */
+	size_t n3 = (3u << 20) + 7; /* 12 MB on 3 ranks */
+	(void)state;
+	run_group(2, 30000, body_all_reduce_large, &n2);
+	run_group(3, 30000, body_all_reduce_large, &n3);
+}
+
+static void test_broadcast(void **state)
+{
+	(void)state;
+	for (int w = 1; w <= 4; w++)
+		run_group(w, 20000, body_broadcast, NULL);
+}
+
+static void test_reduce(void **state)
+{
+	(void)state;
+	for (int w = 1; w <= 3; w++)
+		run_group(w, 20000, body_reduce, NULL);
+}
+
+static void test_all_gather(void **state)
+{
+	(void)state;
+	for (int w = 1; w <= 4; w++)
+		run_group(w, 20000, body_all_gather, NULL);
+}
+
+static void test_send_recv(void **state)
+{
+	(void)state;
+	for (int w = 2; w <= 4; w++)
+		run_group(w, 20000, body_send_recv, NULL);
+}
+
+static void test_async(void **state)
+{
+	(void)state;
+	for (int w = 2; w <= 4; w++)
+		run_group(w, 20000, body_async, NULL);
+}
+
+static void test_barrier(void **state)
+{
+	(void)state;
+	for (int w = 2; w <= 4; w++) {
+		int *arrived = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		assert_true(arrived != MAP_FAILED);
+		run_group(w, 20000, body_barrier, arrived);
+		munmap(arrived, 4096);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_all_reduce_matrix),
+	    cmocka_unit_test(test_all_reduce_bits),
+	    cmocka_unit_test(test_all_reduce_large),
+	    cmocka_unit_test(test_broadcast),
+	    cmocka_unit_test(test_reduce),
+	    cmocka_unit_test(test_all_gather),
+	    cmocka_unit_test(test_send_recv),
+	    cmocka_unit_test(test_async),
+	    cmocka_unit_test(test_barrier),
+	};
+	log_init("test_dist");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,748 @@
+/*
+ * dist.c - the public face of the collective library: configuration,
+ * group lifetime, argument checks, backend dispatch and the asynchronous
+ * operations of the TCP backend.
+ *
+ * Asynchronous TCP operations (isend, irecv, iall_reduce) are queued and
+ * run in issue order by one progress thread per group, started on first
+ * use. Blocking operations run on the caller's thread (no hand-off, so no
+ * added latency) after the queue has drained: mixing them with operations
+ * in flight is allowed, and the blocking one simply starts after them.
+ * On the NCCL backend every operation is enqueued on the CUDA stream;
+ * blocking ones then wait for the stream, asynchronous ones record an event
+ * that dist_wait waits for.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist_priv.h"
+#include "dlaunch/error.h"
+#include "dlaunch/log.h"
+#include "dlaunch/parse.h"
+
+#define DIST_DEFAULT_TIMEOUT_MS 300000
+
+static void set_err(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t err_size, const char *fmt, ...)
+{
+	va_list ap;
+	if (err == NULL || err_size == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, err_size, fmt, ap);
+	va_end(ap);
+}
+
+static int env_int(const char *name, int min, int max, int *out, char *err,
+		   size_t err_size)
+{
+	const char *s = getenv(name);
+	if (s == NULL)
+		return DL_ENOTFOUND;
+	int rc = parse_int(s, min, max, out);
+	if (rc != 0)
+		set_err(err, err_size, "%s='%s' is not an integer in [%d, %d]",
+			name, s, min, max);
+	return rc;
+}
+
+int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
+{
+	struct dist_config c;
+	const char *addr = getenv("MASTER_ADDR");
+	const char *timeout = getenv("DLAUNCH_DIST_TIMEOUT");
+	int port = 0, rc, rc_rank, rc_world;
+
+	memset(&c, 0, sizeof(c));
+	c.world_size = 1;
+	c.backend = DIST_BACKEND_TCP;
+	c.timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+	rc_rank =
+	    env_int("RANK", 0, DIST_MAX_WORLD - 1, &c.rank, err, err_size);
+	if (rc_rank != 0 && rc_rank != DL_ENOTFOUND)
+		return rc_rank;
+	rc_world = env_int("WORLD_SIZE", 1, DIST_MAX_WORLD, &c.world_size, err,
+			   err_size);
+	if (rc_world != 0 && rc_world != DL_ENOTFOUND)
+		return rc_world;
+	if ((rc_rank == 0) != (rc_world == 0)) {
+		set_err(err, err_size, "%s is set but %s is not",
+			rc_rank == 0 ? "RANK" : "WORLD_SIZE",
+			rc_rank == 0 ? "WORLD_SIZE" : "RANK");
+		return DL_EINVAL;
+	}
+	if (c.rank >= c.world_size) {
+		set_err(err, err_size, "RANK=%d is not below WORLD_SIZE=%d",
+			c.rank, c.world_size);
+		return DL_ERANGE;
+	}
+	rc = env_int("LOCAL_RANK", 0, 1 << 20, &c.cuda_device, err, err_size);
+	if (rc != 0 && rc != DL_ENOTFOUND)
+		return rc;
+	rc = env_int("MASTER_PORT", 1, 65535, &port, err, err_size);
+	if (rc != 0 && rc != DL_ENOTFOUND)
+		return rc;
+	if (c.world_size > 1 && rc == DL_ENOTFOUND) {
+		set_err(err, err_size,
+			"MASTER_PORT is not set (needed for WORLD_SIZE=%d)",
+			c.world_size);
+		return DL_EINVAL;
+	}
+	c.master_port = (uint16_t)port;
+	if (addr == NULL && c.world_size > 1) {
+		set_err(err, err_size,
+			"MASTER_ADDR is not set (needed for WORLD_SIZE=%d)",
+			c.world_size);
+		return DL_EINVAL;
+	}
+	if (addr == NULL)
+		addr = "127.0.0.1";
+	if (addr[0] == 0 || strlen(addr) >= sizeof(c.master_addr)) {
+		set_err(err, err_size,
+			"MASTER_ADDR must be a host name or address of 1 to "
+			"%zu characters",
+			sizeof(c.master_addr) - 1);
+		return DL_EINVAL;
+	}
+	memcpy(c.master_addr, addr, strlen(addr) + 1);
+	if (timeout != NULL &&
+	    parse_duration_ms(timeout, 1000, 1, UINT64_C(1) << 40,
+			      &c.timeout_ms) != 0) {
+		set_err(err, err_size,
+			"DLAUNCH_DIST_TIMEOUT='%s' is not a duration such as "
+			"300, 30s or 500ms",
+			timeout);
+		return DL_EINVAL;
+	}
+	*cfg = c;
+	return 0;
+}
+
+const char *dist_backend_name(enum dist_backend backend)
+{
+	switch (backend) {
+	case DIST_BACKEND_TCP: return "tcp";
+	case DIST_BACKEND_NCCL: return "nccl";
+	}
+	return "unknown";
+}
+
+size_t dist_dtype_size(enum dist_dtype dtype)
+{
+	switch (dtype) {
+	case DIST_FLOAT32: return 4;
+	case DIST_FLOAT64: return 8;
+	case DIST_INT32: return 4;
+	case DIST_INT64: return 8;
+	case DIST_UINT8: return 1;
+	}
+	return 0;
+}
+
+int dist_rank(const struct dist *d)
+{
+	return d->rank;
+}
+
+int dist_world_size(const struct dist *d)
+{
+	return d->world;
+}
+
+enum dist_backend dist_get_backend(const struct dist *d)
+{
+	return d->backend;
+}
+
+static int check_config(const struct dist_config *cfg, char *err,
+			size_t err_size)
+{
+	if (cfg->world_size < 1 || cfg->world_size > DIST_MAX_WORLD) {
+		set_err(err, err_size, "world size %d is not in [1, %d]",
+			cfg->world_size, DIST_MAX_WORLD);
+		return DL_ERANGE;
+	}
+	if (cfg->rank < 0 || cfg->rank >= cfg->world_size) {
+		set_err(err, err_size, "rank %d is not in [0, %d)", cfg->rank,
+			cfg->world_size);
+		return DL_ERANGE;
+	}
+	if (cfg->backend != DIST_BACKEND_TCP &&
+	    cfg->backend != DIST_BACKEND_NCCL) {
+		set_err(err, err_size, "unknown backend %d", (int)cfg->backend);
+		return DL_EINVAL;
+	}
+	if (cfg->world_size > 1 &&
+	    (memchr(cfg->master_addr, 0, sizeof(cfg->master_addr)) == NULL ||
+	     cfg->master_addr[0] == 0)) {
+		set_err(err, err_size,
+			"the master address is empty or not "
+			"terminated");
+		return DL_EINVAL;
+	}
+	if (cfg->world_size > 1 && cfg->master_port == 0) {
+		set_err(err, err_size, "the master port is 0");
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+int dist_init_listener(const struct dist_config *cfg, int listen_fd,
+		       struct dist **out, char *err, size_t err_size)
+{
+	struct dist *d = NULL;
+	int rc;
+
+	if (err && err_size)
+		err[0] = 0;
+	*out = NULL;
+	rc = check_config(cfg, err, err_size);
+	if (rc != 0)
+		goto fail;
+#ifndef DLAUNCH_HAVE_CUDA
+	if (cfg->backend == DIST_BACKEND_NCCL) {
+		set_err(err, err_size,
+			"the nccl backend is not available: this dlaunch-train "
+			"was built without CUDA (use the tcp backend)");
+		rc = DL_ENOTSUP;
+		goto fail;
+	}
+#endif
+	d = calloc(1, sizeof(*d));
+	if (d == NULL) {
+		rc = DL_ENOMEM;
+		set_err(err, err_size, "out of memory");
+		goto fail;
+	}
+	d->cfg = *cfg;
+	d->rank = cfg->rank;
+	d->world = cfg->world_size;
+	d->backend = cfg->backend;
+	d->timeout_ms =
+	    cfg->timeout_ms ? cfg->timeout_ms : DIST_DEFAULT_TIMEOUT_MS;
+	d->wake_fds[0] = d->wake_fds[1] = -1;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	if (d->backend == DIST_BACKEND_TCP) {
+		d->scratch = malloc(DIST_SCRATCH_BYTES);
+		if (d->scratch == NULL) {
+			rc = DL_ENOMEM;
+			set_err(err, err_size, "out of memory");
+			goto fail;
+		}
+	}
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL && d->rank == 0) {
+		rc = dist_nccl_new_id(d, err, err_size);
+		if (rc != 0)
+			goto fail;
+	}
+#endif
+	if (d->world > 1) {
+		rc = dist_net_connect(d, listen_fd, err, err_size);
+		listen_fd = -1; /* owned by dist_net_connect */
+		if (rc != 0)
+			goto fail;
+	}
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL) {
+		rc = dist_nccl_init(d, err, err_size);
+		if (rc != 0)
+			goto fail;
+	}
+#endif
+	log_debug("dist: rank %d of %d joined the group (%s backend)", d->rank,
+		  d->world, dist_backend_name(d->backend));
+	*out = d;
+	return 0;
+fail:
+	if (listen_fd >= 0)
+		close(listen_fd);
+	dist_free(d);
+	return rc;
+}
+
+int dist_init(const struct dist_config *cfg, struct dist **out, char *err,
+	      size_t err_size)
+{
+	return dist_init_listener(cfg, -1, out, err, err_size);
+}
+
+static void *progress_main(void *arg);
+
+void dist_free(struct dist *d)
+{
+	if (d == NULL)
+		return;
+	if (d->thread_started) {
+		pthread_mutex_lock(&d->mu);
+		d->stopping = 1;
+		pthread_cond_broadcast(&d->cv);
+		pthread_mutex_unlock(&d->mu);
+		pthread_join(d->thread, NULL);
+	}
+	if (d->wake_fds[0] >= 0) {
+		close(d->wake_fds[0]);
+		close(d->wake_fds[1]);
+	}
+	free(d->batch);
+	if (d->all != NULL)
+		log_warn("dist: rank %d: freeing the group with requests not "
+			 "waited for",
+			 d->rank);
+	while (d->all != NULL) {
+		struct dist_req *req = d->all;
+		d->all = req->next_all;
+		free(req);
+	}
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		dist_nccl_free(d);
+#endif
+	dist_net_close(d);
+	free(d->scratch);
+	pthread_cond_destroy(&d->cv);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+void dist_set_stream(struct dist *d, void *cuda_stream)
+{
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		dist_nccl_set_stream(d, cuda_stream);
+#else
+	(void)d;
+	(void)cuda_stream;
+#endif
+}
+
+/* Argument checks shared by every operation. */
+static int check_buf(const struct dist *d, const char *what, const void *buf,
+		     size_t count, enum dist_dtype dtype)
+{
+	size_t es = dist_dtype_size(dtype);
+	if (es == 0) {
+		log_error("dist: %s: unknown dtype %d", what, (int)dtype);
+		return DL_EINVAL;
+	}
+	if (count > SIZE_MAX / es / (size_t)d->world) {
+		log_error("dist: %s: count %zu is too large", what, count);
+		return DL_ERANGE;
+	}
+	if (buf == NULL && count > 0) {
+		log_error("dist: %s: NULL buffer for %zu elements", what,
+			  count);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+static int check_peer(const struct dist *d, const char *what, int peer)
+{
+	if (peer < 0 || peer >= d->world || peer == d->rank) {
+		log_error("dist: rank %d: %s: peer %d is not another rank of "
+			  "the world of %d",
+			  d->rank, what, peer, d->world);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+static int check_root(const struct dist *d, const char *what, int root)
+{
+	if (root < 0 || root >= d->world) {
+		log_error("dist: %s: root %d is not in [0, %d)", what, root,
+			  d->world);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+static int check_op(const char *what, enum dist_op op)
+{
+	if (op != DIST_SUM && op != DIST_AVG && op != DIST_MAX &&
+	    op != DIST_MIN) {
+		log_error("dist: %s: unknown op %d", what, (int)op);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+/* tcp_ready: waits for the progress queue to drain, then reports the
+ * group's sticky failure, if any. Caller's thread only. */
+static int tcp_ready(struct dist *d)
+{
+	int failed;
+	pthread_mutex_lock(&d->mu);
+	while (d->queue_head != NULL || d->running)
+		pthread_cond_wait(&d->cv, &d->mu);
+	failed = d->failed;
+	pthread_mutex_unlock(&d->mu);
+	if (failed)
+		log_debug("dist: rank %d: the group failed earlier (%s)",
+			  d->rank, dl_strerror(failed));
+	return failed;
+}
+
+/* ---- asynchronous requests ---- */
+
+static struct dist_req *req_new(struct dist *d, enum dist_req_kind kind,
+				void *buf, size_t count, enum dist_dtype dtype,
+				int peer)
+{
+	struct dist_req *req = calloc(1, sizeof(*req));
+	if (req == NULL)
+		return NULL;
+	req->d = d;
+	req->kind = kind;
+	req->buf = buf;
+	req->count = count;
+	req->dtype = dtype;
+	req->peer = peer;
+	pthread_mutex_lock(&d->mu);
+	req->next_all = d->all;
+	if (d->all)
+		d->all->prev_all = req;
+	d->all = req;
+	pthread_mutex_unlock(&d->mu);
+	return req;
+}
+
+/* req_unlink_free: under d->mu. */
+static void req_unlink_free(struct dist_req *req)
+{
+	struct dist *d = req->d;
+	if (req->prev_all)
+		req->prev_all->next_all = req->next_all;
+	else
+		d->all = req->next_all;
+	if (req->next_all)
+		req->next_all->prev_all = req->prev_all;
+	free(req);
+}
+
+static int run_req(struct dist *d, struct dist_req *req)
+{
+	size_t bytes = req->count * dist_dtype_size(req->dtype);
+	if (d->failed)
+		return d->failed;
+	(void)bytes;
+	if (req->kind == DIST_REQ_ALL_REDUCE)
+		return dist_tcp_all_reduce(d, req->buf, req->buf, req->count,
+					   req->dtype, req->op);
+	return DL_EINVAL; /* sends and receives run in dist_p2p_run_batch */
+}
+
+static void *progress_main(void *arg)
+{
+	struct dist *d = arg;
+	pthread_mutex_lock(&d->mu);
+	for (;;) {
+		while (d->queue_head == NULL && !d->stopping)
+			pthread_cond_wait(&d->cv, &d->mu);
+		struct dist_req *req = d->queue_head;
+		if (req == NULL)
+			break;
+		d->running = 1;
+		if (req->kind != DIST_REQ_ALL_REDUCE && !d->stopping) {
+			dist_p2p_run_batch(d);
+			d->running = 0;
+			pthread_cond_broadcast(&d->cv);
+			continue;
+		}
+		pthread_mutex_unlock(&d->mu);
+		int status = d->stopping ? DL_ECLOSED : run_req(d, req);
+		pthread_mutex_lock(&d->mu);
+		d->queue_head = req->next_queued;
+		if (d->queue_head == NULL)
+			d->queue_tail = NULL;
+		d->running = 0;
+		req->status = status;
+		req->done = 1;
+		pthread_cond_broadcast(&d->cv);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+static int tcp_enqueue(struct dist *d, struct dist_req *req)
+{
+	int rc = 0;
+	pthread_mutex_lock(&d->mu);
+	if (!d->thread_started) {
+		if (pipe2(d->wake_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+			rc = DL_ESYS;
+			log_error("dist: rank %d: cannot make a pipe: %s",
+				  d->rank, strerror(errno));
+		} else if (pthread_create(&d->thread, NULL, progress_main, d) !=
+			   0) {
+			rc = DL_ESYS;
+			log_error("dist: rank %d: cannot start the progress "
+				  "thread: %s",
+				  d->rank, strerror(errno));
+		} else {
+			d->thread_started = 1;
+		}
+	}
+	if (rc == 0) {
+		if (d->queue_tail)
+			d->queue_tail->next_queued = req;
+		else
+			d->queue_head = req;
+		d->queue_tail = req;
+		pthread_cond_broadcast(&d->cv);
+		if (d->in_batch) /* the thread sleeps in poll, not on cv */
+			(void)!write(d->wake_fds[1], "", 1);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+/* submit: starts req on its backend, or completes it at once (world of
+ * one, count 0); on failure req is freed and *out stays NULL. */
+static int submit(struct dist *d, struct dist_req *req, struct dist_req **out)
+{
+	int rc = 0;
+	if (d->backend == DIST_BACKEND_TCP) {
+		if (req->count == 0 || d->world == 1) {
+			req->done = 1;
+		} else {
+			rc = tcp_enqueue(d, req);
+		}
+	}
+#ifdef DLAUNCH_HAVE_CUDA
+	else if (req->kind == DIST_REQ_SEND) {
+		rc = dist_nccl_send(d, req->buf, req->count, req->dtype,
+				    req->peer, req);
+	} else if (req->kind == DIST_REQ_RECV) {
+		rc = dist_nccl_recv(d, req->buf, req->count, req->dtype,
+				    req->peer, req);
+	} else {
+		rc = dist_nccl_all_reduce(d, req->buf, req->buf, req->count,
+					  req->dtype, req->op, req);
+	}
+#endif
+	if (rc != 0) {
+		pthread_mutex_lock(&d->mu);
+		req_unlink_free(req);
+		pthread_mutex_unlock(&d->mu);
+		return rc;
+	}
+	*out = req;
+	return 0;
+}
+
+int dist_wait(struct dist_req *req)
+{
+	if (req == NULL)
+		return DL_EINVAL;
+	struct dist *d = req->d;
+	int status;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL) {
+		status = dist_nccl_wait(req);
+		pthread_mutex_lock(&d->mu);
+		req_unlink_free(req);
+		pthread_mutex_unlock(&d->mu);
+		return status;
+	}
+#endif
+	pthread_mutex_lock(&d->mu);
+	while (!req->done)
+		pthread_cond_wait(&d->cv, &d->mu);
+	status = req->status;
+	req_unlink_free(req);
+	pthread_mutex_unlock(&d->mu);
+	return status;
+}
+
+int dist_isend(struct dist *d, const void *buf, size_t count,
+	       enum dist_dtype dtype, int peer, struct dist_req **req)
+{
+	int rc = check_buf(d, "isend", buf, count, dtype);
+	if (rc == 0)
+		rc = check_peer(d, "isend", peer);
+	if (rc != 0)
+		return rc;
+	*req = NULL;
+	/* the request keeps a non-const pointer; send never writes it */
+	struct dist_req *r = req_new(d, DIST_REQ_SEND, (void *)(uintptr_t)buf,
+				     count, dtype, peer);
+	if (r == NULL)
+		return DL_ENOMEM;
+	return submit(d, r, req);
+}
+
+int dist_irecv(struct dist *d, void *buf, size_t count, enum dist_dtype dtype,
+	       int peer, struct dist_req **req)
+{
+	int rc = check_buf(d, "irecv", buf, count, dtype);
+	if (rc == 0)
+		rc = check_peer(d, "irecv", peer);
+	if (rc != 0)
+		return rc;
+	*req = NULL;
+	struct dist_req *r = req_new(d, DIST_REQ_RECV, buf, count, dtype, peer);
+	if (r == NULL)
+		return DL_ENOMEM;
+	return submit(d, r, req);
+}
+
+int dist_iall_reduce(struct dist *d, void *buf, size_t count,
+		     enum dist_dtype dtype, enum dist_op op,
+		     struct dist_req **req)
+{
+	int rc = check_buf(d, "iall_reduce", buf, count, dtype);
+	if (rc == 0)
+		rc = check_op("iall_reduce", op);
+	if (rc != 0)
+		return rc;
+	*req = NULL;
+	struct dist_req *r =
+	    req_new(d, DIST_REQ_ALL_REDUCE, buf, count, dtype, -1);
+	if (r == NULL)
+		return DL_ENOMEM;
+	r->op = op;
+	return submit(d, r, req);
+}
+
+/* ---- blocking operations ---- */
+
+int dist_send(struct dist *d, const void *buf, size_t count,
+	      enum dist_dtype dtype, int peer)
+{
+	int rc = check_buf(d, "send", buf, count, dtype);
+	if (rc == 0)
+		rc = check_peer(d, "send", peer);
+	if (rc != 0)
+		return rc;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_send(d, buf, count, dtype, peer, NULL);
+#endif
+	rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_send(d, buf, count * dist_dtype_size(dtype),
+				   dtype, peer);
+	return rc;
+}
+
+int dist_recv(struct dist *d, void *buf, size_t count, enum dist_dtype dtype,
+	      int peer)
+{
+	int rc = check_buf(d, "recv", buf, count, dtype);
+	if (rc == 0)
+		rc = check_peer(d, "recv", peer);
+	if (rc != 0)
+		return rc;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_recv(d, buf, count, dtype, peer, NULL);
+#endif
+	rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_recv(d, buf, count * dist_dtype_size(dtype),
+				   dtype, peer);
+	return rc;
+}
+
+int dist_broadcast(struct dist *d, void *buf, size_t count,
+		   enum dist_dtype dtype, int root)
+{
+	int rc = check_buf(d, "broadcast", buf, count, dtype);
+	if (rc == 0)
+		rc = check_root(d, "broadcast", root);
+	if (rc != 0)
+		return rc;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_broadcast(d, buf, count, dtype, root);
+#endif
+	rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_broadcast(d, buf, count * dist_dtype_size(dtype),
+					root);
+	return rc;
+}
+
+int dist_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		enum dist_dtype dtype, enum dist_op op, int root)
+{
+	int rc = check_buf(d, "reduce", send, count, dtype);
+	if (rc == 0)
+		rc = check_root(d, "reduce", root);
+	if (rc == 0 && d->rank == root)
+		rc = check_buf(d, "reduce", recv, count, dtype);
+	if (rc == 0)
+		rc = check_op("reduce", op);
+	if (rc != 0)
+		return rc;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_reduce(d, send, recv, count, dtype, op, root);
+#endif
+	rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_reduce(d, send, recv, count, dtype, op, root);
+	return rc;
+}
+
+int dist_all_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		    enum dist_dtype dtype, enum dist_op op)
+{
+	int rc = check_buf(d, "all_reduce", send, count, dtype);
+	if (rc == 0)
+		rc = check_buf(d, "all_reduce", recv, count, dtype);
+	if (rc == 0)
+		rc = check_op("all_reduce", op);
+	if (rc != 0)
+		return rc;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_all_reduce(d, send, recv, count, dtype, op,
+					    NULL);
+#endif
+	rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_all_reduce(d, send, recv, count, dtype, op);
+	return rc;
+}
+
+int dist_all_gather(struct dist *d, const void *send, void *recv, size_t count,
+		    enum dist_dtype dtype)
+{
+	int rc = check_buf(d, "all_gather", send, count, dtype);
+	if (rc == 0)
+		rc = check_buf(d, "all_gather", recv, count, dtype);
+	if (rc != 0)
+		return rc;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_all_gather(d, send, recv, count, dtype);
+#endif
+	rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_all_gather(d, send, recv,
+					 count * dist_dtype_size(dtype));
+	return rc;
+}
+
+int dist_barrier(struct dist *d)
+{
+#ifdef DLAUNCH_HAVE_CUDA
+	if (d->backend == DIST_BACKEND_NCCL)
+		return dist_nccl_barrier(d);
+#endif
+	int rc = tcp_ready(d);
+	if (rc == 0)
+		rc = dist_tcp_barrier(d);
+	return rc;
+}

@@ -1,0 +1,25 @@
+# trainer/dist.mk: the collective library of dlaunch-train (libdist.a):
+# the TCP backend always, the NCCL backend when CUDA is found.
+DIST_SRCS := trainer/dist.c trainer/dist_net.c trainer/dist_tcp.c \
+	trainer/dist_p2p.c \
+	trainer/dist_reduce.c
+ifneq ($(NVCC),)
+DIST_SRCS += trainer/dist_nccl.c
+# -isystem: NCCL's header has old-style prototypes our warnings reject.
+$(call objs,trainer/dist_nccl.c): CPPFLAGS += -isystem $(CUDA_HOME)/include \
+	$(CUDA_CPPFLAGS)
+endif
+# Every file sees DLAUNCH_HAVE_CUDA the same way, so struct dist agrees.
+$(call objs,$(DIST_SRCS)): CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
+# The reduction loops are the hot path: let the compiler vectorise them.
+ifneq ($(SANITIZE),1)
+$(call objs,trainer/dist_reduce.c): CFLAGS += -O3
+endif
+
+OBJS += $(call objs,$(DIST_SRCS))
+$(DIST_LIB): $(call objs,$(DIST_SRCS))
+
+$(eval $(call unit_test,test_dist,$(DIST_LIB) $(COMMON_LIB),$(CUDA_LIBS)))
+
+.PHONY: dist
+dist: $(DIST_LIB) $(BUILD)/tests/test_dist

@@ -1,0 +1,156 @@
+/*
+ * dist_priv.h - the insides of struct dist shared by the collective
+ * library's files: the group itself (dist.c), the bootstrap and sockets
+ * (dist_net.c), the TCP algorithms (dist_tcp.c), the reduction kernels
+ * (dist_reduce.c) and the NCCL backend (dist_nccl.c).
+ */
+#ifndef DLAUNCH_DIST_PRIV_H
+#define DLAUNCH_DIST_PRIV_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlaunch/dist.h"
+
+#define DIST_MAX_WORLD	   1024	      /* full mesh: one socket per peer */
+#define DIST_NCCL_ID_BYTES 128	      /* sizeof(ncclUniqueId) */
+#define DIST_SCRATCH_BYTES (2u << 20) /* receive ring of the TCP ring */
+
+enum dist_req_kind {
+	DIST_REQ_SEND,
+	DIST_REQ_RECV,
+	DIST_REQ_ALL_REDUCE,
+};
+
+/* A point-to-point transfer in progress: a 16-byte header (magic, dtype,
+ * byte count) that the receiver checks, then the payload. */
+#define DIST_P2P_HEADER_BYTES 16
+struct dist_p2p {
+	int sending;
+	int peer;
+	unsigned char *buf; /* never written when sending */
+	size_t bytes;
+	enum dist_dtype dtype;
+	unsigned char hdr[DIST_P2P_HEADER_BYTES];
+	size_t hdr_done, done;
+};
+
+struct dist_req {
+	struct dist *d;
+	enum dist_req_kind kind;
+	void *buf;
+	size_t count;
+	enum dist_dtype dtype;
+	enum dist_op op;
+	int peer;
+	int status;
+	int done;
+	struct dist_req *next_queued;	      /* TCP: the progress queue */
+	struct dist_req *prev_all, *next_all; /* every unwaited request */
+	void *cuda_event;    /* NCCL: recorded after the operation */
+	struct dist_p2p p2p; /* TCP send/recv: its progress */
+	int p2p_started;
+};
+
+struct dist_nccl; /* dist_nccl.c */
+
+struct dist {
+	struct dist_config cfg;
+	int rank;
+	int world;
+	enum dist_backend backend;
+	uint64_t timeout_ms;
+
+	/* TCP: fds[peer] is the connection to peer (-1 for self). */
+	int *fds;
+	unsigned char *scratch; /* DIST_SCRATCH_BYTES, one user at a time */
+	int failed; /* sticky: the first error that broke the group */
+
+	/* Asynchronous operations: a FIFO run by one progress thread. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thread;
+	int thread_started;
+	int stopping;
+	struct dist_req *queue_head, *queue_tail;
+	int running;	 /* the progress thread is executing a request */
+	int wake_fds[2]; /* pipe: new requests for a running p2p batch */
+	int in_batch;	 /* the progress thread waits on wake_fds[0] */
+	struct dist_req **batch; /* dist_p2p_run_batch's snapshot */
+	size_t batch_cap;
+	struct dist_req *all; /* list of requests not yet waited for */
+
+	unsigned char nccl_id[DIST_NCCL_ID_BYTES];
+	struct dist_nccl *nccl;
+};
+
+/* dist_net.c: forms the TCP mesh (fills d->fds) through the bootstrap that
+ * rank 0 hosts on listen_fd (rank 0 only; -1: listen on MASTER_PORT). On
+ * rank 0, d->nccl_id is sent to the others; elsewhere it is received. */
+int dist_net_connect(struct dist *d, int listen_fd, char *err, size_t err_size);
+void dist_net_close(struct dist *d);
+
+/* dist_p2p.c: point-to-point transfers. dist_tcp_send/recv block (on the
+ * caller's thread); dist_p2p_run_batch is called by the progress thread,
+ * with d->mu held, when the head of the queue is a send or receive: it
+ * runs that request and every send/receive queued behind it (also those
+ * queued meanwhile) concurrently, each peer's sends and each peer's
+ * receives in issue order, and completes them; it returns, with d->mu
+ * held, when the head of the queue is something else or nothing. */
+int dist_tcp_send(struct dist *d, const void *buf, size_t bytes,
+		  enum dist_dtype dtype, int peer);
+int dist_tcp_recv(struct dist *d, void *buf, size_t bytes,
+		  enum dist_dtype dtype, int peer);
+void dist_p2p_run_batch(struct dist *d);
+/* dist_io_fail: records the group's first failure (sticky) and logs it
+ * with the peer and operation; returns rc. */
+int dist_io_fail(struct dist *d, int rc, int peer, const char *what);
+
+/* dist_tcp.c: the host-buffer algorithms. Arguments are validated by the
+ * caller; each returns 0 or a DL_E* code and marks the group failed on
+ * an I/O error. */
+int dist_tcp_broadcast(struct dist *d, void *buf, size_t bytes, int root);
+int dist_tcp_all_reduce(struct dist *d, const void *send, void *recv,
+			size_t count, enum dist_dtype dtype, enum dist_op op);
+int dist_tcp_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		    enum dist_dtype dtype, enum dist_op op, int root);
+int dist_tcp_all_gather(struct dist *d, const void *send, void *recv,
+			size_t bytes);
+int dist_tcp_barrier(struct dist *d);
+
+/* dist_reduce.c: element-wise kernels on n elements.
+ * dist_reduce_into: acc[i] = acc[i] op in[i] (in_first: in[i] op acc[i]).
+ * dist_reduce_to: out[i] = a[i] op b[i]; out must not overlap a or b.
+ * dist_reduce_scale: x[i] /= divisor (the AVG step; integer division for
+ * integer types). SUM stands for AVG in the first two. */
+void dist_reduce_into(enum dist_dtype dtype, enum dist_op op, void *acc,
+		      const void *in, size_t n, int in_first);
+void dist_reduce_to(enum dist_dtype dtype, enum dist_op op, void *out,
+		    const void *a, const void *b, size_t n);
+void dist_reduce_scale(enum dist_dtype dtype, void *x, size_t n, int divisor);
+
+#ifdef DLAUNCH_HAVE_CUDA
+/* dist_nccl.c: the NCCL backend; operations mirror the public API. */
+int dist_nccl_new_id(struct dist *d, char *err, size_t err_size);
+int dist_nccl_init(struct dist *d, char *err, size_t err_size);
+void dist_nccl_free(struct dist *d);
+void dist_nccl_set_stream(struct dist *d, void *stream);
+int dist_nccl_send(struct dist *d, const void *buf, size_t count,
+		   enum dist_dtype dtype, int peer, struct dist_req *req);
+int dist_nccl_recv(struct dist *d, void *buf, size_t count,
+		   enum dist_dtype dtype, int peer, struct dist_req *req);
+int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
+			enum dist_dtype dtype, int root);
+int dist_nccl_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		     enum dist_dtype dtype, enum dist_op op, int root);
+int dist_nccl_all_reduce(struct dist *d, const void *send, void *recv,
+			 size_t count, enum dist_dtype dtype, enum dist_op op,
+			 struct dist_req *req);
+int dist_nccl_all_gather(struct dist *d, const void *send, void *recv,
+			 size_t count, enum dist_dtype dtype);
+int dist_nccl_barrier(struct dist *d);
+int dist_nccl_wait(struct dist_req *req);
+#endif
+
+#endif

@@ -1,0 +1,481 @@
+/*
+ * dist_tcp.c - the collective algorithms of the TCP backend on host
+ * buffers, over the full mesh that dist_net.c forms.
+ *
+ * Everything moves through one engine, ring_exec: a sequence of steps,
+ * each sending a byte range to one peer while receiving a byte range from
+ * another, either copied in place or reduced into the destination through
+ * a bounded receive ring (d->scratch). A step's sends may wait on the
+ * previous (or the same) step's received bytes, which pipelines the ring
+ * at the granularity of whatever the kernel hands over: the first bytes
+ * of a segment travel on while its tail is still arriving. All sockets are
+ * non-blocking; the engine polls only when neither direction can move, and
+ * a poll silent for the group's timeout ends the operation.
+ *
+ * Algorithms:
+ *   all-reduce  small messages: recursive doubling (power-of-two worlds)
+ *               or reduce-to-0 plus broadcast; large: ring reduce-scatter
+ *               then all-gather. Every variant fixes the operand order so
+ *               all ranks hold the same bits.
+ *   broadcast   small: the root sends to each rank; large: a pipelined
+ *               chain root, root+1, ...
+ *   all-gather  ring.
+ *   reduce      all-reduce into the root's buffer (a scratch one on other
+ *               ranks when they pass none).
+ *   barrier     an all-reduce of one integer.
+ *
+ * An I/O failure leaves the byte streams out of step, so it marks the
+ * group failed: later operations return that error at once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "dist_priv.h"
+#include "dlaunch/error.h"
+#include "dlaunch/log.h"
+
+#define SMALL_ALLREDUCE_BYTES (64u << 10)
+#define SMALL_BROADCAST_BYTES (64u << 10)
+
+enum dep { DEP_NONE, DEP_PREV, DEP_SAME };
+
+struct ring_step {
+	const unsigned char *send;
+	size_t send_len;
+	enum dep send_dep;
+	unsigned char *recv;
+	size_t recv_len;
+	/* reduce mode: recv = reduce_a op incoming (reduce_a == recv: in
+	 * place); NULL: the incoming bytes are stored as they are */
+	const unsigned char *reduce_a;
+	int scale; /* divide the reduced bytes by the world size (AVG) */
+};
+
+struct ring_run {
+	struct dist *d;
+	const char *what;
+	int peer_out, peer_in; /* -1 when this rank only receives/sends */
+	struct ring_step *steps;
+	int nsteps;
+	enum dist_dtype dtype;
+	enum dist_op op;
+};
+
+int dist_io_fail(struct dist *d, int rc, int peer, const char *what)
+{
+	if (d->failed)
+		return rc;
+	d->failed = rc;
+	if (rc == DL_ECLOSED)
+		log_error("dist: rank %d: %s: rank %d closed its connection "
+			  "(did it exit?)",
+			  d->rank, what, peer);
+	else if (rc == DL_ETIMEDOUT)
+		log_error("dist: rank %d: %s: nothing from rank %d for %llu ms "
+			  "(is it stuck or in a different operation?)",
+			  d->rank, what, peer,
+			  (unsigned long long)d->timeout_ms);
+	else
+		log_error("dist: rank %d: %s with rank %d: %s", d->rank, what,
+			  peer, dl_strerror(rc));
+	return rc;
+}
+
+static size_t send_limit(const struct ring_run *rr, int ts, int tr, size_t rq)
+{
+	const struct ring_step *s = &rr->steps[ts];
+	int dep_step;
+	switch (s->send_dep) {
+	case DEP_NONE: return s->send_len;
+	case DEP_PREV: dep_step = ts - 1; break;
+	default: dep_step = ts; break;
+	}
+	if (tr > dep_step)
+		return s->send_len;
+	if (tr < dep_step)
+		return 0;
+	return rq < s->send_len ? rq : s->send_len;
+}
+
+/* reduce_piece: folds received bytes [rq, rq + m) of step s, held in the
+ * receive ring at tmp, into the destination. */
+static void reduce_piece(const struct ring_run *rr, const struct ring_step *s,
+			 size_t rq, const unsigned char *tmp, size_t m)
+{
+	size_t es = dist_dtype_size(rr->dtype);
+	if (s->reduce_a == s->recv)
+		dist_reduce_into(rr->dtype, rr->op, s->recv + rq, tmp, m / es,
+				 0);
+	else
+		dist_reduce_to(rr->dtype, rr->op, s->recv + rq,
+			       s->reduce_a + rq, tmp, m / es);
+	if (s->scale)
+		dist_reduce_scale(rr->dtype, s->recv + rq, m / es,
+				  rr->d->world);
+}
+
+static int ring_exec(const struct ring_run *rr)
+{
+	struct dist *d = rr->d;
+	const size_t cap = DIST_SCRATCH_BYTES;
+	const size_t es = dist_dtype_size(rr->dtype);
+	int fd_out = rr->peer_out >= 0 ? d->fds[rr->peer_out] : -1;
+	int fd_in = rr->peer_in >= 0 ? d->fds[rr->peer_in] : -1;
+	int n = rr->nsteps, ts = 0, tr = 0;
+	size_t so = 0, ro = 0, rq = 0;
+
+	for (;;) {
+		while (ts < n && so == rr->steps[ts].send_len) {
+			ts++;
+			so = 0;
+		}
+		while (tr < n && rq == rr->steps[tr].recv_len) {
+			tr++;
+			ro = rq = 0;
+		}
+		if (ts == n && tr == n)
+			return 0;
+		int progress = 0, want_out = 0, want_in = 0;
+		if (ts < n) {
+			size_t limit = send_limit(rr, ts, tr, rq);
+			if (so < limit) {
+				ssize_t k = send(
+				    fd_out, rr->steps[ts].send + so, limit - so,
+				    MSG_DONTWAIT | MSG_NOSIGNAL);
+				if (k > 0) {
+					so += (size_t)k;
+					progress = 1;
+				} else if (errno == EAGAIN ||
+					   errno == EWOULDBLOCK) {
+					want_out = 1;
+				} else if (errno != EINTR) {
+					return dist_io_fail(
+					    d,
+					    errno == EPIPE ||
+						    errno == ECONNRESET
+						? DL_ECLOSED
+						: DL_ESYS,
+					    rr->peer_out, rr->what);
+				}
+			}
+		}
+		if (tr < n) {
+			const struct ring_step *s = &rr->steps[tr];
+			unsigned char *dst;
+			size_t room;
+			if (s->reduce_a == NULL) {
+				dst = s->recv + ro;
+				room = s->recv_len - ro;
+			} else {
+				size_t pos = ro % cap;
+				dst = d->scratch + pos;
+				room = s->recv_len - ro;
+				if (room > cap - pos)
+					room = cap - pos;
+				if (room > cap - (ro - rq))
+					room = cap - (ro - rq);
+			}
+			ssize_t k =
+			    room ? recv(fd_in, dst, room, MSG_DONTWAIT) : -1;
+			if (k > 0) {
+				ro += (size_t)k;
+				progress = 1;
+				if (s->reduce_a == NULL) {
+					rq = ro;
+				} else {
+					while (ro - rq >= es) {
+						size_t p = rq % cap;
+						size_t m = ro - rq;
+						if (m > cap - p)
+							m = cap - p;
+						m -= m % es;
+						reduce_piece(rr, s, rq,
+							     d->scratch + p, m);
+						rq += m;
+					}
+				}
+			} else if (k == 0) {
+				return dist_io_fail(d, DL_ECLOSED, rr->peer_in,
+						    rr->what);
+			} else if (room &&
+				   (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				want_in = 1;
+			} else if (room && errno != EINTR) {
+				return dist_io_fail(
+				    d,
+				    errno == ECONNRESET ? DL_ECLOSED : DL_ESYS,
+				    rr->peer_in, rr->what);
+			}
+		}
+		if (progress)
+			continue;
+		struct pollfd pfds[2];
+		nfds_t np = 0;
+		if (want_out)
+			pfds[np++] = (struct pollfd){fd_out, POLLOUT, 0};
+		if (want_in) {
+			if (np == 1 && fd_in == fd_out)
+				pfds[0].events |= POLLIN;
+			else
+				pfds[np++] = (struct pollfd){fd_in, POLLIN, 0};
+		}
+		if (np == 0) /* cannot happen: a blocked send waits on recv */
+			return dist_io_fail(d, DL_EPROTO, rr->peer_in,
+					    rr->what);
+		int timeout = d->timeout_ms > 1000000000 ? 1000000000
+							 : (int)d->timeout_ms;
+		int rc = poll(pfds, np, timeout);
+		if (rc == 0)
+			return dist_io_fail(
+			    d, DL_ETIMEDOUT,
+			    want_in ? rr->peer_in : rr->peer_out, rr->what);
+		if (rc < 0 && errno != EINTR)
+			return dist_io_fail(d, DL_ESYS, rr->peer_in, rr->what);
+	}
+}
+
+/* One-step transfers: a plain send, receive or exchange of raw bytes. */
+static int xfer(struct dist *d, const char *what, int peer_out,
+		const void *sbuf, size_t slen, int peer_in, void *rbuf,
+		size_t rlen)
+{
+	struct ring_step step = {
+	    .send = sbuf,
+	    .send_len = slen,
+	    .send_dep = DEP_NONE,
+	    .recv = rbuf,
+	    .recv_len = rlen,
+	};
+	struct ring_run rr = {
+	    .d = d,
+	    .what = what,
+	    .peer_out = peer_out,
+	    .peer_in = peer_in,
+	    .steps = &step,
+	    .nsteps = 1,
+	    .dtype = DIST_UINT8,
+	    .op = DIST_SUM,
+	};
+	return ring_exec(&rr);
+}
+
+static int is_power_of_two(int x)
+{
+	return x > 0 && (x & (x - 1)) == 0;
+}
+
+/* Small all-reduce, power-of-two worlds: at each step partners swap their
+ * partial results and both compute lower-ranks' op higher-ranks'. */
+static int allreduce_doubling(struct dist *d, unsigned char *acc, size_t count,
+			      enum dist_dtype dtype, enum dist_op op)
+{
+	size_t bytes = count * dist_dtype_size(dtype);
+	for (int mask = 1; mask < d->world; mask <<= 1) {
+		int partner = d->rank ^ mask;
+		int rc = xfer(d, "all_reduce", partner, acc, bytes, partner,
+			      d->scratch, bytes);
+		if (rc != 0)
+			return rc;
+		dist_reduce_into(dtype, op, acc, d->scratch, count,
+				 partner < d->rank);
+	}
+	if (op == DIST_AVG)
+		dist_reduce_scale(dtype, acc, count, d->world);
+	return 0;
+}
+
+/* Small all-reduce, other worlds: rank 0 folds the others' data in rank
+ * order and sends the result back. */
+static int allreduce_star(struct dist *d, const void *send, unsigned char *acc,
+			  size_t count, enum dist_dtype dtype, enum dist_op op)
+{
+	size_t bytes = count * dist_dtype_size(dtype);
+	int rc = 0;
+	if (d->rank != 0) {
+		rc = xfer(d, "all_reduce", 0, send, bytes, -1, NULL, 0);
+		if (rc == 0)
+			rc = xfer(d, "all_reduce", -1, NULL, 0, 0, acc, bytes);
+		return rc;
+	}
+	for (int p = 1; p < d->world && rc == 0; p++) {
+		rc = xfer(d, "all_reduce", -1, NULL, 0, p, d->scratch, bytes);
+		if (rc == 0)
+			dist_reduce_into(dtype, op, acc, d->scratch, count, 0);
+	}
+	if (rc == 0 && op == DIST_AVG)
+		dist_reduce_scale(dtype, acc, count, d->world);
+	for (int p = 1; p < d->world && rc == 0; p++)
+		rc = xfer(d, "all_reduce", p, acc, bytes, -1, NULL, 0);
+	return rc;
+}
+
+static size_t seg_off(size_t count, int world, int seg)
+{
+	size_t base = count / (size_t)world, rem = count % (size_t)world;
+	return (size_t)seg * base + ((size_t)seg < rem ? (size_t)seg : rem);
+}
+
+static size_t seg_len(size_t count, int world, int seg)
+{
+	size_t base = count / (size_t)world, rem = count % (size_t)world;
+	return base + ((size_t)seg < rem ? 1 : 0);
+}
+
+/* Large all-reduce: ring reduce-scatter, then ring all-gather of the
+ * reduced segments, streamed as one pipeline of 2(N-1) steps. */
+static int allreduce_ring(struct dist *d, const unsigned char *send,
+			  unsigned char *recv, size_t count,
+			  enum dist_dtype dtype, enum dist_op op)
+{
+	int w = d->world, r = d->rank, nsteps = 2 * (w - 1);
+	size_t es = dist_dtype_size(dtype);
+	struct ring_step *steps = calloc((size_t)nsteps, sizeof(*steps));
+	if (steps == NULL)
+		return DL_ENOMEM;
+	for (int t = 0; t < nsteps; t++) {
+		int ss = ((r - t) % w + w) % w, sr = ((r - t - 1) % w + w) % w;
+		struct ring_step *s = &steps[t];
+		s->send = (t == 0 ? send : recv) + seg_off(count, w, ss) * es;
+		s->send_len = seg_len(count, w, ss) * es;
+		s->send_dep = t == 0 ? DEP_NONE : DEP_PREV;
+		s->recv = recv + seg_off(count, w, sr) * es;
+		s->recv_len = seg_len(count, w, sr) * es;
+		if (t < w - 1) {
+			s->reduce_a = send + seg_off(count, w, sr) * es;
+			s->scale = op == DIST_AVG && t == w - 2;
+		}
+	}
+	struct ring_run rr = {
+	    .d = d,
+	    .what = "all_reduce",
+	    .peer_out = (r + 1) % w,
+	    .peer_in = (r + w - 1) % w,
+	    .steps = steps,
+	    .nsteps = nsteps,
+	    .dtype = dtype,
+	    .op = op,
+	};
+	int rc = ring_exec(&rr);
+	free(steps);
+	return rc;
+}
+
+int dist_tcp_all_reduce(struct dist *d, const void *send, void *recv,
+			size_t count, enum dist_dtype dtype, enum dist_op op)
+{
+	size_t bytes = count * dist_dtype_size(dtype);
+	if (count == 0)
+		return 0;
+	if (d->world == 1) {
+		if (send != recv)
+			memcpy(recv, send, bytes);
+		return 0;
+	}
+	if (bytes <= SMALL_ALLREDUCE_BYTES || count < (size_t)d->world) {
+		if (send != recv && (is_power_of_two(d->world) || d->rank == 0))
+			memcpy(recv, send, bytes);
+		if (is_power_of_two(d->world))
+			return allreduce_doubling(d, recv, count, dtype, op);
+		return allreduce_star(d, send, recv, count, dtype, op);
+	}
+	return allreduce_ring(d, send, recv, count, dtype, op);
+}
+
+int dist_tcp_reduce(struct dist *d, const void *send, void *recv, size_t count,
+		    enum dist_dtype dtype, enum dist_op op, int root)
+{
+	void *scratch = NULL;
+	int rc;
+	if (recv == NULL && d->rank != root && count > 0) {
+		scratch = malloc(count * dist_dtype_size(dtype));
+		if (scratch == NULL)
+			return DL_ENOMEM;
+		recv = scratch;
+	}
+	rc = dist_tcp_all_reduce(d, send, recv, count, dtype, op);
+	free(scratch);
+	return rc;
+}
+
+int dist_tcp_broadcast(struct dist *d, void *buf, size_t bytes, int root)
+{
+	int w = d->world, rc = 0;
+	if (w == 1 || bytes == 0)
+		return 0;
+	if (bytes <= SMALL_BROADCAST_BYTES) {
+		if (d->rank != root)
+			return xfer(d, "broadcast", -1, NULL, 0, root, buf,
+				    bytes);
+		for (int p = 0; p < w && rc == 0; p++)
+			if (p != root)
+				rc = xfer(d, "broadcast", p, buf, bytes, -1,
+					  NULL, 0);
+		return rc;
+	}
+	/* a pipelined chain in rank order starting at the root */
+	int v = (d->rank - root + w) % w;
+	struct ring_step step = {
+	    .send = buf,
+	    .send_len = v < w - 1 ? bytes : 0,
+	    .send_dep = v > 0 ? DEP_SAME : DEP_NONE,
+	    .recv = buf,
+	    .recv_len = v > 0 ? bytes : 0,
+	};
+	struct ring_run rr = {
+	    .d = d,
+	    .what = "broadcast",
+	    .peer_out = v < w - 1 ? (d->rank + 1) % w : -1,
+	    .peer_in = v > 0 ? (d->rank + w - 1) % w : -1,
+	    .steps = &step,
+	    .nsteps = 1,
+	    .dtype = DIST_UINT8,
+	    .op = DIST_SUM,
+	};
+	return ring_exec(&rr);
+}
+
+int dist_tcp_all_gather(struct dist *d, const void *send, void *recv,
+			size_t bytes)
+{
+	int w = d->world, r = d->rank, nsteps = w - 1;
+	unsigned char *out = recv;
+	if (bytes == 0)
+		return 0;
+	if (out + (size_t)r * bytes != send)
+		memmove(out + (size_t)r * bytes, send, bytes);
+	if (w == 1)
+		return 0;
+	struct ring_step *steps = calloc((size_t)nsteps, sizeof(*steps));
+	if (steps == NULL)
+		return DL_ENOMEM;
+	for (int t = 0; t < nsteps; t++) {
+		int ss = ((r - t) % w + w) % w, sr = ((r - t - 1) % w + w) % w;
+		steps[t].send = out + (size_t)ss * bytes;
+		steps[t].send_len = bytes;
+		steps[t].send_dep = t == 0 ? DEP_NONE : DEP_PREV;
+		steps[t].recv = out + (size_t)sr * bytes;
+		steps[t].recv_len = bytes;
+	}
+	struct ring_run rr = {
+	    .d = d,
+	    .what = "all_gather",
+	    .peer_out = (r + 1) % w,
+	    .peer_in = (r + w - 1) % w,
+	    .steps = steps,
+	    .nsteps = nsteps,
+	    .dtype = DIST_UINT8,
+	    .op = DIST_SUM,
+	};
+	int rc = ring_exec(&rr);
+	free(steps);
+	return rc;
+}
+
+int dist_tcp_barrier(struct dist *d)
+{
+	int32_t token = 1;
+	return dist_tcp_all_reduce(d, &token, &token, 1, DIST_INT32, DIST_SUM);
+}
