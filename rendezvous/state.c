@@ -1056,6 +1056,11 @@ unsigned rdzv_state_pop_changed(struct rdzv_state *st, char *name)
 	return 0;
 }
 
+int rdzv_job_exists(const struct rdzv_state *st, const char *job)
+{
+	return state_find_job(st, job) != NULL;
+}
+
 size_t rdzv_job_count(const struct rdzv_state *st)
 {
 	return st->njobs;

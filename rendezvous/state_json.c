@@ -228,7 +228,8 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 		     char *err, size_t err_size)
 {
 	struct rdzv_job_config cfg;
-	struct job *j = NULL;
+	struct job *j = NULL, *old;
+	struct rdzv_kv *kv = NULL;
 	json_t *cfgj, *arr, *o;
 	const char *name = NULL;
 	uint64_t state;
@@ -263,11 +264,22 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 			 name);
 		return DL_EINVAL;
 	}
-	rdzv_job_delete(st, name);
+	/* a job saved again keeps its KV store (journaled separately) */
+	old = state_find_job(st, name);
+	if (old) {
+		kv = old->kv;
+		old->kv = NULL;
+		rdzv_job_delete(st, name);
+	}
 	j = state_add_job(st, name, &cfg);
 	if (!j) {
+		rdzv_kv_free(kv);
 		snprintf(err, err_size, "out of memory");
 		return DL_ENOMEM;
+	}
+	if (kv) {
+		rdzv_kv_free(j->kv);
+		j->kv = kv;
 	}
 	GET_U64(saved, "state", 0, RDZV_JOB_NSTATES - 1, &state);
 	j->state = (enum rdzv_job_state)state;

@@ -15,16 +15,16 @@ struct event_base;
 struct rdzv_server;
 
 struct rdzv_server_config {
-	const char *listen;        /* "HOST:PORT"; port 0 picks a free one */
-	const char *token;         /* bearer token; NULL: no auth (borrowed) */
+	const char *listen;	   /* "HOST:PORT"; port 0 picks a free one */
+	const char *token;	   /* bearer token; NULL: no auth (borrowed) */
 	const char *tls_cert_file; /* PEM; with tls_key_file: HTTPS only */
 	const char *tls_key_file;
-	const char *state_dir;     /* journal directory; NULL: in memory only */
-	size_t max_body_bytes;     /* default 64 KiB */
-	size_t max_header_bytes;   /* default 16 KiB */
-	unsigned max_jobs;         /* default 1024 */
+	const char *state_dir;	 /* journal directory; NULL: in memory only */
+	size_t max_body_bytes;	 /* default 64 KiB */
+	size_t max_header_bytes; /* default 16 KiB */
+	unsigned max_jobs;	 /* default 1024 */
 	unsigned max_nodes_per_job; /* default 65536 */
-	uint64_t idle_timeout_ms;  /* slow or idle clients; default 60 s */
+	uint64_t idle_timeout_ms;   /* slow or idle clients; default 60 s */
 };
 
 /* rdzv_server_config_init fills cfg with the defaults (listen
@@ -41,6 +41,11 @@ int rdzv_server_new(struct event_base *base,
 /* The bound address (after port 0 was resolved); borrowed / by value. */
 const char *rdzv_server_host(const struct rdzv_server *srv);
 uint16_t rdzv_server_port(const struct rdzv_server *srv);
+
+/* rdzv_server_drain starts a graceful stop: parked long polls are answered
+ * 503 at once and new requests get 503 ("Connection: close"); the caller
+ * keeps the loop running a moment so the answers go out, then frees. */
+void rdzv_server_drain(struct rdzv_server *srv);
 
 /* rdzv_server_free stops listening, answers pending long-polls (503),
  * flushes the journal and frees everything. NULL is allowed. */

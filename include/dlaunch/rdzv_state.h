@@ -222,6 +222,7 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 		     char *err, size_t err_size);
 void rdzv_job_delete(struct rdzv_state *st, const char *job);
 size_t rdzv_job_count(const struct rdzv_state *st);
+int rdzv_job_exists(const struct rdzv_state *st, const char *job);
 /* rdzv_job_name_at: the i-th job's name (0 <= i < count), borrowed. */
 const char *rdzv_job_name_at(const struct rdzv_state *st, size_t i);
 int rdzv_kv_each(const struct rdzv_state *st, const char *job,

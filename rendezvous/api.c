@@ -1,0 +1,922 @@
+/*
+ * api.c - the rendezvous HTTP API (docs/http-api.md) without the HTTP:
+ * routing, strict validation of paths, queries and JSON bodies, the
+ * translation into state machine events and of its answers into status
+ * codes and JSON, journaling before answering.
+ */
+#include "api.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
+#include "dlaunch/parse.h"
+#include "journal.h"
+
+#define JSON_MAX_DEPTH	 16
+#define RESP_MAX_BYTES	 (256u * 1024 * 1024)
+#define MAX_FAILURES	 64
+#define MAX_MESSAGE	 4096
+#define MAX_SIGNAL	 32
+#define QUERY_VALUE_MAX	 256
+#define JOIN_TIMEOUT_MAX (7ull * 24 * 3600 * 1000)
+#define TIMEOUT_MAX	 (3600ull * 1000)
+
+static const char *const CT_JSON = "application/json";
+static const char *const CT_TEXT = "text/plain; charset=utf-8";
+static const char *const CT_BYTES = "application/octet-stream";
+
+struct rdzv_api {
+	struct rdzv_state *st;
+	struct rdzv_journal *journal;
+	char (*wake)[RDZV_NAME_MAX + 1]; /* jobs to wake at commit */
+	size_t nwake, wake_cap;
+};
+
+struct rdzv_api *rdzv_api_new(struct rdzv_state *st,
+			      struct rdzv_journal *journal)
+{
+	struct rdzv_api *api = calloc(1, sizeof(*api));
+	if (!api)
+		return NULL;
+	api->st = st;
+	api->journal = journal;
+	return api;
+}
+
+void rdzv_api_free(struct rdzv_api *api)
+{
+	if (!api)
+		return;
+	free(api->wake);
+	free(api);
+}
+
+void rdzv_response_init(struct rdzv_response *resp)
+{
+	memset(resp, 0, sizeof(*resp));
+	buf_init(&resp->body, RESP_MAX_BYTES);
+	resp->content_type = CT_JSON;
+	resp->endpoint = RDZV_EP_OTHER;
+}
+
+void rdzv_response_release(struct rdzv_response *resp)
+{
+	buf_release(&resp->body);
+}
+
+const char *rdzv_endpoint_name(enum rdzv_endpoint ep)
+{
+	static const char *const names[RDZV_EP_COUNT] = {
+	    "join", "heartbeat", "watch",   "report",  "leave", "jobs",
+	    "job",  "kv",	 "healthz", "metrics", "other"};
+	return (unsigned)ep < RDZV_EP_COUNT ? names[ep] : "other";
+}
+
+/* --- answers --- */
+
+static void reply_json(struct rdzv_response *resp, int status, json_t *v)
+{
+	buf_reset(&resp->body);
+	resp->status = status;
+	resp->content_type = CT_JSON;
+	if (!v || jsonh_dump(v, &resp->body) != 0) {
+		buf_reset(&resp->body);
+		buf_append_str(&resp->body,
+			       "{\"error\":\"cannot encode the answer\"}");
+		resp->status = 500;
+	}
+	json_decref(v);
+}
+
+static void reply_error(struct rdzv_response *resp, int status, const char *msg,
+			const struct rdzv_reply *r)
+{
+	json_t *v = json_pack("{s:s}", "error", msg);
+	if (v && r) {
+		json_object_set_new(v, "round",
+				    json_integer((json_int_t)r->round));
+		json_object_set_new(v, "state",
+				    json_string(rdzv_job_state_name(r->state)));
+		json_object_set_new(v, "action",
+				    json_string(rdzv_action_name(r->action)));
+		json_object_set_new(v, "restart_count",
+				    json_integer(r->restart_count));
+	}
+	reply_json(resp, status, v);
+}
+
+static int status_of(int rc)
+{
+	switch (rc) {
+	case DL_EINVAL:
+	case DL_ERANGE: return 400;
+	case DL_EAUTH: return 401;
+	case DL_ENOTFOUND: return 404;
+	case DL_ECONFLICT:
+	case DL_ESTALE: return 409;
+	case DL_EGONE: return 410;
+	case DL_ELIMIT: return 429;
+	default: return 503;
+	}
+}
+
+/* reply_state_error answers a state machine error; 409 and 410 carry the
+ * job's round, state and action. */
+static void reply_state_error(struct rdzv_response *resp, int rc,
+			      const char *err, const struct rdzv_reply *r)
+{
+	int status = status_of(rc);
+	reply_error(resp, status, err,
+		    (status == 409 || status == 410) && r ? r : NULL);
+}
+
+static void reply_status(struct rdzv_response *resp, int status,
+			 const struct rdzv_reply *r)
+{
+	reply_json(resp, status,
+		   json_pack("{s:I, s:s, s:s, s:I}", "round",
+			     (json_int_t)r->round, "state",
+			     rdzv_job_state_name(r->state), "action",
+			     rdzv_action_name(r->action), "restart_count",
+			     (json_int_t)r->restart_count));
+}
+
+/* --- journal and wake-ups --- */
+
+static void want_wake(struct rdzv_api *api, const char *job)
+{
+	for (size_t i = 0; i < api->nwake; i++)
+		if (strcmp(api->wake[i], job) == 0)
+			return;
+	if (api->nwake == api->wake_cap) {
+		size_t cap = api->wake_cap ? api->wake_cap * 2 : 8;
+		void *p = realloc(api->wake, cap * sizeof(api->wake[0]));
+		if (!p)
+			return;
+		api->wake = p;
+		api->wake_cap = cap;
+	}
+	memcpy(api->wake[api->nwake++], job, RDZV_NAME_MAX + 1);
+}
+
+/* journal_changes journals every job the last event changed; the answer
+ * must not leave before this returns. */
+static void journal_changes(struct rdzv_api *api)
+{
+	char name[RDZV_NAME_MAX + 1];
+	unsigned what;
+	while ((what = rdzv_state_pop_changed(api->st, name))) {
+		if ((what & RDZV_CHANGED_JOB) && api->journal)
+			rdzv_journal_job(api->journal, api->st, name);
+		if (what & RDZV_CHANGED_WAKE)
+			want_wake(api, name);
+	}
+}
+
+void rdzv_api_commit(struct rdzv_api *api,
+		     void (*wake)(void *ctx, const char *job), void *ctx)
+{
+	char name[RDZV_NAME_MAX + 1];
+	journal_changes(api);
+	while (api->nwake) {
+		/* a wake-up may change state and queue more wake-ups */
+		memcpy(name, api->wake[--api->nwake], sizeof(name));
+		if (wake)
+			wake(ctx, name);
+		journal_changes(api);
+	}
+}
+
+void rdzv_api_tick(struct rdzv_api *api, uint64_t now_ms)
+{
+	rdzv_state_tick(api->st, now_ms);
+	journal_changes(api);
+}
+
+/* --- request parsing --- */
+
+/* query_get finds key in a query string "a=1&b=2" and copies its value
+ * (no percent-decoding: every value we take is a name or a number).
+ * Returns 1 found, 0 absent, DL_EINVAL too long. */
+static int query_get(const char *query, const char *key, char *out,
+		     size_t out_size)
+{
+	size_t klen = strlen(key);
+	const char *p = query;
+	while (p && *p) {
+		const char *end = strchr(p, '&');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len > klen && strncmp(p, key, klen) == 0 &&
+		    p[klen] == '=') {
+			size_t vlen = len - klen - 1;
+			if (vlen >= out_size)
+				return DL_EINVAL;
+			memcpy(out, p + klen + 1, vlen);
+			out[vlen] = '\0';
+			return 1;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+static int query_u64(const char *query, const char *key, int required,
+		     uint64_t min, uint64_t max, uint64_t *out, char *err,
+		     size_t err_size)
+{
+	char v[QUERY_VALUE_MAX];
+	int rc = query_get(query, key, v, sizeof(v));
+	if (rc == 0 && !required)
+		return 0;
+	if (rc == 0) {
+		snprintf(err, err_size, "missing query parameter '%s'", key);
+		return DL_EINVAL;
+	}
+	if (rc < 0 || parse_u64(v, min, max, out) != 0) {
+		snprintf(err, err_size,
+			 "query parameter '%s' must be an integer between "
+			 "%" PRIu64 " and %" PRIu64,
+			 key, min, max);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+static int query_name(const char *query, const char *key, size_t max_len,
+		      char *out, size_t out_size, char *err, size_t err_size)
+{
+	int rc = query_get(query, key, out, out_size);
+	if (rc == 0) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (rc < 0 || !rdzv_name_valid(out, max_len)) {
+		snprintf(err, err_size,
+			 "query parameter '%s' must be 1 to %zu characters "
+			 "of [A-Za-z0-9._:-]",
+			 key, max_len);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+/* get_name reads a required name field into out (max_len + 1 bytes). */
+static int get_name(json_t *body, const char *key, size_t max_len, char *out,
+		    char *err, size_t err_size)
+{
+	const char *s = NULL;
+	int rc = jsonh_get_str(body, key, 1, max_len, &s, err, err_size);
+	if (rc)
+		return DL_EINVAL;
+	if (!rdzv_name_valid(s, max_len)) {
+		snprintf(err, err_size,
+			 "field '%s' must be 1 to %zu characters of "
+			 "[A-Za-z0-9._:-], not starting with '.'",
+			 key, max_len);
+		return DL_EINVAL;
+	}
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
+static int parse_body(const struct rdzv_request *req, json_t **out, char *err,
+		      size_t err_size)
+{
+	if (!req->body || req->body_len == 0) {
+		snprintf(err, err_size, "request body must be a json object");
+		return DL_EINVAL;
+	}
+	return jsonh_parse(req->body, req->body_len, JSON_MAX_DEPTH, out, err,
+			   err_size) == 0
+		   ? 0
+		   : DL_EINVAL;
+}
+
+static int get_u32(json_t *body, const char *key, int required, uint64_t min,
+		   uint64_t max, uint32_t *out, char *err, size_t err_size)
+{
+	uint64_t v = *out;
+	int rc =
+	    jsonh_get_u64(body, key, required, min, max, &v, err, err_size);
+	if (rc)
+		return DL_EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int get_dur(json_t *body, const char *key, uint64_t min, uint64_t max,
+		   uint64_t *out, char *err, size_t err_size)
+{
+	return jsonh_get_duration_ms(body, key, 0, min, max, out, err, err_size)
+		   ? DL_EINVAL
+		   : 0;
+}
+
+static int addr_valid(const char *s)
+{
+	unsigned char tmp[sizeof(struct in6_addr)];
+	return inet_pton(AF_INET, s, tmp) == 1 ||
+	       inet_pton(AF_INET6, s, tmp) == 1;
+}
+
+/* wait_ms: from the query, else (join) the body, else the default. */
+static int get_wait(const struct rdzv_request *req, json_t *body, uint64_t dflt,
+		    uint64_t *out, char *err, size_t err_size)
+{
+	uint64_t v = dflt;
+	int rc;
+	char tmp[QUERY_VALUE_MAX];
+	if (req->query && query_get(req->query, "wait_ms", tmp, sizeof(tmp)))
+		rc = query_u64(req->query, "wait_ms", 1, 0, RDZV_WAIT_MAX_MS,
+			       &v, err, err_size);
+	else if (body)
+		rc = jsonh_get_u64(body, "wait_ms", 0, 0, RDZV_WAIT_MAX_MS, &v,
+				   err, err_size)
+			 ? DL_EINVAL
+			 : 0;
+	else
+		rc = 0;
+	*out = v;
+	return rc;
+}
+
+static void park(struct rdzv_response *resp, enum rdzv_poll_kind kind,
+		 const char *job, uint64_t deadline_ms)
+{
+	resp->status = 0;
+	resp->poll.kind = kind;
+	snprintf(resp->poll.job, sizeof(resp->poll.job), "%s", job);
+	resp->poll.deadline_ms = deadline_ms;
+}
+
+/* --- endpoints --- */
+
+static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
+		    const char *job, json_t *body, struct rdzv_response *resp)
+{
+	struct rdzv_node_info node;
+	struct rdzv_job_config cfg;
+	struct rdzv_reply r;
+	const char *addr = NULL;
+	uint64_t wait_ms, port = 0;
+	char err[512] = "";
+	int rc;
+
+	memset(&node, 0, sizeof(node));
+	rdzv_job_config_init(&cfg);
+	cfg.min_nodes = cfg.max_nodes = 0;
+	if (get_name(body, "node_id", RDZV_NAME_MAX, node.node_id, err,
+		     sizeof(err)) ||
+	    get_name(body, "incarnation", RDZV_INCARNATION_MAX,
+		     node.incarnation, err, sizeof(err)) ||
+	    get_u32(body, "nproc", 1, 1, RDZV_MAX_NPROC, &node.nproc, err,
+		    sizeof(err)) ||
+	    jsonh_get_u64(body, "master_port", 0, 1, 65535, &port, err,
+			  sizeof(err)) ||
+	    jsonh_get_str(body, "addr", 0, RDZV_ADDR_MAX, &addr, err,
+			  sizeof(err)) ||
+	    get_u32(body, "min_nodes", 1, 1, UINT32_MAX, &cfg.min_nodes, err,
+		    sizeof(err)) ||
+	    get_u32(body, "max_nodes", 1, 1, UINT32_MAX, &cfg.max_nodes, err,
+		    sizeof(err)) ||
+	    get_u32(body, "max_restarts", 1, 0, RDZV_MAX_RESTARTS,
+		    &cfg.max_restarts, err, sizeof(err)) ||
+	    get_dur(body, "join_timeout", 1, JOIN_TIMEOUT_MAX,
+		    &cfg.join_timeout_ms, err, sizeof(err)) ||
+	    get_dur(body, "last_call_timeout", 0, TIMEOUT_MAX,
+		    &cfg.last_call_timeout_ms, err, sizeof(err)) ||
+	    get_dur(body, "heartbeat_interval", 1, TIMEOUT_MAX,
+		    &cfg.heartbeat_interval_ms, err, sizeof(err)) ||
+	    get_dur(body, "heartbeat_timeout", 1, TIMEOUT_MAX,
+		    &cfg.heartbeat_timeout_ms, err, sizeof(err)) ||
+	    get_wait(req, body, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
+		     sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	if (cfg.min_nodes > cfg.max_nodes) {
+		reply_error(resp, 400, "min_nodes must not be above max_nodes",
+			    NULL);
+		return;
+	}
+	if (!addr)
+		addr = req->peer_addr ? req->peer_addr : "";
+	if (!addr_valid(addr)) {
+		reply_error(resp, 400, "field 'addr' must be an IP address",
+			    NULL);
+		return;
+	}
+	snprintf(node.addr, sizeof(node.addr), "%s", addr);
+	node.master_port = (uint16_t)port;
+	rc = rdzv_join(api->st, job, &node, &cfg, wait_ms > 0, req->now_ms, &r,
+		       err, sizeof(err));
+	if (rc < 0) {
+		reply_state_error(resp, rc, err, &r);
+	} else if (rc == RDZV_DONE) {
+		reply_json(resp, 200,
+			   rdzv_assignment_json(api->st, job, node.node_id));
+	} else if (wait_ms == 0) {
+		reply_json(resp, 202, rdzv_waiting_json(api->st, job));
+	} else {
+		park(resp, RDZV_POLL_JOIN, job, req->now_ms + wait_ms);
+		memcpy(resp->poll.node_id, node.node_id, sizeof(node.node_id));
+		memcpy(resp->poll.incarnation, node.incarnation,
+		       sizeof(node.incarnation));
+	}
+}
+
+/* node_round reads node_id, incarnation and round of a fenced request. */
+static int node_round(json_t *body, char *node_id, char *incarnation,
+		      uint64_t *round, char *err, size_t err_size)
+{
+	if (get_name(body, "node_id", RDZV_NAME_MAX, node_id, err, err_size) ||
+	    get_name(body, "incarnation", RDZV_INCARNATION_MAX, incarnation,
+		     err, err_size))
+		return DL_EINVAL;
+	if (round && jsonh_get_u64(body, "round", 1, 0, UINT64_MAX / 2, round,
+				   err, err_size))
+		return DL_EINVAL;
+	return 0;
+}
+
+static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
+			 const char *job, json_t *body,
+			 struct rdzv_response *resp)
+{
+	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
+	char err[512] = "";
+	struct rdzv_reply r;
+	uint64_t round;
+	int rc;
+
+	if (node_round(body, node_id, inc, &round, err, sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	rc = rdzv_heartbeat(api->st, job, node_id, inc, round, req->now_ms, &r,
+			    err, sizeof(err));
+	if (rc < 0)
+		reply_state_error(resp, rc, err, &r);
+	else
+		reply_status(resp, 200, &r);
+}
+
+static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
+		     const char *job, struct rdzv_response *resp)
+{
+	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
+	char err[512] = "";
+	struct rdzv_reply r;
+	uint64_t round = 0, wait_ms;
+	int rc;
+
+	if (query_u64(req->query, "round", 1, 0, UINT64_MAX / 2, &round, err,
+		      sizeof(err)) ||
+	    query_name(req->query, "node_id", RDZV_NAME_MAX, node_id,
+		       sizeof(node_id), err, sizeof(err)) ||
+	    query_name(req->query, "incarnation", RDZV_INCARNATION_MAX, inc,
+		       sizeof(inc), err, sizeof(err)) ||
+	    get_wait(req, NULL, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
+		     sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	rc = rdzv_watch(api->st, job, node_id[0] ? node_id : NULL,
+			inc[0] ? inc : NULL, round, req->now_ms, &r, err,
+			sizeof(err));
+	if (rc < 0) {
+		reply_state_error(resp, rc, err, &r);
+	} else if (rc == RDZV_DONE || wait_ms == 0) {
+		reply_status(resp, 200, &r);
+	} else {
+		park(resp, RDZV_POLL_WATCH, job, req->now_ms + wait_ms);
+		memcpy(resp->poll.node_id, node_id, sizeof(node_id));
+		memcpy(resp->poll.incarnation, inc, sizeof(inc));
+		resp->poll.round = round;
+	}
+}
+
+/* clean_failures validates the reported failures and copies the fields we
+ * keep; NULL with err on a bad entry. */
+static json_t *clean_failures(json_t *in, char *err, size_t err_size)
+{
+	static const char *const ints[] = {"rank", "local_rank", "pid",
+					   "exitcode", "time_ms"};
+	json_t *out, *f;
+	size_t i;
+
+	if (!json_is_array(in)) {
+		snprintf(err, err_size, "field 'failures' must be an array");
+		return NULL;
+	}
+	if (json_array_size(in) > MAX_FAILURES) {
+		snprintf(err, err_size,
+			 "field 'failures' has more than %d entries",
+			 MAX_FAILURES);
+		return NULL;
+	}
+	out = json_array();
+	json_array_foreach(in, i, f)
+	{
+		json_t *c, *v;
+		const char *s = NULL;
+		if (!json_is_object(f)) {
+			snprintf(err, err_size,
+				 "failures[%zu] must be an object", i);
+			goto bad;
+		}
+		c = json_object();
+		json_array_append_new(out, c);
+		for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+			v = json_object_get(f, ints[k]);
+			if (!v || json_is_null(v))
+				continue;
+			if (!json_is_integer(v)) {
+				snprintf(err, err_size,
+					 "failures[%zu].%s must be an integer",
+					 i, ints[k]);
+				goto bad;
+			}
+			json_object_set(c, ints[k], v);
+		}
+		if (jsonh_get_str(f, "signal", 0, MAX_SIGNAL, &s, err,
+				  err_size) ||
+		    (s && !rdzv_name_valid(s, MAX_SIGNAL))) {
+			snprintf(err, err_size,
+				 "failures[%zu].signal must be a signal name "
+				 "or null",
+				 i);
+			goto bad;
+		}
+		json_object_set_new(c, "signal",
+				    s ? json_string(s) : json_null());
+		s = NULL;
+		if (jsonh_get_str(f, "message", 0, MAX_MESSAGE, &s, err,
+				  err_size)) {
+			snprintf(err, err_size,
+				 "failures[%zu].message must be a string of at "
+				 "most %d bytes",
+				 i, MAX_MESSAGE);
+			goto bad;
+		}
+		if (s)
+			json_object_set_new(c, "message", json_string(s));
+	}
+	return out;
+bad:
+	json_decref(out);
+	return NULL;
+}
+
+static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
+		      const char *job, json_t *body, struct rdzv_response *resp)
+{
+	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
+	char err[512] = "";
+	const char *status = NULL;
+	json_t *failures = NULL;
+	struct rdzv_reply r;
+	uint64_t round;
+	int rc, ok;
+
+	if (node_round(body, node_id, inc, &round, err, sizeof(err)) ||
+	    jsonh_get_str(body, "status", 1, 16, &status, err, sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	if (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0) {
+		reply_error(
+		    resp, 400,
+		    "field 'status' must be \"succeeded\" or \"failed\"", NULL);
+		return;
+	}
+	ok = status[0] == 's';
+	if (!ok || json_object_get(body, "failures")) {
+		json_t *in = json_object_get(body, "failures");
+		if (!in && !ok) {
+			reply_error(resp, 400,
+				    "field 'failures' is required with status "
+				    "\"failed\"",
+				    NULL);
+			return;
+		}
+		failures = clean_failures(in, err, sizeof(err));
+		if (!failures) {
+			reply_error(resp, 400, err, NULL);
+			return;
+		}
+	}
+	rc = rdzv_report(api->st, job, node_id, inc, round, ok, failures,
+			 req->now_ms, &r, err, sizeof(err));
+	json_decref(failures);
+	if (rc < 0)
+		reply_state_error(resp, rc, err, &r);
+	else
+		reply_status(resp, 200, &r);
+}
+
+static void do_leave(struct rdzv_api *api, const struct rdzv_request *req,
+		     const char *job, json_t *body, struct rdzv_response *resp)
+{
+	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
+	char err[512] = "";
+	struct rdzv_reply r;
+	int rc;
+
+	if (node_round(body, node_id, inc, NULL, err, sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	rc = rdzv_leave(api->st, job, node_id, inc, req->now_ms, &r, err,
+			sizeof(err));
+	if (rc < 0)
+		reply_state_error(resp, rc, err, &r);
+	else
+		reply_json(resp, 200,
+			   json_pack("{s:s, s:I}", "state",
+				     rdzv_job_state_name(r.state), "round",
+				     (json_int_t)r.round));
+}
+
+static void kv_reply(struct rdzv_api *api, const char *job, const char *key,
+		     struct rdzv_response *resp)
+{
+	const void *data;
+	size_t len;
+	buf_reset(&resp->body);
+	rdzv_kv_get(api->st, job, key, &data, &len);
+	if (buf_append(&resp->body, data, len) != 0) {
+		reply_error(resp, 503, "out of memory", NULL);
+		return;
+	}
+	resp->status = 200;
+	resp->content_type = CT_BYTES;
+}
+
+static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
+		  const char *job, const char *key, struct rdzv_response *resp)
+{
+	char err[512] = "";
+	const void *data;
+	size_t len;
+	uint64_t wait_ms;
+	int rc;
+
+	if (!rdzv_name_valid(key, RDZV_NAME_MAX)) {
+		reply_error(resp, 400,
+			    "key must be 1 to 128 characters of "
+			    "[A-Za-z0-9._:-], not starting with '.'",
+			    NULL);
+		return;
+	}
+	if (strcmp(req->method, "PUT") == 0) {
+		rc = rdzv_kv_put(api->st, job, key, req->body, req->body_len,
+				 err, sizeof(err));
+		if (rc) {
+			reply_error(resp, rc == DL_ELIMIT ? 413 : status_of(rc),
+				    err, NULL);
+			if (rc == DL_ELIMIT && strstr(err, "too many"))
+				resp->status = 429;
+			return;
+		}
+		if (api->journal)
+			rdzv_journal_kv(api->journal, job, key, req->body,
+					req->body_len);
+		reply_json(resp, 200, json_object());
+		return;
+	}
+	if (get_wait(req, NULL, 0, &wait_ms, err, sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	rc = rdzv_kv_get(api->st, job, key, &data, &len);
+	if (rc == 0) {
+		kv_reply(api, job, key, resp);
+	} else if (!rdzv_job_exists(api->st, job)) {
+		snprintf(err, sizeof(err), "no job %s", job);
+		reply_error(resp, 404, err, NULL);
+	} else if (wait_ms == 0) {
+		snprintf(err, sizeof(err), "no key %s in job %s", key, job);
+		reply_error(resp, 404, err, NULL);
+	} else {
+		park(resp, RDZV_POLL_KV, job, req->now_ms + wait_ms);
+		snprintf(resp->poll.key, sizeof(resp->poll.key), "%s", key);
+	}
+}
+
+enum rdzv_endpoint rdzv_api_route(const char *path)
+{
+	static const struct {
+		const char *name;
+		enum rdzv_endpoint ep;
+	} verbs[] = {{"join", RDZV_EP_JOIN},
+		     {"heartbeat", RDZV_EP_HEARTBEAT},
+		     {"watch", RDZV_EP_WATCH},
+		     {"report", RDZV_EP_REPORT},
+		     {"leave", RDZV_EP_LEAVE}};
+	const char *rest, *slash;
+
+	if (strcmp(path, "/healthz") == 0)
+		return RDZV_EP_HEALTHZ;
+	if (strcmp(path, "/metrics") == 0)
+		return RDZV_EP_METRICS;
+	if (strcmp(path, "/v1/jobs") == 0 || strcmp(path, "/v1/jobs/") == 0)
+		return RDZV_EP_JOBS;
+	if (strncmp(path, "/v1/jobs/", 9) != 0)
+		return RDZV_EP_OTHER;
+	rest = path + 9;
+	slash = strchr(rest, '/');
+	if (!slash)
+		return RDZV_EP_JOB;
+	rest = slash + 1;
+	if (strncmp(rest, "kv/", 3) == 0 && !strchr(rest + 3, '/'))
+		return RDZV_EP_KV;
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(rest, verbs[i].name) == 0)
+			return verbs[i].ep;
+	return RDZV_EP_OTHER;
+}
+
+static int method_ok(enum rdzv_endpoint ep, const char *method)
+{
+	switch (ep) {
+	case RDZV_EP_JOIN:
+	case RDZV_EP_HEARTBEAT:
+	case RDZV_EP_REPORT:
+	case RDZV_EP_LEAVE: return strcmp(method, "POST") == 0;
+	case RDZV_EP_KV:
+		return strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0;
+	default: return strcmp(method, "GET") == 0;
+	}
+}
+
+void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
+		     struct rdzv_response *resp)
+{
+	enum rdzv_endpoint ep = rdzv_api_route(req->path);
+	char job[RDZV_NAME_MAX + 1], key[RDZV_NAME_MAX + 1] = "";
+	char err[512] = "";
+	json_t *body = NULL, *v;
+	const char *p, *slash;
+	size_t n;
+
+	resp->endpoint = ep;
+	resp->poll.kind = RDZV_POLL_NONE;
+	if (ep == RDZV_EP_OTHER) {
+		snprintf(err, sizeof(err), "no such path %.200s", req->path);
+		reply_error(resp, 404, err, NULL);
+		return;
+	}
+	if (!method_ok(ep, req->method)) {
+		snprintf(err, sizeof(err), "method %.16s not allowed on %.200s",
+			 req->method, req->path);
+		reply_error(resp, 405, err, NULL);
+		return;
+	}
+	if (ep == RDZV_EP_HEALTHZ) {
+		buf_reset(&resp->body);
+		buf_append_str(&resp->body, "ok\n");
+		resp->status = 200;
+		resp->content_type = CT_TEXT;
+		return;
+	}
+	if (ep == RDZV_EP_JOBS) {
+		reply_json(resp, 200, rdzv_jobs_json(api->st));
+		return;
+	}
+	if (ep == RDZV_EP_METRICS) {
+		/* rendered by the HTTP layer, which owns the counters */
+		reply_error(resp, 404, "no metrics here", NULL);
+		return;
+	}
+	/* /v1/jobs/{job}[/...] */
+	p = req->path + 9;
+	slash = strchr(p, '/');
+	n = slash ? (size_t)(slash - p) : strlen(p);
+	if (n == 0 || n > RDZV_NAME_MAX) {
+		reply_error(resp, 400,
+			    "job name must be 1 to 128 characters of "
+			    "[A-Za-z0-9._:-], not starting with '.'",
+			    NULL);
+		return;
+	}
+	memcpy(job, p, n);
+	job[n] = '\0';
+	if (!rdzv_name_valid(job, RDZV_NAME_MAX)) {
+		reply_error(resp, 400,
+			    "job name must be 1 to 128 characters of "
+			    "[A-Za-z0-9._:-], not starting with '.'",
+			    NULL);
+		return;
+	}
+	if (ep == RDZV_EP_JOB) {
+		v = rdzv_job_detail_json(api->st, job, req->now_ms);
+		if (!v) {
+			snprintf(err, sizeof(err), "no job %s", job);
+			reply_error(resp, 404, err, NULL);
+			return;
+		}
+		reply_json(resp, 200, v);
+		return;
+	}
+	if (ep == RDZV_EP_KV) {
+		const char *k = slash + 4;
+		if (strlen(k) > RDZV_NAME_MAX) {
+			reply_error(resp, 400, "key is longer than 128 bytes",
+				    NULL);
+			return;
+		}
+		snprintf(key, sizeof(key), "%s", k);
+		do_kv(api, req, job, key, resp);
+		journal_changes(api);
+		return;
+	}
+	if (ep != RDZV_EP_WATCH && parse_body(req, &body, err, sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	switch (ep) {
+	case RDZV_EP_JOIN: do_join(api, req, job, body, resp); break;
+	case RDZV_EP_HEARTBEAT: do_heartbeat(api, req, job, body, resp); break;
+	case RDZV_EP_WATCH: do_watch(api, req, job, resp); break;
+	case RDZV_EP_REPORT: do_report(api, req, job, body, resp); break;
+	case RDZV_EP_LEAVE: do_leave(api, req, job, body, resp); break;
+	default: reply_error(resp, 404, "no such path", NULL); break;
+	}
+	json_decref(body);
+	journal_changes(api);
+}
+
+int rdzv_api_poll_check(struct rdzv_api *api, const struct rdzv_poll *poll,
+			uint64_t now_ms, int expired,
+			struct rdzv_response *resp)
+{
+	struct rdzv_reply r;
+	char err[512] = "";
+	const void *data;
+	size_t len;
+	int rc;
+
+	switch (poll->kind) {
+	case RDZV_POLL_JOIN:
+		rc = rdzv_join_check(api->st, poll->job, poll->node_id,
+				     poll->incarnation, &r, err, sizeof(err));
+		if (rc < 0) {
+			reply_state_error(resp, rc, err, &r);
+			return 1;
+		}
+		if (rc == RDZV_DONE) {
+			reply_json(resp, 200,
+				   rdzv_assignment_json(api->st, poll->job,
+							poll->node_id));
+			return 1;
+		}
+		if (!expired)
+			return 0;
+		reply_json(resp, 202, rdzv_waiting_json(api->st, poll->job));
+		return 1;
+	case RDZV_POLL_WATCH:
+		rc = rdzv_watch(api->st, poll->job,
+				poll->node_id[0] ? poll->node_id : NULL,
+				poll->incarnation[0] ? poll->incarnation : NULL,
+				poll->round, now_ms, &r, err, sizeof(err));
+		if (rc < 0) {
+			/* the job was forgotten while we waited */
+			reply_error(resp, 410, err, NULL);
+			return 1;
+		}
+		if (rc == RDZV_WAIT && !expired)
+			return 0;
+		reply_status(resp, 200, &r);
+		return 1;
+	case RDZV_POLL_KV:
+		if (rdzv_kv_get(api->st, poll->job, poll->key, &data, &len) ==
+		    0) {
+			kv_reply(api, poll->job, poll->key, resp);
+			return 1;
+		}
+		if (!expired && rdzv_job_exists(api->st, poll->job))
+			return 0;
+		snprintf(err, sizeof(err), "no key %s in job %s", poll->key,
+			 poll->job);
+		reply_error(resp, 404, err, NULL);
+		return 1;
+	case RDZV_POLL_NONE: break;
+	}
+	reply_error(resp, 500, "no such poll", NULL);
+	return 1;
+}
+
+void rdzv_api_poll_end(struct rdzv_api *api, const struct rdzv_poll *poll,
+		       uint64_t now_ms)
+{
+	if (poll->kind == RDZV_POLL_JOIN)
+		rdzv_join_poll_end(api->st, poll->job, poll->node_id,
+				   poll->incarnation, now_ms);
+}

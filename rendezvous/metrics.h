@@ -1,0 +1,29 @@
+/*
+ * metrics.h - request counters and latency histograms, and the Prometheus
+ * text rendering of GET /metrics (private to rendezvous/).
+ */
+#ifndef DLAUNCH_RDZV_METRICS_H
+#define DLAUNCH_RDZV_METRICS_H
+
+#include <stdint.h>
+
+#include "api.h"
+#include "dlaunch/buf.h"
+#include "journal.h"
+
+struct rdzv_metrics;
+
+struct rdzv_metrics *rdzv_metrics_new(void);
+void rdzv_metrics_free(struct rdzv_metrics *m);
+
+/* rdzv_metrics_observe counts one answered request. */
+void rdzv_metrics_observe(struct rdzv_metrics *m, enum rdzv_endpoint ep,
+			  int status, uint64_t duration_ns);
+
+/* rdzv_metrics_render appends the exposition text to out. */
+int rdzv_metrics_render(const struct rdzv_metrics *m,
+			const struct rdzv_state *st,
+			const struct rdzv_journal *jr, uint64_t pending_polls,
+			struct buf *out);
+
+#endif
