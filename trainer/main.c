@@ -1,0 +1,944 @@
+/*
+ * main.c - dlaunch-train: command line, process group, training loop,
+ * progress, checkpoints and the final summary.
+ *
+ * Every rank runs the same loop in lockstep: the same global batch from the
+ * same permutation (each rank its slice), the same all-reduced gradients
+ * and the same optimizer step, so parameters stay identical everywhere and
+ * rank 0 alone writes checkpoints. Collectives happen at points fixed by
+ * the step count (buckets, window losses, end-of-epoch evaluation), never
+ * by timing, which keeps ranks in step and runs reproducible.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/ckpt.h"
+#include "dlaunch/clock.h"
+#include "dlaunch/data.h"
+#include "dlaunch/dist.h"
+#include "dlaunch/error.h"
+#include "dlaunch/log.h"
+#include "dlaunch/mlp.h"
+#include "dlaunch/parse.h"
+#include "dlaunch/train_ddp.h"
+#include "dlaunch/train_optim.h"
+#include "dlaunch/train_rng.h"
+#include "dlaunch/train_sampler.h"
+
+#define EXIT_USAGE 2
+
+enum device_kind { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
+enum backend_kind { BACKEND_AUTO, BACKEND_NCCL, BACKEND_TCP };
+
+struct options {
+	const char *data;     /* "fashion-mnist" or "synthetic:N" */
+	const char *data_dir; /* IDX files */
+	size_t synthetic_n;   /* > 0 for synthetic data */
+	struct mlp_shape shape;
+	uint64_t epochs;
+	uint64_t max_steps; /* 0: no limit */
+	uint32_t global_batch;
+	double lr, momentum, weight_decay;
+	uint64_t seed;
+	const char *checkpoint_dir; /* NULL: no checkpoints */
+	uint64_t checkpoint_every;  /* steps; 0: only at exit */
+	int keep_checkpoints;
+	uint64_t log_every; /* steps per progress line */
+	enum device_kind device;
+	enum backend_kind backend;
+	int threads; /* BLAS threads; 0: library default */
+	uint64_t bucket_bytes;
+	uint64_t timeout_ms; /* collectives; 0: dist default */
+};
+
+struct run {
+	struct options o;
+	int rank, world, local_rank;
+	struct dist *dist;
+	struct train_backend be;
+	struct mlp *model;
+	struct train_optim optim;
+	struct train_ddp *ddp;
+	struct dataset train, test;
+	struct train_sampler sampler;
+	struct train_rng rng;
+	struct ckpt_state ck; /* rank 0: host staging for checkpoints */
+	int max_local;	      /* rows a rank can get per step */
+	float *x;
+	int32_t *y;
+	uint32_t *idx;
+	uint64_t step, epoch, offset; /* where training stands */
+	uint64_t resumed_from;	      /* step loaded, or 0 */
+	uint64_t saved_step;	      /* last checkpoint written (rank 0) */
+	char ckpt_file[PATH_MAX];
+	double last_loss, last_accuracy, last_test_loss;
+	int evaluated_at_end;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void usage(FILE *f)
+{
+	fputs(
+	    "usage: dlaunch-train [options]\n"
+	    "\n"
+	    "Data-parallel training of an MLP; ranks come from RANK, "
+	    "WORLD_SIZE,\n"
+	    "MASTER_ADDR, MASTER_PORT and LOCAL_RANK (as dlaunch or torchrun "
+	    "set them).\n"
+	    "\n"
+	    "  --data fashion-mnist|synthetic:N  data set (default "
+	    "fashion-mnist)\n"
+	    "  --data-dir DIR          IDX files (default " DATA_DEFAULT_DIR
+	    ")\n"
+	    "  --model W0-W1-...-Wn    layer widths (default 784-256-128-10)\n"
+	    "  --batch-norm            SyncBatchNorm after each hidden layer\n"
+	    "  --epochs N              epochs (default 10)\n"
+	    "  --max-steps N           stop after N optimizer steps in all\n"
+	    "  --global-batch N        samples per step over all ranks "
+	    "(default 128)\n"
+	    "  --lr X                  learning rate (default 0.05)\n"
+	    "  --momentum X            SGD momentum (default 0.9)\n"
+	    "  --weight-decay X        L2 weight decay (default 5e-4)\n"
+	    "  --seed N                initialisation and shuffling seed "
+	    "(default 42)\n"
+	    "  --checkpoint-dir DIR    write checkpoints here and resume from "
+	    "them\n"
+	    "  --checkpoint-every N    steps between checkpoints (default "
+	    "200;\n"
+	    "                          0: only at exit)\n"
+	    "  --keep-checkpoints N    checkpoints kept (default 3)\n"
+	    "  --log-every N           steps per progress line (default 100)\n"
+	    "  --device auto|cpu|cuda  where to train (default auto: cuda "
+	    "when a GPU\n"
+	    "                          is visible; GPU = LOCAL_RANK)\n"
+	    "  --backend auto|nccl|tcp collectives (default auto: nccl on "
+	    "cuda)\n"
+	    "  --threads N             BLAS threads per rank (default: "
+	    "OMP_NUM_THREADS\n"
+	    "                          or the BLAS default)\n"
+	    "  --bucket-size SIZE      gradient all-reduce bucket (default "
+	    "128KiB)\n"
+	    "  --timeout DURATION      bound on every collective wait "
+	    "(default 300s)\n"
+	    "  -h, --help              this text\n"
+	    "\n"
+	    "Progress goes to stdout from rank 0, ending with one JSON line\n"
+	    "{\"summary\": {...}}. Test hook: DLAUNCH_TRAIN_CRASH_AT_STEP=N "
+	    "makes\n"
+	    "the rank DLAUNCH_TRAIN_CRASH_RANK (default 0) SIGKILL itself "
+	    "after step N\n"
+	    "on the first attempt (TORCHELASTIC_RESTART_COUNT unset or 0).\n",
+	    f);
+}
+
+/* opt_u64 / opt_double: checked option values with a clear message. */
+static int opt_u64(const char *name, const char *v, uint64_t min, uint64_t max,
+		   uint64_t *out)
+{
+	if (parse_u64(v, min, max, out) == 0)
+		return 0;
+	fprintf(stderr,
+		"dlaunch-train: --%s '%s' is not a whole number in "
+		"%llu..%llu\n",
+		name, v, (unsigned long long)min, (unsigned long long)max);
+	return -1;
+}
+
+static int opt_double(const char *name, const char *v, double min, double max,
+		      double *out)
+{
+	if (parse_double(v, min, max, out) == 0)
+		return 0;
+	fprintf(stderr, "dlaunch-train: --%s '%s' is not a number in %g..%g\n",
+		name, v, min, max);
+	return -1;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+	    {"data", required_argument, NULL, 'D'},
+	    {"data-dir", required_argument, NULL, 'd'},
+	    {"model", required_argument, NULL, 'm'},
+	    {"batch-norm", no_argument, NULL, 'B'},
+	    {"epochs", required_argument, NULL, 'e'},
+	    {"max-steps", required_argument, NULL, 'S'},
+	    {"global-batch", required_argument, NULL, 'b'},
+	    {"lr", required_argument, NULL, 'l'},
+	    {"momentum", required_argument, NULL, 'M'},
+	    {"weight-decay", required_argument, NULL, 'w'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"checkpoint-dir", required_argument, NULL, 'c'},
+	    {"checkpoint-every", required_argument, NULL, 'C'},
+	    {"keep-checkpoints", required_argument, NULL, 'k'},
+	    {"log-every", required_argument, NULL, 'L'},
+	    {"device", required_argument, NULL, 'v'},
+	    {"backend", required_argument, NULL, 'K'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"bucket-size", required_argument, NULL, 'Z'},
+	    {"timeout", required_argument, NULL, 'T'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *model = "784-256-128-10";
+	char err[256];
+	uint64_t v;
+	int c, bn = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->data = "fashion-mnist";
+	o->data_dir = DATA_DEFAULT_DIR;
+	o->epochs = 10;
+	o->global_batch = 128;
+	o->lr = 0.05;
+	o->momentum = 0.9;
+	o->weight_decay = 5e-4;
+	o->seed = 42;
+	o->checkpoint_every = 200;
+	o->keep_checkpoints = CKPT_KEEP_DEFAULT;
+	o->log_every = 100;
+	o->bucket_bytes = TRAIN_DDP_BUCKET_DEFAULT;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'D': o->data = optarg; break;
+		case 'd': o->data_dir = optarg; break;
+		case 'm': model = optarg; break;
+		case 'B': bn = 1; break;
+		case 'e':
+			if (opt_u64("epochs", optarg, 1, 1000000, &o->epochs))
+				return -1;
+			break;
+		case 'S':
+			if (opt_u64("max-steps", optarg, 1, UINT64_MAX / 2,
+				    &o->max_steps))
+				return -1;
+			break;
+		case 'b':
+			if (opt_u64("global-batch", optarg, 1, 1u << 20, &v))
+				return -1;
+			o->global_batch = (uint32_t)v;
+			break;
+		case 'l':
+			if (opt_double("lr", optarg, 0, 100, &o->lr))
+				return -1;
+			break;
+		case 'M':
+			if (opt_double("momentum", optarg, 0, 1, &o->momentum))
+				return -1;
+			break;
+		case 'w':
+			if (opt_double("weight-decay", optarg, 0, 1,
+				       &o->weight_decay))
+				return -1;
+			break;
+		case 's':
+			if (opt_u64("seed", optarg, 0, UINT64_MAX, &o->seed))
+				return -1;
+			break;
+		case 'c': o->checkpoint_dir = optarg; break;
+		case 'C':
+			if (opt_u64("checkpoint-every", optarg, 0,
+				    UINT64_MAX / 2, &o->checkpoint_every))
+				return -1;
+			break;
+		case 'k':
+			if (opt_u64("keep-checkpoints", optarg, 1, 1000, &v))
+				return -1;
+			o->keep_checkpoints = (int)v;
+			break;
+		case 'L':
+			if (opt_u64("log-every", optarg, 1, UINT64_MAX / 2,
+				    &o->log_every))
+				return -1;
+			break;
+		case 'v':
+			if (strcmp(optarg, "auto") == 0)
+				o->device = DEVICE_AUTO;
+			else if (strcmp(optarg, "cpu") == 0)
+				o->device = DEVICE_CPU;
+			else if (strcmp(optarg, "cuda") == 0)
+				o->device = DEVICE_CUDA;
+			else {
+				fprintf(stderr,
+					"dlaunch-train: --device '%s' is not "
+					"auto, cpu or cuda\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'K':
+			if (strcmp(optarg, "auto") == 0)
+				o->backend = BACKEND_AUTO;
+			else if (strcmp(optarg, "nccl") == 0)
+				o->backend = BACKEND_NCCL;
+			else if (strcmp(optarg, "tcp") == 0)
+				o->backend = BACKEND_TCP;
+			else {
+				fprintf(stderr,
+					"dlaunch-train: --backend '%s' is not "
+					"auto, nccl or tcp\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 't':
+			if (opt_u64("threads", optarg, 1, 1024, &v))
+				return -1;
+			o->threads = (int)v;
+			break;
+		case 'Z':
+			if (parse_size_bytes(optarg, 4, 1ULL << 30,
+					     &o->bucket_bytes) != 0) {
+				fprintf(stderr,
+					"dlaunch-train: --bucket-size '%s' is "
+					"not a size in 4..1GiB\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'T':
+			if (parse_duration_ms(optarg, 1000, 1, 86400000,
+					      &o->timeout_ms) != 0) {
+				fprintf(stderr,
+					"dlaunch-train: --timeout '%s' is not "
+					"a duration (e.g. 300s)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "dlaunch-train: unexpected argument '%s'\n",
+			argv[optind]);
+		return -1;
+	}
+	if (mlp_shape_parse(model, &o->shape, err, sizeof(err)) != 0) {
+		fprintf(stderr, "dlaunch-train: --%s\n", err);
+		return -1;
+	}
+	o->shape.batch_norm = bn;
+	if (strncmp(o->data, "synthetic:", 10) == 0) {
+		if (opt_u64("data synthetic:N", o->data + 10, 1,
+			    DATA_MAX_SAMPLES, &v))
+			return -1;
+		o->synthetic_n = (size_t)v;
+	} else if (strcmp(o->data, "fashion-mnist") != 0) {
+		fprintf(stderr,
+			"dlaunch-train: --data '%s' is not fashion-mnist or "
+			"synthetic:N\n",
+			o->data);
+		return -1;
+	}
+	return 0;
+}
+
+static int env_int(const char *name, int def, int min, int max, int *out)
+{
+	const char *v = getenv(name);
+
+	if (v == NULL || *v == '\0') {
+		*out = def;
+		return 0;
+	}
+	if (parse_int(v, min, max, out) != 0) {
+		log_error("environment %s='%s' is not a number in %d..%d", name,
+			  v, min, max);
+		return -1;
+	}
+	return 0;
+}
+
+static int load_data(struct run *r)
+{
+	const struct options *o = &r->o;
+	char err[512];
+	int rc;
+
+	if (o->synthetic_n) {
+		rc = data_synthetic(o->synthetic_n, (size_t)o->shape.widths[0],
+				    o->shape.widths[o->shape.n_layers], 0x5eed,
+				    &r->train, &r->test);
+		if (rc != 0)
+			log_error("synthetic data: %s", dl_strerror(rc));
+		return rc;
+	}
+	rc = data_load_fashion_mnist(o->data_dir, &r->train, &r->test, err,
+				     sizeof(err));
+	if (rc != 0) {
+		log_error("%s (is the dataset-fashion-mnist package "
+			  "installed? see --data-dir)",
+			  err);
+		return rc;
+	}
+	if (r->train.dim != (size_t)o->shape.widths[0] ||
+	    r->train.classes != o->shape.widths[o->shape.n_layers]) {
+		log_error("model %d-...-%d does not fit fashion-mnist (%zu "
+			  "inputs, %d classes)",
+			  o->shape.widths[0],
+			  o->shape.widths[o->shape.n_layers], r->train.dim,
+			  r->train.classes);
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+static int setup_device(struct run *r)
+{
+	struct options *o = &r->o;
+	char err[256];
+	int n_gpus = train_backend_cuda_available();
+	int rc;
+
+	if (o->device == DEVICE_AUTO)
+		o->device = n_gpus > 0 ? DEVICE_CUDA : DEVICE_CPU;
+	if (o->backend == BACKEND_AUTO)
+		o->backend =
+		    o->device == DEVICE_CUDA ? BACKEND_NCCL : BACKEND_TCP;
+	if (o->device == DEVICE_CPU && o->backend == BACKEND_NCCL) {
+		log_error("--backend nccl needs --device cuda (nccl moves GPU "
+			  "buffers)");
+		return DL_EINVAL;
+	}
+	if (o->device == DEVICE_CUDA && o->backend == BACKEND_TCP) {
+		log_error("--backend tcp needs --device cpu (the tcp backend "
+			  "moves host buffers)");
+		return DL_EINVAL;
+	}
+	if (o->device == DEVICE_CPU) {
+		train_backend_cpu(&r->be, o->threads);
+		return 0;
+	}
+	if (n_gpus <= 0) {
+		log_error("--device cuda: no usable CUDA device%s",
+			  n_gpus < 0 ? "" : " (or a build without CUDA)");
+		return DL_ENOTSUP;
+	}
+	rc = train_backend_cuda(&r->be, r->local_rank % n_gpus, err,
+				sizeof(err));
+	if (rc != 0)
+		log_error("%s", err);
+	return rc;
+}
+
+static int setup_dist(struct run *r)
+{
+	struct dist_config cfg;
+	char err[256];
+	int rc;
+
+	rc = dist_config_from_env(&cfg, err, sizeof(err));
+	if (rc != 0) {
+		log_error("%s", err);
+		return rc;
+	}
+	r->rank = cfg.rank;
+	r->world = cfg.world_size;
+	if (r->world == 1)
+		return 0; /* one process: no group needed */
+	cfg.backend =
+	    r->o.backend == BACKEND_NCCL ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
+	cfg.cuda_device = r->local_rank;
+	if (r->o.timeout_ms)
+		cfg.timeout_ms = r->o.timeout_ms;
+	rc = dist_init(&cfg, &r->dist, err, sizeof(err));
+	if (rc != 0)
+		log_error("rank %d: cannot form the process group: %s", r->rank,
+			  err);
+	return rc;
+}
+
+/* fill_state copies the model, optimizer and position into r->ck. */
+static int fill_state(struct run *r)
+{
+	struct ckpt_state *ck = &r->ck;
+	int rc = mlp_get_params(r->model, ck->params, ck->buffers);
+
+	if (rc == 0)
+		rc = train_optim_get(&r->optim, ck->momentum);
+	ck->step = r->step;
+	ck->epoch = r->epoch;
+	ck->epoch_offset = r->offset;
+	ck->seed = r->o.seed;
+	ck->rng_key = r->rng.key;
+	ck->rng_counter = r->rng.counter;
+	ck->global_batch = r->o.global_batch;
+	ck->has_momentum = (uint32_t)r->optim.has_state;
+	return rc;
+}
+
+static int save_checkpoint(struct run *r)
+{
+	char err[512];
+	uint64_t t0 = clock_now_ms();
+	int rc;
+
+	if (r->rank != 0 || r->o.checkpoint_dir == NULL ||
+	    r->saved_step == r->step)
+		return 0;
+	rc = fill_state(r);
+	if (rc == 0)
+		rc = ckpt_save(r->o.checkpoint_dir, &r->ck,
+			       r->o.keep_checkpoints, r->ckpt_file,
+			       sizeof(r->ckpt_file), err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "cannot copy the model: %s",
+			 dl_strerror(rc));
+	if (rc != 0) {
+		log_error("%s", err);
+		return rc;
+	}
+	r->saved_step = r->step;
+	log_info("checkpoint %s written in %llu ms", r->ckpt_file,
+		 (unsigned long long)(clock_now_ms() - t0));
+	return 0;
+}
+
+/* resume: rank 0 picks the newest valid checkpoint and tells the others
+ * its step, so every rank loads the same one. */
+static int resume(struct run *r)
+{
+	struct ckpt_state st;
+	char err[PATH_MAX + 512], path[PATH_MAX];
+	uint64_t chosen = UINT64_MAX;
+	int rc = 0;
+
+	memset(&st, 0, sizeof(st));
+	if (r->rank == 0) {
+		rc = ckpt_load_latest(r->o.checkpoint_dir, &r->o.shape, &st,
+				      path, sizeof(path), err, sizeof(err));
+		if (rc == 0)
+			chosen = st.step;
+		else if (rc == DL_ENOTFOUND)
+			rc = 0;
+		else
+			log_error("%s", err);
+		if (rc != 0)
+			chosen = UINT64_MAX - 1; /* tells the others to stop */
+	}
+	if (train_ddp_broadcast_host(r->ddp, &chosen, 1) != 0) {
+		log_error("rank %d: cannot agree on a checkpoint", r->rank);
+		ckpt_state_release(&st);
+		return DL_ECLOSED;
+	}
+	if (chosen == UINT64_MAX - 1)
+		return rc ? rc : DL_ECONFLICT;
+	if (chosen == UINT64_MAX)
+		return 0;
+	if (r->rank != 0) {
+		ckpt_path(r->o.checkpoint_dir, chosen, path, sizeof(path));
+		rc = ckpt_load(path, &st, err, sizeof(err));
+		if (rc == 0 && !mlp_shape_equal(&st.shape, &r->o.shape)) {
+			snprintf(err, sizeof(err),
+				 "checkpoint %s is for another model", path);
+			rc = DL_ECONFLICT;
+		}
+		if (rc != 0) {
+			log_error("rank %d: %s", r->rank, err);
+			ckpt_state_release(&st);
+			return rc;
+		}
+	}
+	rc = mlp_set_params(r->model, st.params, st.buffers);
+	if (rc == 0)
+		rc = train_optim_set(&r->optim, st.momentum,
+				     (int)st.has_momentum);
+	if (rc == 0) {
+		if (st.seed != r->o.seed && r->rank == 0)
+			log_warn("checkpoint %s was trained with --seed %llu; "
+				 "continuing with it",
+				 path, (unsigned long long)st.seed);
+		r->o.seed = st.seed;
+		r->step = r->resumed_from = r->saved_step = st.step;
+		r->epoch = st.epoch;
+		r->offset = st.epoch_offset;
+		r->rng.key = st.rng_key;
+		r->rng.counter = st.rng_counter;
+		snprintf(r->ckpt_file, sizeof(r->ckpt_file), "%s", path);
+		if (r->rank == 0)
+			printf("resumed from %s: step %llu, epoch %llu, "
+			       "sample %llu of the epoch\n",
+			       path, (unsigned long long)st.step,
+			       (unsigned long long)st.epoch + 1,
+			       (unsigned long long)st.epoch_offset);
+	}
+	ckpt_state_release(&st);
+	return rc;
+}
+
+/* evaluate: each rank scores its slice of the test set; sums are
+ * all-reduced so every rank gets the same accuracy. */
+static int evaluate(struct run *r)
+{
+	size_t n = r->test.n;
+	size_t lo = n * (size_t)r->rank / (size_t)r->world;
+	size_t hi = n * ((size_t)r->rank + 1) / (size_t)r->world;
+	double stats[3] = {0, 0, (double)(hi - lo)};
+	int rc = 0;
+
+	for (size_t i = lo; i < hi && rc == 0;) {
+		size_t k = hi - i < (size_t)r->max_local ? hi - i
+							 : (size_t)r->max_local;
+
+		for (size_t j = 0; j < k; j++)
+			r->idx[j] = (uint32_t)(i + j);
+		data_gather(&r->test, r->idx, k, r->x, r->y);
+		rc = mlp_evaluate(r->model, r->x, r->y, (int)k, stats);
+		i += k;
+	}
+	if (rc == 0)
+		rc = train_ddp_sum_host(r->ddp, stats, 3);
+	if (rc == 0) {
+		r->last_test_loss = stats[0] / stats[2];
+		r->last_accuracy = stats[1] / stats[2];
+	}
+	return rc;
+}
+
+static void crash_hook(const struct run *r)
+{
+	static int armed = -1;
+	static uint64_t at_step;
+	int restart, crash_rank;
+
+	if (armed < 0) {
+		const char *v = getenv("DLAUNCH_TRAIN_CRASH_AT_STEP");
+
+		armed = 0;
+		if (v && parse_u64(v, 1, UINT64_MAX, &at_step) == 0 &&
+		    env_int("TORCHELASTIC_RESTART_COUNT", 0, 0, INT_MAX,
+			    &restart) == 0 &&
+		    restart == 0 &&
+		    env_int("DLAUNCH_TRAIN_CRASH_RANK", 0, 0, INT_MAX,
+			    &crash_rank) == 0 &&
+		    crash_rank == r->rank)
+			armed = 1;
+	}
+	if (armed == 1 && r->step == at_step) {
+		log_warn("DLAUNCH_TRAIN_CRASH_AT_STEP=%llu: killing myself",
+			 (unsigned long long)at_step);
+		raise(SIGKILL);
+	}
+}
+
+static void fmt_eta(double secs, char *out, size_t size)
+{
+	unsigned long s = secs > 0 ? (unsigned long)(secs + 0.5) : 0;
+
+	if (s >= 3600)
+		snprintf(out, size, "%luh%02lum", s / 3600, s / 60 % 60);
+	else
+		snprintf(out, size, "%lum%02lus", s / 60, s % 60);
+}
+
+static int train(struct run *r, double *train_secs, uint64_t *samples)
+{
+	const struct options *o = &r->o;
+	size_t steps_per_epoch =
+	    train_sampler_steps(r->train.n, o->global_batch);
+	uint64_t total_steps = steps_per_epoch * o->epochs;
+	uint64_t start_step = r->step, window_start = clock_now_ns();
+	uint64_t window_steps = 0, t_train_ns = 0;
+	double window[2] = {0, 0}; /* loss sum, samples */
+	int rc = 0;
+
+	if (o->max_steps && o->max_steps < total_steps)
+		total_steps = o->max_steps;
+	*samples = 0;
+	train_sampler_set_epoch(&r->sampler, r->epoch);
+	while (r->step < total_steps && r->epoch < o->epochs) {
+		size_t local_n, global_n;
+		double stats[2] = {0, 0};
+		uint64_t t0 = clock_now_ns();
+		float lr = (float)o->lr;
+
+		if (stop_signal)
+			break;
+		r->offset = train_sampler_batch(
+		    &r->sampler, r->offset, o->global_batch, r->rank, r->world,
+		    r->idx, &local_n, &global_n);
+		data_gather(&r->train, r->idx, local_n, r->x, r->y);
+		rc = mlp_train_step(r->model, r->x, r->y, (int)local_n,
+				    (int)global_n, train_ddp_hooks(r->ddp),
+				    stats);
+		{
+			int rc2 = train_ddp_finish(r->ddp);
+
+			if (rc == 0)
+				rc = rc2;
+		}
+		if (rc != 0) {
+			log_error("rank %d: step %llu failed: %s", r->rank,
+				  (unsigned long long)r->step + 1,
+				  dl_strerror(rc));
+			return rc;
+		}
+		train_optim_step(&r->optim, mlp_params(r->model),
+				 mlp_grads(r->model), lr);
+		r->step++;
+		t_train_ns += clock_now_ns() - t0;
+		*samples += global_n;
+		window[0] += stats[0];
+		window[1] += (double)local_n;
+		window_steps++;
+		crash_hook(r);
+
+		if (r->offset >= r->train.n) {
+			/* epoch done: score it, move to the next one */
+			double wl[2] = {window[0], window[1]};
+
+			rc = evaluate(r);
+			if (rc == 0 && window_steps)
+				rc = train_ddp_sum_host(r->ddp, wl, 2);
+			if (rc != 0)
+				return rc;
+			if (window_steps)
+				r->last_loss = wl[0] / wl[1];
+			if (r->rank == 0) {
+				printf("epoch %llu/%llu done: step %llu train "
+				       "loss %.4f test loss %.4f test accuracy "
+				       "%.2f%%\n",
+				       (unsigned long long)r->epoch + 1,
+				       (unsigned long long)o->epochs,
+				       (unsigned long long)r->step,
+				       r->last_loss, r->last_test_loss,
+				       100.0 * r->last_accuracy);
+				fflush(stdout);
+			}
+			r->epoch++;
+			r->offset = 0;
+			train_sampler_set_epoch(&r->sampler, r->epoch);
+			window[0] = window[1] = 0;
+			window_steps = 0;
+			window_start = clock_now_ns();
+			r->evaluated_at_end = 1;
+		} else {
+			r->evaluated_at_end = 0;
+			if (window_steps >= o->log_every) {
+				double wl[2] = {window[0], window[1]};
+				double secs =
+				    (double)(clock_now_ns() - window_start) /
+				    1e9;
+				double rate = (double)window_steps *
+					      o->global_batch / secs;
+				char eta[32];
+
+				rc = train_ddp_sum_host(r->ddp, wl, 2);
+				if (rc != 0)
+					return rc;
+				r->last_loss = wl[0] / wl[1];
+				fmt_eta((double)(total_steps - r->step) *
+					    o->global_batch / rate,
+					eta, sizeof(eta));
+				if (r->rank == 0) {
+					printf("epoch %llu/%llu step %llu/%llu "
+					       "loss %.4f samples/s %.0f eta "
+					       "%s\n",
+					       (unsigned long long)r->epoch + 1,
+					       (unsigned long long)o->epochs,
+					       (unsigned long long)r->step,
+					       (unsigned long long)total_steps,
+					       r->last_loss, rate, eta);
+					fflush(stdout);
+				}
+				window[0] = window[1] = 0;
+				window_steps = 0;
+				window_start = clock_now_ns();
+			}
+		}
+		if (o->checkpoint_every && r->step % o->checkpoint_every == 0) {
+			rc = save_checkpoint(r);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	if (window_steps && !stop_signal) {
+		double wl[2] = {window[0], window[1]};
+
+		rc = train_ddp_sum_host(r->ddp, wl, 2);
+		if (rc != 0)
+			return rc;
+		r->last_loss = wl[0] / wl[1];
+	}
+	*train_secs = (double)t_train_ns / 1e9;
+	(void)start_step;
+	return 0;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void release_run(struct run *r)
+{
+	train_ddp_free(r->ddp);
+	mlp_free(r->model);
+	train_optim_release(&r->optim);
+	if (r->be.release)
+		train_backend_release(&r->be);
+	dist_free(r->dist);
+	data_release(&r->train);
+	data_release(&r->test);
+	train_sampler_release(&r->sampler);
+	ckpt_state_release(&r->ck);
+	free(r->x);
+	free(r->y);
+	free(r->idx);
+}
+
+int main(int argc, char **argv)
+{
+	struct run r;
+	struct sigaction sa;
+	double train_secs = 0;
+	uint64_t samples = 0, t_start;
+	int rc, status = 1;
+
+	log_init("dlaunch-train");
+	memset(&r, 0, sizeof(r));
+	if (parse_args(argc, argv, &r.o) != 0)
+		return EXIT_USAGE;
+	if (env_int("LOCAL_RANK", 0, 0, 65535, &r.local_rank) != 0)
+		return EXIT_USAGE;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	t_start = clock_now_ms();
+
+	rc = setup_device(&r);
+	if (rc == 0)
+		rc = setup_dist(&r);
+	if (rc == 0)
+		rc = load_data(&r);
+	if (rc != 0)
+		goto out;
+	r.max_local = (int)((r.o.global_batch + (uint32_t)r.world - 1) /
+			    (uint32_t)r.world);
+	r.x = malloc((size_t)r.max_local * r.train.dim * sizeof(float));
+	r.y = malloc((size_t)r.max_local * sizeof(int32_t));
+	r.idx = malloc((size_t)(r.max_local + 1) * sizeof(uint32_t));
+	if (!r.x || !r.y || !r.idx) {
+		rc = DL_ENOMEM;
+		log_error("out of memory for the batch buffers");
+		goto out;
+	}
+	rc = mlp_new(&r.o.shape, &r.be, r.max_local, &r.model);
+	if (rc == 0)
+		rc = train_optim_init(
+		    &r.optim, &r.be, mlp_param_count(&r.o.shape), (float)r.o.lr,
+		    (float)r.o.momentum, (float)r.o.weight_decay);
+	if (rc == 0)
+		rc = train_ddp_new(r.dist, r.model, &r.be, r.o.bucket_bytes,
+				   &r.ddp);
+	if (rc == 0 && r.rank == 0)
+		rc = ckpt_state_alloc(&r.ck, &r.o.shape);
+	if (rc != 0) {
+		log_error("cannot set up the model: %s", dl_strerror(rc));
+		goto out;
+	}
+	/* identical initialisation everywhere, then rank 0's copy wins */
+	{
+		struct ckpt_state init;
+
+		rc = ckpt_state_alloc(&init, &r.o.shape);
+		if (rc == 0) {
+			mlp_init_params(&r.o.shape, r.o.seed, init.params,
+					init.buffers);
+			rc = mlp_set_params(r.model, init.params, init.buffers);
+			ckpt_state_release(&init);
+		}
+	}
+	train_rng_seed(&r.rng, r.o.seed, 0x747261696eULL /* "train" */);
+	if (rc == 0 && r.o.checkpoint_dir)
+		rc = resume(&r);
+	if (rc == 0)
+		rc = train_ddp_broadcast_model(r.ddp);
+	if (rc == 0)
+		rc = train_sampler_init(&r.sampler, r.train.n, r.o.seed);
+	if (rc != 0)
+		goto out;
+	if (r.rank == 0) {
+		char shape[128];
+
+		mlp_shape_format(&r.o.shape, shape, sizeof(shape));
+		printf("dlaunch-train: model %s (%zu parameters), %zu training "
+		       "samples, world size %d, global batch %u, device %s, "
+		       "backend %s, %d bucket(s)\n",
+		       shape, mlp_param_count(&r.o.shape), r.train.n, r.world,
+		       r.o.global_batch, r.be.name,
+		       r.world == 1
+			   ? "none"
+			   : (r.o.backend == BACKEND_NCCL ? "nccl" : "tcp"),
+		       train_ddp_bucket_count(r.ddp));
+		fflush(stdout);
+	}
+
+	rc = train(&r, &train_secs, &samples);
+	if (rc != 0)
+		goto out;
+	if (!r.evaluated_at_end && !stop_signal) {
+		rc = evaluate(&r);
+		if (rc != 0)
+			goto out;
+	}
+	rc = save_checkpoint(&r);
+	if (rc != 0)
+		goto out;
+	if (stop_signal) {
+		log_warn("stopped by signal %d at step %llu", (int)stop_signal,
+			 (unsigned long long)r.step);
+		goto out;
+	}
+	if (r.rank == 0) {
+		printf("{\"summary\": {\"steps\": %llu, \"epochs\": %llu, "
+		       "\"resumed_from_step\": %llu, \"world_size\": %d, "
+		       "\"global_batch\": %u, \"samples_per_s\": %.1f, "
+		       "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, "
+		       "\"final_loss\": %.6f, \"test_loss\": %.6f, "
+		       "\"test_accuracy\": %.4f, \"device\": \"%s\", "
+		       "\"checkpoint\": ",
+		       (unsigned long long)r.step, (unsigned long long)r.epoch,
+		       (unsigned long long)r.resumed_from, r.world,
+		       r.o.global_batch,
+		       train_secs > 0 ? (double)samples / train_secs : 0.0,
+		       train_secs, (double)(clock_now_ms() - t_start) / 1e3,
+		       r.last_loss, r.last_test_loss, r.last_accuracy,
+		       r.be.name);
+		if (r.ckpt_file[0])
+			json_string(stdout, r.ckpt_file);
+		else
+			fputs("null", stdout);
+		printf("}}\n");
+		fflush(stdout);
+	}
+	status = 0;
+out:
+	release_run(&r);
+	return status;
+}

@@ -1,0 +1,53 @@
+# trainer/: dlaunch-train, the data-parallel MLP trainer. The collective
+# library (dist*.c, $(DIST_LIB)) has its own fragment, trainer/dist.mk.
+#
+# $(TRAIN_LIB) holds the reusable parts (model, kernels on the CPU, data,
+# sampler, optimizer, checkpoints, DDP) so unit tests link them; the GPU
+# kernels (mlp_cuda.cu) are linked into the binary only, in CUDA builds,
+# and backend_nocuda.c stands in for them otherwise.
+TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
+	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c
+TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
+TRAIN_MAIN_OBJS := $(call objs,trainer/main.c)
+OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
+$(TRAIN_LIB): $(TRAIN_OBJS)
+
+ifneq ($(NVCC),)
+TRAIN_GPU_OBJS := $(BUILD)/obj/trainer/mlp_cuda.o
+# nvcc's generated host code (static guards, unwinding) needs libstdc++
+TRAIN_GPU_LIBS := $(CUDA_LIBS) -lstdc++
+$(BUILD)/obj/trainer/mlp_cuda.o: trainer/mlp_cuda.cu \
+		include/dlaunch/train_backend.h include/dlaunch/error.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_CPPFLAGS) -Iinclude -c $< -o $@
+else
+TRAIN_GPU_OBJS := $(call objs,trainer/backend_nocuda.c)
+TRAIN_GPU_LIBS :=
+endif
+
+# the binary needs the collective library; until its fragment exists the
+# trainer target builds the library and unit tests only
+ifneq ($(wildcard trainer/dist.mk),)
+BINS += $(BUILD)/bin/dlaunch-train
+$(BUILD)/bin/dlaunch-train: $(TRAIN_MAIN_OBJS) $(TRAIN_GPU_OBJS) $(TRAIN_LIB) \
+		$(DIST_LIB) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TRAIN_GPU_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+TRAIN_BIN := $(BUILD)/bin/dlaunch-train
+endif
+
+TRAIN_TEST_LIBS := $(TRAIN_LIB) $(COMMON_LIB)
+TRAIN_TEST_LDLIBS := $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+$(eval $(call unit_test,test_mlp,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+$(eval $(call unit_test,test_data,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+$(eval $(call unit_test,test_sampler,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+$(eval $(call unit_test,test_ckpt,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+TRAIN_TESTS := $(BUILD)/tests/test_mlp $(BUILD)/tests/test_data \
+	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt
+ifneq ($(wildcard trainer/dist.mk),)
+$(eval $(call unit_test,test_train_ddp,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_TEST_LDLIBS) $(CUDA_LIBS)))
+TRAIN_TESTS += $(BUILD)/tests/test_train_ddp
+endif
+
+.PHONY: trainer
+trainer: $(TRAIN_BIN) $(TRAIN_LIB) $(TRAIN_TESTS)
