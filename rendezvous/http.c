@@ -8,7 +8,10 @@
  * connection, so the close callback unlinks the poll and nothing is ever
  * sent to it.
  */
+#include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <sys/socket.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <openssl/crypto.h>
@@ -28,6 +31,7 @@ struct pending {
 	struct evhttp_request *req;
 	struct evhttp_connection *conn;
 	struct event *timer;
+	struct event *hangup; /* readability of the client's socket */
 	struct rdzv_poll poll;
 	enum rdzv_endpoint endpoint;
 	uint64_t start_ns;
@@ -47,6 +51,7 @@ static const char *reason_of(int status)
 	case 413: return "Payload Too Large";
 	case 429: return "Too Many Requests";
 	case 500: return "Internal Server Error";
+	case 499: return "Client Closed Request";
 	case 503: return "Service Unavailable";
 	}
 	return "Unknown";
@@ -104,6 +109,8 @@ static void unlink_pending(struct pending *p)
 	srv->npending--;
 	if (p->timer)
 		event_free(p->timer);
+	if (p->hangup)
+		event_free(p->hangup);
 	free(p);
 }
 
@@ -174,6 +181,38 @@ static void pending_close_cb(struct evhttp_connection *conn, void *arg)
 	server_schedule_tick(srv);
 }
 
+/*
+ * hangup_cb: the socket of a parked request became readable. libevent does
+ * not read from a connection while its request is being handled, so a
+ * client that gave up is only seen here: a peek reading end-of-file (or an
+ * error) means it closed, and the poll is answered at once (the write
+ * fails and libevent frees the connection) rather than holding the node's
+ * place until its deadline. Anything else (pipelined bytes, TLS records)
+ * is left to libevent and the watch stops.
+ */
+static void hangup_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct pending *p = arg;
+	struct rdzv_server *srv = p->srv;
+	struct rdzv_response resp;
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	(void)what;
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
+		if (n > 0)
+			event_del(p->hangup);
+		return;
+	}
+	log_debug("job=%s event=poll_abandoned node=%s", p->poll.job,
+		  p->poll.node_id[0] ? p->poll.node_id : "-");
+	rdzv_response_init(&resp);
+	resp.status = 499; /* nginx's "client closed request": never seen */
+	buf_append_str(&resp.body, "{\"error\":\"client went away\"}");
+	finish_pending(p, &resp);
+	rdzv_response_release(&resp);
+	http_after_event(srv);
+}
+
 static int park(struct rdzv_server *srv, struct evhttp_request *req,
 		const struct rdzv_response *resp, uint64_t start_ns)
 {
@@ -201,6 +240,17 @@ static int park(struct rdzv_server *srv, struct evhttp_request *req,
 		return -1;
 	}
 	evhttp_connection_set_closecb(p->conn, pending_close_cb, p);
+	{
+		struct bufferevent *bev =
+		    evhttp_connection_get_bufferevent(p->conn);
+		evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+		if (fd >= 0 && !srv->ssl_ctx) {
+			p->hangup = event_new(
+			    srv->base, fd, EV_READ | EV_PERSIST, hangup_cb, p);
+			if (p->hangup)
+				event_add(p->hangup, NULL);
+		}
+	}
 	p->next = srv->pending;
 	if (p->next)
 		p->next->prev = p;
