@@ -279,6 +279,14 @@ void workers_kill_strays(struct agent *a)
 	closedir(d);
 }
 
+static int all_reaped(const struct agent *a)
+{
+	for (int i = 0; i < a->n_workers; i++)
+		if (a->workers[i].pid > 0 && !a->workers[i].reaped)
+			return 0;
+	return 1;
+}
+
 /* workers_on_sigchld reaps every exited child. A reaped worker's group is
  * killed at once: what it left behind has no one to wait for it. */
 void workers_on_sigchld(struct agent *a)
@@ -301,7 +309,10 @@ void workers_on_sigchld(struct agent *a)
 			agent_worker_finished(a, w);
 		}
 	}
-	if (a->n_live == 0)
+	/* once every worker is reaped, what is left of the round are
+	 * descendants that escaped their group (setsid daemons) and were
+	 * handed to us; they may hold a worker's pipe open, so they go now */
+	if (all_reaped(a))
 		workers_kill_strays(a);
 }
 

@@ -85,6 +85,7 @@ check "stubborn: dlaunch exits after SIGTERM (grace 1s, then SIGKILL)" \
 check "stubborn: dlaunch exit status non-zero" test "${DL_RC:-0}" -ne 0
 check "stubborn: no process of the job left (grandchild, daemon, worker)" \
 	wait_for 5 no_marked_left
+sed 's/^/# stubborn: /' "$TEST_TMP/stub.out"
 
 # -- SIGTERM to dlaunch is forwarded to the workers
 mkdir -p "$TEST_TMP/trap"
