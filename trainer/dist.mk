@@ -23,3 +23,5 @@ $(eval $(call unit_test,test_dist,$(DIST_LIB) $(COMMON_LIB),$(CUDA_LIBS)))
 
 .PHONY: dist
 dist: $(DIST_LIB) $(BUILD)/tests/test_dist
+# The test checks the NCCL backend's absence (or presence) by this define.
+$(BUILD)/obj/tests/unit/test_dist.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))

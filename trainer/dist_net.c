@@ -722,7 +722,10 @@ static int join_master(struct dist *d, uint64_t deadline_ms,
 			d->rank, d->cfg.master_addr, d->cfg.master_port,
 			dl_strerror(rc),
 			rc == DL_ETIMEDOUT ? " (waiting for the other ranks)"
-					   : "");
+			: rc == DL_ECLOSED
+			    ? " (rank 0 gave up before the group formed; "
+			      "see its log)"
+			    : "");
 		return rc;
 	}
 	if (get_u32(buf) != NET_MAGIC || get_u32(buf + 4) != NET_VERSION) {

@@ -639,6 +639,427 @@ static void test_barrier(void **state)
 	}
 }
 
+/* ---- configuration and arguments (in this process, no sockets) ---- */
+
+static void clear_env(void)
+{
+	const char *vars[] = {"RANK",	     "WORLD_SIZE",
+			      "LOCAL_RANK",  "MASTER_ADDR",
+			      "MASTER_PORT", "DLAUNCH_DIST_TIMEOUT"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+static void test_config_from_env(void **state)
+{
+	struct dist_config cfg;
+	char err[256];
+	(void)state;
+	clear_env();
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.rank, 0);
+	assert_int_equal(cfg.world_size, 1);
+	assert_int_equal(cfg.backend, DIST_BACKEND_TCP);
+	assert_true(cfg.timeout_ms == 300000);
+
+	setenv("RANK", "1", 1);
+	setenv("WORLD_SIZE", "4", 1);
+	setenv("LOCAL_RANK", "3", 1);
+	setenv("MASTER_ADDR", "head.example", 1);
+	setenv("MASTER_PORT", "29500", 1);
+	setenv("DLAUNCH_DIST_TIMEOUT", "5s", 1);
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.rank, 1);
+	assert_int_equal(cfg.world_size, 4);
+	assert_int_equal(cfg.cuda_device, 3);
+	assert_string_equal(cfg.master_addr, "head.example");
+	assert_int_equal(cfg.master_port, 29500);
+	assert_true(cfg.timeout_ms == 5000);
+
+	setenv("RANK", "4", 1);
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)),
+			 DL_ERANGE);
+	assert_non_null(strstr(err, "RANK=4"));
+	setenv("RANK", "x1", 1);
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "RANK"));
+	setenv("RANK", "1", 1);
+	setenv("MASTER_PORT", "70000", 1);
+	assert_int_not_equal(dist_config_from_env(&cfg, err, sizeof(err)), 0);
+	assert_non_null(strstr(err, "MASTER_PORT"));
+	unsetenv("MASTER_PORT");
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "MASTER_PORT"));
+	setenv("MASTER_PORT", "29500", 1);
+	unsetenv("MASTER_ADDR");
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "MASTER_ADDR"));
+	setenv("MASTER_ADDR", "head.example", 1);
+	setenv("DLAUNCH_DIST_TIMEOUT", "soon", 1);
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "DLAUNCH_DIST_TIMEOUT"));
+	unsetenv("DLAUNCH_DIST_TIMEOUT");
+	unsetenv("WORLD_SIZE");
+	assert_int_equal(dist_config_from_env(&cfg, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "WORLD_SIZE"));
+	clear_env();
+}
+
+/* A world of one: every operation is local; bad arguments are refused. */
+static void test_world_one_and_bad_args(void **state)
+{
+	struct dist_config cfg = make_cfg(0, 0, 1, 1000);
+	struct dist *d = NULL;
+	struct dist_req *req = NULL;
+	char err[256];
+	float a[3] = {1, 2, 3}, b[3] = {0}, g[3] = {0};
+	(void)state;
+	assert_int_equal(dist_init(&cfg, &d, err, sizeof(err)), 0);
+	assert_int_equal(dist_rank(d), 0);
+	assert_int_equal(dist_world_size(d), 1);
+	assert_int_equal(dist_get_backend(d), DIST_BACKEND_TCP);
+	assert_int_equal(dist_all_reduce(d, a, b, 3, DIST_FLOAT32, DIST_AVG),
+			 0);
+	assert_memory_equal(a, b, sizeof(a));
+	assert_int_equal(dist_broadcast(d, a, 3, DIST_FLOAT32, 0), 0);
+	assert_int_equal(dist_reduce(d, a, g, 3, DIST_FLOAT32, DIST_MAX, 0), 0);
+	assert_memory_equal(a, g, sizeof(a));
+	memset(g, 0, sizeof(g));
+	assert_int_equal(dist_all_gather(d, a, g, 3, DIST_FLOAT32), 0);
+	assert_memory_equal(a, g, sizeof(a));
+	assert_int_equal(dist_barrier(d), 0);
+	assert_int_equal(
+	    dist_iall_reduce(d, a, 3, DIST_FLOAT32, DIST_SUM, &req), 0);
+	assert_int_equal(dist_wait(req), 0);
+	assert_int_equal(dist_all_reduce(d, a, b, 0, DIST_FLOAT32, DIST_SUM),
+			 0);
+
+	/* refused, nothing done */
+	assert_int_equal(dist_send(d, a, 3, DIST_FLOAT32, 0), DL_EINVAL);
+	assert_int_equal(dist_recv(d, a, 3, DIST_FLOAT32, 1), DL_EINVAL);
+	req = (struct dist_req *)&req;
+	assert_int_equal(dist_isend(d, a, 3, DIST_FLOAT32, -1, &req),
+			 DL_EINVAL);
+	assert_int_equal(dist_broadcast(d, a, 3, DIST_FLOAT32, 1), DL_EINVAL);
+	assert_int_equal(
+	    dist_all_reduce(d, a, b, 3, (enum dist_dtype)9, DIST_SUM),
+	    DL_EINVAL);
+	assert_int_equal(
+	    dist_all_reduce(d, a, b, 3, DIST_FLOAT32, (enum dist_op)7),
+	    DL_EINVAL);
+	assert_int_equal(dist_all_reduce(d, NULL, b, 3, DIST_FLOAT32, DIST_SUM),
+			 DL_EINVAL);
+	assert_int_equal(
+	    dist_all_reduce(d, a, b, SIZE_MAX / 2, DIST_FLOAT32, DIST_SUM),
+	    DL_ERANGE);
+	assert_int_equal(dist_wait(NULL), DL_EINVAL);
+	dist_free(d);
+	dist_free(NULL);
+
+	/* configurations that cannot form a group */
+	cfg = make_cfg(0, 0, 0, 1000);
+	assert_int_equal(dist_init(&cfg, &d, err, sizeof(err)), DL_ERANGE);
+	assert_null(d);
+	assert_non_null(strstr(err, "world size"));
+	cfg = make_cfg(1234, 2, 2, 1000);
+	assert_int_equal(dist_init(&cfg, &d, err, sizeof(err)), DL_ERANGE);
+	assert_non_null(strstr(err, "rank 2"));
+	cfg = make_cfg(0, 0, 2, 1000);
+	assert_int_equal(dist_init(&cfg, &d, err, sizeof(err)), DL_EINVAL);
+	assert_non_null(strstr(err, "port"));
+}
+
+/* The master port taken by someone else: a clear error at once. */
+static void test_master_port_busy(void **state)
+{
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	struct dist_config cfg = make_cfg(port, 0, 2, 5000);
+	struct dist *d = NULL;
+	char err[256];
+	(void)state;
+	uint64_t start = clock_now_ms();
+	assert_int_equal(dist_init(&cfg, &d, err, sizeof(err)), DL_ESYS);
+	assert_true(clock_now_ms() - start < 2000);
+	assert_non_null(strstr(err, "cannot listen"));
+	close(lfd);
+}
+
+static void test_nccl_backend(void **state)
+{
+	struct dist_config cfg = make_cfg(0, 0, 1, 1000);
+	struct dist *d = NULL;
+	char err[256] = "";
+	(void)state;
+	cfg.backend = DIST_BACKEND_NCCL;
+	int rc = dist_init(&cfg, &d, err, sizeof(err));
+#ifdef DLAUNCH_HAVE_CUDA
+	/* this build has NCCL; without a GPU the init fails cleanly */
+	if (rc == 0) {
+		assert_int_equal(dist_get_backend(d), DIST_BACKEND_NCCL);
+		dist_free(d);
+		return;
+	}
+	assert_true(err[0] != 0);
+#else
+	assert_int_equal(rc, DL_ENOTSUP);
+	assert_non_null(strstr(err, "nccl"));
+#endif
+	assert_null(d);
+}
+
+/* ---- failures across processes ---- */
+
+struct fail_shared {
+	int iters[MAX_WORLD];
+	int done;
+	int started;
+};
+
+static struct fail_shared *shared_new(void)
+{
+	void *p = mmap(NULL, sizeof(struct fail_shared), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0, sizeof(struct fail_shared));
+	return p;
+}
+
+/* wait_shared: polls *flag (set by another process) until it reaches
+ * value or the deadline passes; returns whether it did. */
+static int wait_shared(int *flag, int value, uint64_t timeout_ms)
+{
+	uint64_t deadline = clock_now_ms() + timeout_ms;
+	while (__atomic_load_n(flag, __ATOMIC_SEQ_CST) < value) {
+		if (clock_now_ms() > deadline)
+			return 0;
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
+/* Survivors of a peer killed mid-loop: all-reduce until it fails; the
+ * failure must come quickly and be ECLOSED or ETIMEDOUT, and sticky. */
+static int body_until_peer_dies(struct dist *d, void *arg)
+{
+	struct fail_shared *sh = arg;
+	size_t n = 256 << 10;
+	float *x = calloc(n, sizeof(float));
+	int rc = 0;
+	CHECK(x != NULL);
+	for (int i = 0; i < 5000; i++) {
+		uint64_t start = clock_now_ms();
+		rc = dist_all_reduce(d, x, x, n, DIST_FLOAT32, DIST_SUM);
+		if (rc != 0) {
+			CHECK(clock_now_ms() - start < 5000 + 2000);
+			break;
+		}
+		__atomic_store_n(&sh->iters[dist_rank(d)], i + 1,
+				 __ATOMIC_SEQ_CST);
+	}
+	free(x);
+	if (dist_rank(d) == 1)
+		return 0; /* not reached: killed */
+	CHECK(rc == DL_ECLOSED || rc == DL_ETIMEDOUT);
+	CHECK(dist_barrier(d) == rc);
+	return 0;
+}
+
+static void test_peer_dies(void **state)
+{
+	struct fail_shared *sh = shared_new();
+	struct body_call call = {body_until_peer_dies, sh};
+	pid_t pids[3];
+	int codes[3];
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	(void)state;
+	for (int r = 0; r < 3; r++) {
+		struct dist_config cfg = make_cfg(port, r, 3, 5000);
+		pids[r] = spawn(&cfg, lfd, run_body, &call);
+	}
+	close(lfd);
+	assert_true(wait_shared(&sh->iters[1], 5, 30000));
+	kill(pids[1], SIGKILL);
+	reap(pids, 3, codes, clock_now_ms() + 30000);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 200 + SIGKILL);
+	assert_int_equal(codes[2], 0);
+	munmap(sh, sizeof(*sh));
+}
+
+/* A peer that stays connected but never takes part: DL_ETIMEDOUT after
+ * the group's timeout, not a hang. */
+static int body_silent_peer(struct dist *d, void *arg)
+{
+	struct fail_shared *sh = arg;
+	float x[1000] = {0};
+	if (dist_rank(d) == 1) {
+		/* hold the connections open until rank 0 has given up */
+		CHECK(wait_shared(&sh->done, 1, 30000));
+		return 0;
+	}
+	uint64_t start = clock_now_ms();
+	int rc = dist_all_reduce(d, x, x, 1000, DIST_FLOAT32, DIST_SUM);
+	uint64_t took = clock_now_ms() - start;
+	__atomic_store_n(&sh->done, 1, __ATOMIC_SEQ_CST);
+	CHECK(rc == DL_ETIMEDOUT);
+	CHECK(took >= 900 && took < 5000);
+	CHECK(dist_broadcast(d, x, 10, DIST_FLOAT32, 0) == DL_ETIMEDOUT);
+	return 0;
+}
+
+static void test_peer_silent(void **state)
+{
+	struct fail_shared *sh = shared_new();
+	(void)state;
+	run_group(2, 1000, body_silent_peer, sh);
+	munmap(sh, sizeof(*sh));
+}
+
+/* init that must fail: exits 0 when dist_init returned want (and, for
+ * rank 0, its message names the missing rank). */
+struct init_expect {
+	int want;
+	const char *needle;
+	uint64_t min_ms, max_ms;
+};
+
+static int rank_init_fails(const struct dist_config *cfg, int listen_fd,
+			   void *arg)
+{
+	struct init_expect *ex = arg;
+	struct dist *d = NULL;
+	char err[512] = "";
+	uint64_t start = clock_now_ms();
+	int rc = dist_init_listener(cfg, listen_fd, &d, err, sizeof(err));
+	uint64_t took = clock_now_ms() - start;
+	fprintf(stderr, "rank %d: init: %s: %s\n", cfg->rank, dl_strerror(rc),
+		err);
+	dist_free(d);
+	/* a rank waiting on rank 0 may instead see rank 0 give up first */
+	CHECK(rc == ex->want ||
+	      (cfg->rank != 0 && ex->want == DL_ETIMEDOUT && rc == DL_ECLOSED));
+	CHECK(took >= ex->min_ms && took <= ex->max_ms);
+	CHECK(cfg->rank != 0 || ex->needle == NULL ||
+	      strstr(err, ex->needle) != NULL);
+	return 0;
+}
+
+static void test_rank_never_arrives(void **state)
+{
+	struct init_expect ex = {DL_ETIMEDOUT, "rank 2", 900, 5000};
+	pid_t pids[2];
+	int codes[2];
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	(void)state;
+	for (int r = 0; r < 2; r++) {
+		struct dist_config cfg = make_cfg(port, r, 3, 1000);
+		pids[r] = spawn(&cfg, lfd, rank_init_fails, &ex);
+	}
+	close(lfd);
+	reap(pids, 2, codes, clock_now_ms() + 30000);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 0);
+}
+
+static int body_one_all_reduce(struct dist *d, void *arg)
+{
+	int64_t x[5];
+	(void)arg;
+	fill_input(DIST_INT64, x, 5, dist_rank(d), 77);
+	CHECK_RC(dist_all_reduce(d, x, x, 5, DIST_INT64, DIST_SUM));
+	for (size_t i = 0; i < 5; i++)
+		CHECK(expected_ok(DIST_INT64, DIST_SUM, dist_world_size(d), x,
+				  i, 77));
+	return 0;
+}
+
+static int connect_loopback(uint16_t port)
+{
+	struct sockaddr_in sin = {0};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons(port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+/* Strangers on the bootstrap port (an HTTP request, a silent connection,
+ * a short one) and a rank of another world size are turned away; the
+ * real group still forms. */
+static void test_bootstrap_strangers(void **state)
+{
+	const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+			    "0123456789012345678901234567890123456789";
+	struct body_call call = {body_one_all_reduce, NULL};
+	struct init_expect ex = {DL_ECONFLICT, NULL, 0, 10000};
+	pid_t pids[2], impostor;
+	int codes[2], code;
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	(void)state;
+	int c1 = connect_loopback(port), c2 = connect_loopback(port);
+	int c3 = connect_loopback(port);
+	assert_int_equal(write(c1, http, sizeof(http) - 1),
+			 (ssize_t)sizeof(http) - 1);
+	assert_int_equal(write(c3, "DLDI", 4), 4);
+	close(c3);
+	struct dist_config cfg = make_cfg(port, 0, 2, 10000);
+	pids[0] = spawn(&cfg, lfd, run_body, &call);
+	cfg = make_cfg(port, 1, 3, 10000);
+	impostor = spawn(&cfg, lfd, rank_init_fails, &ex);
+	reap(&impostor, 1, &code, clock_now_ms() + 30000);
+	assert_int_equal(code, 0);
+	cfg = make_cfg(port, 1, 2, 10000);
+	pids[1] = spawn(&cfg, lfd, run_body, &call);
+	close(lfd);
+	reap(pids, 2, codes, clock_now_ms() + 30000);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 0);
+	close(c1);
+	close(c2);
+}
+
+/* Rank 0 starting after the others: they retry until it listens. */
+static int rank_late_master(const struct dist_config *cfg, int listen_fd,
+			    void *arg)
+{
+	struct fail_shared *sh = arg;
+	struct body_call call = {body_one_all_reduce, NULL};
+	if (cfg->rank == 1)
+		__atomic_store_n(&sh->started, 1, __ATOMIC_SEQ_CST);
+	return run_body(cfg, listen_fd, &call);
+}
+
+static void test_master_starts_late(void **state)
+{
+	struct fail_shared *sh = shared_new();
+	pid_t pids[2];
+	int codes[2];
+	uint16_t port;
+	(void)state;
+	close(listen_loopback(&port)); /* a port that was free just now */
+	struct dist_config cfg = make_cfg(port, 1, 2, 20000);
+	pids[1] = spawn(&cfg, -1, rank_late_master, sh);
+	assert_true(wait_shared(&sh->started, 1, 10000));
+	cfg = make_cfg(port, 0, 2, 20000);
+	pids[0] = spawn(&cfg, -1, rank_late_master, sh);
+	reap(pids, 2, codes, clock_now_ms() + 40000);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 0);
+	munmap(sh, sizeof(*sh));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -651,6 +1072,15 @@ int main(void)
 	    cmocka_unit_test(test_send_recv),
 	    cmocka_unit_test(test_async),
 	    cmocka_unit_test(test_barrier),
+	    cmocka_unit_test(test_config_from_env),
+	    cmocka_unit_test(test_world_one_and_bad_args),
+	    cmocka_unit_test(test_master_port_busy),
+	    cmocka_unit_test(test_nccl_backend),
+	    cmocka_unit_test(test_peer_dies),
+	    cmocka_unit_test(test_peer_silent),
+	    cmocka_unit_test(test_rank_never_arrives),
+	    cmocka_unit_test(test_bootstrap_strangers),
+	    cmocka_unit_test(test_master_starts_late),
 	};
 	log_init("test_dist");
 	return cmocka_run_group_tests(tests, NULL, NULL);
