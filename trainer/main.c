@@ -11,6 +11,7 @@
  */
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ struct options {
 	uint64_t max_steps; /* 0: no limit */
 	uint32_t global_batch;
 	double lr, momentum, weight_decay;
+	int cosine; /* learning rate schedule: cosine decay to 0, or constant */
 	uint64_t seed;
 	const char *checkpoint_dir; /* NULL: no checkpoints */
 	uint64_t checkpoint_every;  /* steps; 0: only at exit */
@@ -203,6 +205,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	o->lr = 0.05;
 	o->momentum = 0.9;
 	o->weight_decay = 5e-4;
+	o->cosine = 1;
 	o->seed = 42;
 	o->checkpoint_every = 200;
 	o->keep_checkpoints = CKPT_KEEP_DEFAULT;
@@ -240,6 +243,19 @@ static int parse_args(int argc, char **argv, struct options *o)
 			if (opt_double("weight-decay", optarg, 0, 1,
 				       &o->weight_decay))
 				return -1;
+			break;
+		case 'R':
+			if (strcmp(optarg, "cosine") == 0)
+				o->cosine = 1;
+			else if (strcmp(optarg, "constant") == 0)
+				o->cosine = 0;
+			else {
+				fprintf(stderr,
+					"dlaunch-train: --lr-schedule '%s' is "
+					"not cosine or constant\n",
+					optarg);
+				return -1;
+			}
 			break;
 		case 's':
 			if (opt_u64("seed", optarg, 0, UINT64_MAX, &o->seed))
@@ -633,6 +649,18 @@ static void crash_hook(const struct run *r)
 	}
 }
 
+/* lr_at: the learning rate of the step after `step` steps; a function of
+ * the step alone, so a resumed run continues the same schedule. */
+static float lr_at(const struct options *o, uint64_t step, uint64_t total)
+{
+	const double pi = 3.14159265358979323846;
+
+	if (!o->cosine || total == 0)
+		return (float)o->lr;
+	return (float)(o->lr * 0.5 *
+		       (1.0 + cos(pi * (double)step / (double)total)));
+}
+
 static void fmt_eta(double secs, char *out, size_t size)
 {
 	unsigned long s = secs > 0 ? (unsigned long)(secs + 0.5) : 0;
@@ -649,6 +677,8 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 	size_t steps_per_epoch =
 	    train_sampler_steps(r->train.n, o->global_batch);
 	uint64_t total_steps = steps_per_epoch * o->epochs;
+	uint64_t schedule_steps = total_steps; /* --max-steps does not stretch
+						* or cut the schedule */
 	uint64_t start_step = r->step, window_start = clock_now_ns();
 	uint64_t window_steps = 0, t_train_ns = 0;
 	double window[2] = {0, 0}; /* loss sum, samples */
@@ -662,7 +692,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		size_t local_n, global_n;
 		double stats[2] = {0, 0};
 		uint64_t t0 = clock_now_ns();
-		float lr = (float)o->lr;
+		float lr = lr_at(o, r->step, schedule_steps);
 
 		if (stop_signal)
 			break;
