@@ -43,7 +43,7 @@ end_case() {
 	check_eq "$what: the remaining agents exit 0" "$want" "$rcs"
 	check_eq "$what: job state" SUCCEEDED "$(job_field "$job" .state)"
 	check_case "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 }
 
 # ---- agent kill -9 ---------------------------------------------------------

@@ -16,6 +16,8 @@ hostile() {
 		case "$line" in
 		"ok - "*) ok "$prefix: ${line#ok - }" ;;
 		"not ok - "*) not_ok "$prefix: ${line#not ok - }" ;;
+		"exit 0") ;;
+		"exit "*) not_ok "$prefix: rdzv_hostile.py ended with status ${line#exit } (see the log)" ;;
 		*) echo "# $line" ;;
 		esac
 	done < <(timeout -k 5 150 "$PY" "$FAULTS_DIR/rdzv_hostile.py" "$@" 2>&1;
@@ -35,9 +37,18 @@ if start_rdzv; then
 	server_survives "slow clients"
 	hostile "concurrent joins" joins 127.0.0.1 "$RDZV_PORT" 100
 	server_survives "concurrent joins"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 else
 	not_ok "hostile input: dlaunch-rdzv did not start"
+fi
+
+# ---- idle clients are cut off ---------------------------------------------
+if start_rdzv --idle-timeout 2s; then
+	hostile "idle timeout" idle 127.0.0.1 "$RDZV_PORT" 2
+	server_survives "idle timeout"
+	stop_rdzv
+else
+	not_ok "idle timeout: dlaunch-rdzv --idle-timeout did not start"
 fi
 
 # ---- token ------------------------------------------------------------------
@@ -47,7 +58,7 @@ chmod 600 "$TEST_TMP/token"
 if start_rdzv --token-file "$TEST_TMP/token"; then
 	hostile "token" auth 127.0.0.1 "$RDZV_PORT" "$token"
 	server_survives "token"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 else
 	not_ok "token: dlaunch-rdzv --token-file did not start"
 fi
@@ -59,7 +70,7 @@ if openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost \
 	if start_rdzv --tls-cert "$TEST_TMP/cert.pem" --tls-key "$TEST_TMP/key.pem"; then
 		hostile "tls" plain-to-tls 127.0.0.1 "$RDZV_PORT" "$TEST_TMP/cert.pem"
 		server_survives "tls"
-		kill_tree "$RDZV_PID"
+		stop_rdzv
 	else
 		not_ok "tls: dlaunch-rdzv --tls-cert/--tls-key did not start"
 	fi

@@ -49,7 +49,7 @@ if start_rdzv; then
 		not_ok "$what: the job did not start"
 	fi
 	check_case "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 else
 	not_ok "$what: dlaunch-rdzv did not start"
 fi
@@ -81,7 +81,7 @@ if start_rdzv; then
 		not_ok "$what: the job did not start"
 	fi
 	check_case "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 else
 	not_ok "$what: dlaunch-rdzv did not start"
 fi
@@ -101,7 +101,7 @@ if start_rdzv; then
 		not_ok "$what: the agent still waits 20 s later (join timeout 3 s)"
 	fi
 	check_no_strays "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 else
 	not_ok "$what: dlaunch-rdzv did not start"
 fi

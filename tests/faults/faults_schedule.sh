@@ -73,7 +73,7 @@ start_agent_logged() {
 	local log=$TEST_TMP/agent.$name.${STARTS[$name]}.log
 	# shellcheck disable=SC2046
 	spawn_bg "$log" env DLAUNCH_TEST_MARK="$MARK" FAULT_DIR="$TEST_TMP" \
-		FAULT_NODE="$name" $(agent_cmd)
+		FAULT_NODE="$name" DLAUNCH_NODE_ID="$name" $(agent_cmd)
 	AGENT_PID[$name]=$LAST_PID
 	unset "AGENT_RC[$name]"
 }

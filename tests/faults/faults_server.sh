@@ -79,7 +79,7 @@ if start_rdzv --state-dir "$state"; then
 		show_log "$RDZV_LOG"
 	fi
 	check_case "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 else
 	not_ok "$what: dlaunch-rdzv --state-dir did not start"
 fi
@@ -124,7 +124,7 @@ journal_case() { # WHAT DAMAGE J2_STATE_AFTER
 		if start_rdzv --state-dir "$dir"; then
 			check_eq "$what: a job journaled after the repair survives the next restart" \
 				"SUCCEEDED SUCCEEDED" "$(job_field j1 .state) $(job_field j3 .state)"
-			kill_tree "$RDZV_PID"
+			stop_rdzv
 		else
 			not_ok "$what: the server does not start after the repair"
 		fi

@@ -45,7 +45,7 @@ finish_pair() {
 	fi
 	check_eq "$what: job state" SUCCEEDED "$(job_field "$job" .state)"
 	check_case "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 	AGENT_RC=()
 }
 
@@ -148,7 +148,7 @@ if start_rdzv; then
 		show_log "$TEST_TMP/agent.A.log"
 	fi
 	check_case "$what"
-	kill_tree "$RDZV_PID"
+	stop_rdzv
 	AGENT_RC=()
 else
 	not_ok "$what: dlaunch-rdzv did not start"

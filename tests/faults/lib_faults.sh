@@ -130,7 +130,8 @@ job_running_with() { job_state_is "$1" RUNNING && job_members_are "$1" "$2"; }
 
 # start_agent NAME [--ns I] CMD...: start CMD (`"$BIN/dlaunch" ARGS`, or
 # `env VAR=VALUE... "$BIN/dlaunch" ARGS`) as agent NAME with the case's mark
-# and FAULT_DIR/FAULT_NODE for the workers; AGENT_PID[NAME] is its pid, its
+# and FAULT_DIR/FAULT_NODE for the workers (DLAUNCH_NODE_ID=NAME too, so the
+# server's members and failures carry the test's names); AGENT_PID[NAME] is its pid, its
 # output goes to $TEST_TMP/agent.NAME.log
 start_agent() {
 	local name=$1 ns=
@@ -142,10 +143,12 @@ start_agent() {
 	local log=$TEST_TMP/agent.$name.log
 	if [ -n "$ns" ]; then
 		netns_spawn "$ns" "$log" env DLAUNCH_TEST_MARK="$MARK" \
-			FAULT_DIR="$TEST_TMP" FAULT_NODE="$name" "$@"
+			FAULT_DIR="$TEST_TMP" FAULT_NODE="$name" \
+			DLAUNCH_NODE_ID="$name" "$@"
 	else
 		spawn_bg "$log" env DLAUNCH_TEST_MARK="$MARK" \
-			FAULT_DIR="$TEST_TMP" FAULT_NODE="$name" "$@"
+			FAULT_DIR="$TEST_TMP" FAULT_NODE="$name" \
+			DLAUNCH_NODE_ID="$name" "$@"
 	fi
 	AGENT_PID[$name]=$LAST_PID
 	unset "AGENT_RC[$name]"
@@ -202,7 +205,7 @@ RDZV_ARGS=()
 # (the worker command follows them)
 agent_args() {
 	local job=$1 nnodes=$2 nproc=$3 conf=${4:-$HB_CONF}
-	echo "--nnodes=$nnodes --nproc-per-node=$nproc" \
+	echo "--nnodes=$nnodes --nproc-per-node=$nproc --rdzv-backend=c10d" \
 		"--rdzv-endpoint=$RDZV_HOST:$RDZV_PORT --rdzv-id=$job" \
 		"--rdzv-conf=$conf --max-restarts=${MAX_RESTARTS:-3}"
 }
@@ -220,5 +223,14 @@ job_running_after() {
 pids_dead() {
 	local p
 	for p in "$@"; do alive "$p" && return 1; done
+	return 0
+}
+
+# stop_rdzv: stop the server (SIGTERM, then SIGKILL after 5 s) and reap it
+stop_rdzv() {
+	[ -n "$RDZV_PID" ] || return 0
+	kill -TERM "$RDZV_PID" 2>/dev/null
+	wait_for 5 bash -c "! kill -0 $RDZV_PID" || kill_tree "$RDZV_PID"
+	{ wait "$RDZV_PID"; } 2>/dev/null
 	return 0
 }

@@ -9,6 +9,7 @@ faults_http.sh, which passes them on. Standard library only.
   rdzv_hostile.py auth HOST PORT TOKEN      missing / wrong / right token
   rdzv_hostile.py slow HOST PORT [TOKEN]    slow clients hold connections
                                             while others are served
+  rdzv_hostile.py idle HOST PORT SECONDS    a silent client is cut off
   rdzv_hostile.py joins HOST PORT N [TOKEN] N concurrent joins of one job
   rdzv_hostile.py plain-to-tls HOST PORT CA plaintext to the TLS port, then
                                             HTTPS still works
@@ -95,9 +96,15 @@ def request(host, port, method, path, body=None, token=None, headers=None,
     if isinstance(body, str):
         body = body.encode()
     try:
-        c.request(method, path, body=body, headers=h)
-        r = c.getresponse()
-        data = r.read()
+        try:
+            c.request(method, path, body=body, headers=h)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # answered and closed before the whole body was sent
+        try:
+            r = c.getresponse()
+            data = r.read()
+        except (http.client.HTTPException, OSError) as e:
+            return None, f"no answer: {e}"
         try:
             return r.status, json.loads(data)
         except ValueError:
@@ -324,6 +331,25 @@ def cmd_slow(host, port, token):
     check("after the slow clients: server still healthy", healthy(host, port))
 
 
+def cmd_idle(host, port, limit_s):
+    """A client that sends half a request and then nothing must be cut off
+    by the server's --idle-timeout (limit_s) without hurting others."""
+    t0 = time.monotonic()
+    s = socket.create_connection((host, port), timeout=limit_s + 5)
+    s.sendall(b"POST /v1/jobs/idle/join HTTP/1.1\r\nHost: x\r\nContent-")
+    closed = False
+    try:
+        s.recv(1024)  # EOF or an error answer: either way it was cut off
+        closed = True
+    except (ConnectionResetError, socket.timeout):
+        closed = False
+    took = time.monotonic() - t0
+    s.close()
+    check(f"a client silent mid-request is disconnected after the idle "
+          f"timeout ({took:.1f} s, limit {limit_s} s)",
+          closed and took < limit_s + 4, "still open")
+
+
 def cmd_joins(host, port, n, token):
     results = [None] * n
     start = threading.Barrier(n)
@@ -403,6 +429,8 @@ def main():
         cmd_auth(host, port, a[3])
     elif cmd == "slow":
         cmd_slow(host, port, a[3] if len(a) > 3 else None)
+    elif cmd == "idle":
+        cmd_idle(host, port, float(a[3]))
     elif cmd == "joins":
         cmd_joins(host, port, int(a[3]), a[4] if len(a) > 4 else None)
     elif cmd == "plain-to-tls":
