@@ -686,8 +686,8 @@ static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
 			return;
 		}
 		if (api->journal)
-			rdzv_journal_kv(api->journal, job, key, req->body,
-					req->body_len);
+			rdzv_journal_kv(api->journal, api->st, job, key,
+					req->body, req->body_len);
 		reply_json(resp, 200, json_object());
 		return;
 	}

@@ -333,12 +333,15 @@ int rdzv_journal_job(struct rdzv_journal *jr, const struct rdzv_state *st,
 	return rc;
 }
 
-int rdzv_journal_kv(struct rdzv_journal *jr, const char *job, const char *key,
-		    const void *data, size_t len)
+int rdzv_journal_kv(struct rdzv_journal *jr, const struct rdzv_state *st,
+		    const char *job, const char *key, const void *data,
+		    size_t len)
 {
 	json_t *v = kv_payload(job, key, data, len);
 	int rc = append(jr, v);
 	json_decref(v);
+	if (!rc && jr->bytes > compact_threshold(jr))
+		compact(jr, st);
 	return rc;
 }
 

@@ -35,9 +35,10 @@ void rdzv_journal_close(struct rdzv_journal *jr); /* NULL is allowed */
  * no longer has it) and fsyncs; may compact afterwards. */
 int rdzv_journal_job(struct rdzv_journal *jr, const struct rdzv_state *st,
 		     const char *job);
-/* rdzv_journal_kv appends a KV put and fsyncs. */
-int rdzv_journal_kv(struct rdzv_journal *jr, const char *job, const char *key,
-		    const void *data, size_t len);
+/* rdzv_journal_kv appends a KV put and fsyncs; may compact afterwards. */
+int rdzv_journal_kv(struct rdzv_journal *jr, const struct rdzv_state *st,
+		    const char *job, const char *key, const void *data,
+		    size_t len);
 
 /* Counters for /metrics. */
 uint64_t rdzv_journal_bytes(const struct rdzv_journal *jr);
