@@ -194,7 +194,6 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (o.standalone) {
-#ifdef DLAUNCH_HAVE_RDZV_SERVER
 		struct rdzv_server_config scfg;
 		unsigned char rnd[6];
 		rdzv_server_config_init(&scfg);
@@ -218,12 +217,6 @@ int main(int argc, char **argv)
 		cfg.run_id = run_id;
 		cfg.local_addr = o.local_addr ? o.local_addr : "127.0.0.1";
 		cfg.last_call_timeout_ms = 0;
-#else
-		log_error("--standalone needs the embedded rendezvous server, "
-			  "which this build lacks (rendezvous/ not built)");
-		status = 2;
-		goto out;
-#endif
 	} else if (o.rdzv_endpoint) {
 		cfg.mode = AGENT_MODE_RDZV;
 		cfg.endpoint = o.rdzv_endpoint;
@@ -237,13 +230,7 @@ int main(int argc, char **argv)
 	status = agent_exit_status(agent);
 out:
 	agent_free(agent);
-#ifdef DLAUNCH_HAVE_RDZV_SERVER
 	rdzv_server_free(srv);
-#else
-	(void)srv;
-	(void)run_id;
-	(void)endpoint;
-#endif
 	if (base)
 		event_base_free(base);
 	free(wargv);

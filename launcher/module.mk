@@ -3,14 +3,9 @@ LAUNCHER_SRCS := $(wildcard launcher/*.c)
 OBJS += $(call objs,$(LAUNCHER_SRCS))
 BINS += $(BUILD)/bin/dlaunch
 
-# --standalone embeds the rendezvous server once rendezvous/ provides it
-ifneq ($(shell grep -l 'rdzv_server_new' rendezvous/*.c 2>/dev/null),)
-LAUNCHER_RDZV := $(RDZV_LIB)
-$(call objs,launcher/main.c): CPPFLAGS += -DDLAUNCH_HAVE_RDZV_SERVER=1
-endif
-
+# --standalone embeds the rendezvous server (librdzv.a)
 $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
-		$(LAUNCHER_RDZV) $(COMMON_LIB)
+		$(RDZV_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
 		$(SSL_LIBS) -lm
