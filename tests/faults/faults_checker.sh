@@ -1,0 +1,58 @@
+#!/bin/bash
+# faults_checker.sh - the checker checks: every other case trusts
+# lib_check.sh to fail when a process is left, a rank is held twice or the
+# server's members overlap, so here it is shown each of those and must say
+# so (and stay quiet on clean input). No dlaunch binary is needed.
+source "$(dirname "$0")/lib_faults.sh"
+
+# a stray: a marked process the "job" left behind
+spawn_bg "$TEST_TMP/stray.log" env DLAUNCH_TEST_MARK="$MARK" sleep 1000
+stray=$LAST_PID
+wait_for 5 bash -c "grep -qzx 'DLAUNCH_TEST_MARK=$MARK' /proc/$stray/environ"
+found=$(stray_pids)
+check_eq "checker: finds a marked process left behind" "$stray" "$found"
+out=$(check_no_strays "inner" 1)
+check "checker: check_no_strays reports it as not ok" \
+	bash -c "grep -q '^not ok - inner: processes of the job left behind: $stray' <<<'$out'"
+check "checker: and kills it" wait_for 5 pids_dead "$stray"
+check "checker: an unmarked process is not counted" bash -c "! grep -qw $$ <<<'$(marked_pids)'"
+
+# worker records
+printf '%s\n' "1 0 100 A 0 4 0 h:1" "1 1 101 A 1 4 0 h:1" "1 2 102 B 0 4 0 h:1" \
+	"1 3 103 B 1 4 0 h:1" "2 0 104 A 0 2 1 h:2" "2 1 105 C 0 2 1 h:2" \
+	>"$TEST_TMP/ranks.log"
+check_eq "checker: clean records give no problem" "" "$(ranks_problems)"
+echo "2 1 106 B 0 2 1 h:2" >>"$TEST_TMP/ranks.log"
+check "checker: a rank held twice in a round is found" \
+	bash -c "grep -q 'round 2 rank 1 held twice (pids 105 and 106)' <<<'$(ranks_problems)'"
+echo "3 5 107 B 0 4 2 h:3" >>"$TEST_TMP/ranks.log"
+check "checker: a rank outside the world size is found" \
+	bash -c "grep -q 'round 3 rank 5 outside world size 4' <<<'$(ranks_problems)'"
+echo "3 1 108 A 0 4 3 h:3" >>"$TEST_TMP/ranks.log"
+check "checker: two restart counts in one round are found" \
+	bash -c "grep -q 'round 3 has restart counts 2 and 3' <<<'$(ranks_problems)'"
+echo "none none 109 A 0 none none none:none" >>"$TEST_TMP/ranks.log"
+check "checker: a worker without RANK is found" \
+	bash -c "grep -q 'worker pid 109 has no' <<<'$(ranks_problems)'"
+rm -f "$TEST_TMP/ranks.log"
+
+# the server's members
+good='{"world_size": 5, "members": [
+ {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0},
+ {"node_id": "B", "node_rank": 1, "nproc": 3, "rank_offset": 2}]}'
+check_eq "checker: consistent members give no problem" "" "$(echo "$good" | members_problems)"
+bad='{"world_size": 5, "members": [
+ {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0},
+ {"node_id": "B", "node_rank": 1, "nproc": 3, "rank_offset": 1}]}'
+check "checker: overlapping rank ranges are found" \
+	bash -c "grep -q 'node B has rank_offset 1, expected 2' <<<'$(echo "$bad" | members_problems)'"
+bad='{"world_size": 4, "members": [
+ {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0},
+ {"node_id": "B", "node_rank": 0, "nproc": 2, "rank_offset": 2}]}'
+check "checker: a node rank given twice is found" \
+	bash -c "grep -q 'node ranks are not 0..1' <<<'$(echo "$bad" | members_problems)'"
+bad='{"world_size": 9, "members": [
+ {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0}]}'
+check "checker: a wrong world size is found" \
+	bash -c "grep -q 'world_size 9 but members hold 2' <<<'$(echo "$bad" | members_problems)'"
+finish
