@@ -5,7 +5,7 @@ file, so that two launchers can be compared variable for variable.
     torchrun --standalone --nproc_per_node 2 contrib/pytorch/dump_env.py OUTDIR
 
 Each worker writes OUTDIR/env.<RANK>.json (the whole environment, plus the
-worker's argv, pid and whether TORCHELASTIC_ERROR_FILE's folder exists) and prints
+worker's argv, pid, working directory and whether TORCHELASTIC_ERROR_FILE's folder exists) and prints
 "dump_env ok rank=R file=PATH". It does not need torch, and exits 1 with
 "dump_env FAILED ..." when RANK is missing or the file cannot be written.
 """
@@ -29,6 +29,7 @@ def main():
         "env": dict(os.environ),
         "argv": sys.argv,
         "pid": os.getpid(),
+        "cwd": os.getcwd(),
         # the launcher reads this file after a failure: its folder must exist
         # (or be creatable) while the worker runs
         "error_file_dir_exists": bool(error_file)

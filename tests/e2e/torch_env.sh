@@ -51,7 +51,7 @@ dumped() {
 
 # ---- 1. one node, two workers; a stale RANK in the launcher's environment
 #         must be replaced, OMP_NUM_THREADS defaults to 1 ----
-stale=(env RANK=99 LOCAL_RANK=7 -u OMP_NUM_THREADS -u NCCL_ASYNC_ERROR_HANDLING)
+stale=(env -u OMP_NUM_THREADS -u NCCL_ASYNC_ERROR_HANDLING RANK=99 LOCAL_RANK=7)
 "${stale[@]}" "$TORCH_PY" -c 'import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], "w"))' \
 	"$TEST_TMP/parent.json"
 port=$(free_port)

@@ -43,8 +43,12 @@ run_job "$log" 90 "$DLAUNCH" --standalone --nproc-per-node 2 --max-restarts 0 \
 check_eq "elastic without restarts: dlaunch exits 1" 1 "$JOB_RC"
 check "elastic without restarts: no second attempt" \
 	test "$(count "$log" 'restart_count=1')" = 0
-check "elastic without restarts: the report names rank 1 and exit code 3" \
-	grep -Eiq 'rank[ =:]*1.*(exit ?code|exit status|exited)[ =:]*3|(exit ?code|exit status)[ =:]*3.*rank[ =:]*1' "$log"
+# root_cause LOG: the root-cause block of dlaunch's failure report
+root_cause() { sed -n '/root cause/,/^=====/p' "$1"; }
+check "elastic without restarts: the root-cause report names rank 1" \
+	grep -Eq '^ *rank *: *1( |$)' <(root_cause "$log")
+check "elastic without restarts: the root-cause report names exit code 3" \
+	grep -Eq '^ *exit ?code *: *3( |$)' <(root_cause "$log")
 
 # ---- two agents on loopback against dlaunch-rdzv ----
 rdzv_start "$TEST_TMP/rdzv.log" || finish

@@ -39,6 +39,8 @@ EXCLUDED = {
                                "checked: absolute, different for every rank, and "
                                "its folder exists while the worker runs",
     "_": "set by the shell that started the launcher, not by the launcher",
+    "PWD": "set by the shell that started the launcher, in a folder of its "
+           "own for each run; checked: the worker's working directory",
 }
 # Only when no --rdzv-id is given (standalone): both generate a random one.
 RUN_ID_NOTE = ("without --rdzv-id each launcher makes up a random run id; "
@@ -165,6 +167,11 @@ def main():
             if not envs[r].get("error_file_dir_exists"):
                 problems.append(f"CHECK {launcher} rank={r} TORCHELASTIC_ERROR_FILE "
                                 f"folder did not exist while the worker ran")
+        for r in range(args.world):
+            pwd = envs[r]["env"].get("PWD")
+            if pwd is not None and os.path.realpath(pwd) != os.path.realpath(envs[r]["cwd"]):
+                problems.append(f"CHECK {launcher} rank={r} PWD {pwd!r} is not the "
+                                f"working directory {envs[r]['cwd']!r}")
         ids = values("TORCHELASTIC_RUN_ID")
         if len(set(ids)) != 1 or not ids[0]:
             problems.append(f"CHECK {launcher} TORCHELASTIC_RUN_ID: {ids}")
