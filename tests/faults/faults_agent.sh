@@ -10,7 +10,7 @@ faults_require dlaunch-rdzv dlaunch
 # start_three JOB CONF: server + agents A, B, C; waits for a round of three
 start_three() {
 	local job=$1 conf=$2 n
-	rm -f "$TEST_TMP"/ranks.log "$TEST_TMP"/pid.* "$TEST_TMP"/done
+	new_case
 	start_rdzv || return 1
 	for n in A B C; do
 		# shellcheck disable=SC2046

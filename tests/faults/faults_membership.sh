@@ -19,7 +19,7 @@ start_agents() { # JOB NNODES CONF NAME...
 
 # ---- node joining mid-run -------------------------------------------------
 what="node joining mid-run"
-rm -f "$TEST_TMP"/ranks.log
+new_case
 if start_rdzv; then
 	start_agents grow 2:3 "$HB_CONF" A B
 	if wait_for 30 job_running_with grow 2 &&
@@ -56,7 +56,7 @@ fi
 
 # ---- fewer than min nodes left ----------------------------------------------
 what="fewer than min nodes left"
-rm -f "$TEST_TMP"/ranks.log
+new_case
 conf=$HB_CONF,join_timeout=4
 if start_rdzv; then
 	start_agents few 2 "$conf" A B
@@ -88,6 +88,7 @@ fi
 
 # ---- fewer than min nodes from the start --------------------------------------
 what="fewer than min nodes from the start"
+new_case
 if start_rdzv; then
 	start_agents lonely 2 "$HB_CONF,join_timeout=3" A
 	t0=$SECONDS

@@ -21,7 +21,7 @@ RDZV_ARGS=()
 
 # ---- server kill -9 and restart during a running job ------------------------
 what="server kill -9 and restart"
-rm -f "$TEST_TMP"/ranks.log
+new_case
 if start_rdzv --state-dir "$state"; then
 	port=$RDZV_PORT
 	for n in A B; do

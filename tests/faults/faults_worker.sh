@@ -14,8 +14,7 @@ faults_require dlaunch-rdzv dlaunch
 start_pair() {
 	local job=$1
 	shift
-	rm -f "$TEST_TMP"/ranks.log "$TEST_TMP"/pid.* "$TEST_TMP"/done \
-		"$TEST_TMP"/grandchildren
+	new_case
 	start_rdzv || return 1
 	# shellcheck disable=SC2046
 	start_agent A env "$@" "$BIN/dlaunch" $(agent_args "$job" 2 2) \
@@ -123,7 +122,7 @@ fi
 
 # ---- always-failing worker --------------------------------------------------
 what="always-failing worker"
-rm -f "$TEST_TMP"/ranks.log
+new_case
 if start_rdzv; then
 	MAX_RESTARTS=2
 	# shellcheck disable=SC2046

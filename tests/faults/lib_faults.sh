@@ -234,3 +234,10 @@ stop_rdzv() {
 	{ wait "$RDZV_PID"; } 2>/dev/null
 	return 0
 }
+
+# new_case: forget the previous case's worker records and commands
+new_case() {
+	rm -f "$TEST_TMP"/ranks.log "$TEST_TMP"/pid.* "$TEST_TMP"/done \
+		"$TEST_TMP"/grandchildren "$TEST_TMP"/cmd.*
+	AGENT_RC=()
+}
