@@ -111,6 +111,9 @@ static void usage(FILE *f)
 	    "  --lr X                  learning rate (default 0.05)\n"
 	    "  --momentum X            SGD momentum (default 0.9)\n"
 	    "  --weight-decay X        L2 weight decay (default 5e-4)\n"
+	    "  --lr-schedule cosine|constant  cosine: decay to 0 over "
+	    "--epochs\n"
+	    "                          (default cosine)\n"
 	    "  --seed N                initialisation and shuffling seed "
 	    "(default 42)\n"
 	    "  --checkpoint-dir DIR    write checkpoints here and resume from "
@@ -179,6 +182,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"lr", required_argument, NULL, 'l'},
 	    {"momentum", required_argument, NULL, 'M'},
 	    {"weight-decay", required_argument, NULL, 'w'},
+	    {"lr-schedule", required_argument, NULL, 'R'},
 	    {"seed", required_argument, NULL, 's'},
 	    {"checkpoint-dir", required_argument, NULL, 'c'},
 	    {"checkpoint-every", required_argument, NULL, 'C'},
