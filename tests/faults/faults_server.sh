@@ -114,7 +114,7 @@ journal_case() { # WHAT DAMAGE J2_STATE_AFTER
 	if start_rdzv --state-dir "$dir"; then
 		ok "$what: the server starts on the damaged journal"
 		check "$what: it warns about the damaged tail" \
-			log_has "$RDZV_LOG" '(journal|torn|damaged|crc|checksum|truncat)'
+			log_has "$RDZV_LOG" 'warn.*(torn|damaged|corrupt|checksum|crc)'
 		check_eq "$what: the first job is intact" SUCCEEDED "$(job_field j1 .state)"
 		check_eq "$what: the second job is as its last good record says" \
 			"$want_j2" "$(job_field j2 .state)"
