@@ -27,6 +27,8 @@ $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 ifneq ($(wildcard trainer/dist.mk),)
 BENCH_BINS += $(BENCH_DIR)/dist_bench
 OBJS += $(call objs,bench/dist_bench.c)
+# --device cuda (NCCL on a device buffer) in CUDA builds
+$(call objs,bench/dist_bench.c): CPPFLAGS += $(CUDA_CPPFLAGS)
 $(BENCH_DIR)/dist_bench: $(call objs,bench/dist_bench.c) $(DIST_LIB) \
 		$(COMMON_LIB)
 	@mkdir -p $(@D)

@@ -245,12 +245,12 @@ def restart_once(b, tool, n, r):
     secs, rc = timed_run(cmd, b.logfile(f"restart-{tool}"), env=clean_env(),
                          timeout=180)
     lines = read_lines(stamp)
-    die = [int(x[3]) for x in lines if x[0] == "die"]
-    again = [int(x[3]) for x in lines if x[0] == "start" and x[1] == "1"]
+    die = [float(x[3]) for x in lines if x[0] == "die"]
+    again = [float(x[3]) for x in lines if x[0] == "start" and x[1] == "1"]
     if rc != 0 or len(die) != 1 or len(again) != n:
         raise BenchError(f"{tool} restart n={n}: exit {rc}, {len(die)} "
                          f"deaths, {len(again)} of {n} workers restarted")
-    return (max(again) - die[0]) / 1e9, cmd
+    return max(again) - die[0], cmd
 
 
 def bench_restart(b):
@@ -298,21 +298,36 @@ def port_open(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def listening_port(logpath):
+    """The port in dlaunch-rdzv's "event=listening addr=HOST:PORT" line."""
+    try:
+        with open(logpath) as f:
+            for line in f:
+                if "event=listening" in line:
+                    for word in line.split():
+                        if word.startswith("addr="):
+                            return int(word.rsplit(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def start_rdzv(b, logname, cpu=None):
-    """Start dlaunch-rdzv on a free loopback port; returns (Popen, port)."""
-    port = free_port()
-    cmd = [b.bin("dlaunch-rdzv"), "--listen", f"127.0.0.1:{port}"]
+    """Start dlaunch-rdzv on 127.0.0.1, port 0, and read back the port it
+    bound from its log; returns (Popen, port)."""
+    logpath = os.path.join(b.tmp, f"{logname}-{time.monotonic_ns()}.log")
+    cmd = [b.bin("dlaunch-rdzv"), "--listen", "127.0.0.1:0"]
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
-    logf = open(b.logfile(logname), "ab")
+    logf = open(logpath, "ab")
     p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL, start_new_session=True)
     logf.close()
-    if not wait_until(lambda: p.poll() is not None or healthz(port), 20,
-                      0.02) or p.poll() is not None:
+    port = wait_until(lambda: p.poll() is None and listening_port(logpath),
+                      20, 0.01)
+    if not port or not wait_until(lambda: healthz(port), 20, 0.02):
         kill_group(p)
-        raise BenchError(f"dlaunch-rdzv did not come up on port {port} "
-                         f"(see {b.logfile(logname)})")
+        raise BenchError(f"dlaunch-rdzv did not come up (see {logpath})")
     return p, port
 
 
@@ -561,8 +576,13 @@ def bench_dist(b):
             try:
                 text = run_ranks(lambda r: cmd, world,
                                  b.logfile(f"dist-{tool}"), 900)
-                rows[tool] = [json.loads(x) for x in text.splitlines()
-                              if x.startswith("{")]
+                lines = [json.loads(x) for x in text.splitlines()
+                         if x.startswith("{")]
+                rows[tool] = [x for x in lines if "bytes" in x]
+                for x in lines:
+                    if "init_ms" in x:
+                        out.setdefault("init_ms", {}).setdefault(
+                            tool, {})[str(world)] = x["init_ms"]
             except BenchError as e:
                 out["failures"].append(str(e))
                 log(str(e))
@@ -740,8 +760,137 @@ def bench_ckpt(b):
     return out
 
 
+# ---------------------------------------------------------------- gpu
+
+def gpu_count():
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for x in p.stdout.splitlines() if x.startswith("GPU "))
+
+
+def torch_has_cuda():
+    p = subprocess.run([PY, "-c", "import torch, sys; "
+                        "sys.exit(0 if torch.cuda.is_available() else 1)"],
+                       capture_output=True, timeout=120)
+    return p.returncode == 0
+
+
+def bench_gpu(b):
+    """On a machine with NVIDIA GPUs (bench/gpu_bench.sh; not part of
+    `all`): NCCL communicator creation at world size 1, dlaunch-train vs
+    PyTorch DDP samples/s on CUDA, and the wall time of a one-step job
+    from the launcher's start (dlaunch vs torchrun)."""
+    ngpu = gpu_count()
+    if ngpu == 0:
+        raise BenchError("no NVIDIA GPU visible (nvidia-smi -L)")
+    trainer = b.bin("dlaunch-train")
+    dist_bench = b.bin("dist_bench")
+    has_torch = torch_has_cuda()
+    reps = b.nreps(2, 5)
+    epochs = 2 if b.quick else 10
+    out = {"gpus": ngpu, "torch_cuda": has_torch, "python": PY,
+           "failures": []}
+    if not has_torch:
+        out["failures"].append(f"{PY} has no CUDA-enabled torch: the "
+                               "PyTorch side is not measured (set "
+                               "--python to one that has)")
+    init = {"dlaunch": [], "torch": []}
+    torch_init = [PY, "-c", (
+        "import json, time, torch, torch.distributed as d\n"
+        "t = time.perf_counter()\n"
+        "torch.cuda.set_device(0)\n"
+        "d.init_process_group('nccl')\n"
+        "x = torch.ones(1, device='cuda')\n"
+        "d.all_reduce(x)\n"
+        "torch.cuda.synchronize()\n"
+        "print(json.dumps({'init_ms': (time.perf_counter() - t) * 1e3}))\n")]
+    for r in range(reps):
+        for tool in ("dlaunch", "torch"):
+            if tool == "torch" and not has_torch:
+                continue
+            cmd = ([dist_bench, "--device", "cuda", "--init-only"]
+                   if tool == "dlaunch" else torch_init)
+            try:
+                text = run_ranks(lambda rank: cmd, 1, b.logfile("gpu-init"),
+                                 300)
+                init[tool] += [json.loads(x)["init_ms"]
+                               for x in text.splitlines()
+                               if x.startswith("{")]
+            except BenchError as e:
+                out["failures"].append(f"nccl init {tool}: {e}")
+    out["nccl_init_ms"] = {k: summary_stats(v) for k, v in init.items()}
+
+    train = {"dlaunch": [], "ddp": []}
+    ddp = [PY, os.path.join(ROOT, "bench", "ddp_mlp.py"), "--device",
+           "cuda", "--epochs", str(epochs)]
+    for r in range(b.nreps(1, 2)):
+        for tool in ("dlaunch", "ddp"):
+            if tool == "ddp" and not has_torch:
+                continue
+            cmd = ([trainer, "--device", "cuda", "--epochs", str(epochs)]
+                   if tool == "dlaunch" else ddp)
+            try:
+                train[tool].append(parse_summary(run_ranks(
+                    lambda rank: cmd, ngpu, b.logfile(f"gpu-train-{tool}"),
+                    1800)))
+            except BenchError as e:
+                out["failures"].append(f"train {tool}: {e}")
+    out["train"] = {k: {"samples_per_s": summary_stats(
+        [x["samples_per_s"] for x in v]), "test_accuracy": summary_stats(
+        [x["test_accuracy"] for x in v])} for k, v in train.items()}
+
+    first = {"dlaunch": [], "torchrun": []}
+    cmds = {"dlaunch": [b.bin("dlaunch"), "--standalone", "--nproc-per-node",
+                        "1", "--no-python", trainer, "--device", "cuda",
+                        "--max-steps", "1"],
+            "torchrun": b.torchrun() + [
+             "--standalone", "--nproc_per_node", "1",
+             "--monitor_interval", "0.1", "--no_python", PY,
+             os.path.join(ROOT, "bench", "ddp_mlp.py"), "--device", "cuda",
+             "--max-steps", "1"]}
+    for r in range(reps):
+        for tool in ("dlaunch", "torchrun"):
+            if tool == "torchrun" and not has_torch:
+                continue
+            secs, rc = timed_run(cmds[tool], b.logfile(f"gpu-first-{tool}"),
+                                 env=clean_env(), timeout=300)
+            if rc == 0:
+                first[tool].append(secs)
+            else:
+                out["failures"].append(f"first step {tool}: exit {rc}")
+    out["one_step_job_s"] = {k: summary_stats(v) for k, v in first.items()}
+    out["commands"] = {k: " ".join(v) for k, v in cmds.items()}
+    rows = []
+    a, t = out["nccl_init_ms"]["dlaunch"], out["nccl_init_ms"]["torch"]
+    if a:
+        rows.append(["gpu", "NCCL init + first all-reduce, world 1",
+                     f"{a['median']:.0f} ms",
+                     f"PyTorch {t['median']:.0f} ms" if t else "-",
+                     t["median"] / a["median"] if t else None, "", None])
+    a, t = out["train"]["dlaunch"]["samples_per_s"], \
+        out["train"]["ddp"]["samples_per_s"]
+    if a:
+        rows.append(["gpu", f"training samples/s, {ngpu} GPU(s)",
+                     f"{a['median']:,.0f}",
+                     f"PyTorch DDP {t['median']:,.0f}" if t else "-",
+                     a["median"] / t["median"] if t else None, ">= 1.5x",
+                     a["median"] >= 1.5 * t["median"] if t else None])
+    a, t = out["one_step_job_s"]["dlaunch"], out["one_step_job_s"]["torchrun"]
+    if a:
+        rows.append(["gpu", "launcher start to one training step done",
+                     fmt_s(a["median"]),
+                     f"torchrun + DDP {fmt_s(t['median'])}" if t else "-",
+                     t["median"] / a["median"] if t else None, "", None])
+    out["rows"] = rows
+    return out
+
+
 # ---------------------------------------------------------------- report
 
+GPU_BENCHES = {"gpu": bench_gpu}
 BENCHES = {"launch": bench_launch, "restart": bench_restart,
            "nodeloss": bench_nodeloss, "rdzv": bench_rdzv,
            "dist": bench_dist, "train": bench_train, "ckpt": bench_ckpt}
@@ -791,7 +940,7 @@ def run_one(b, name):
     meta["quick"] = b.quick
     log(f"{name}: running ({'quick' if b.quick else 'full'})")
     try:
-        data = BENCHES[name](b)
+        data = {**BENCHES, **GPU_BENCHES}[name](b)
     except BenchError as e:
         log(f"{name}: not run: {e}")
         data = {"error": str(e)}
@@ -910,13 +1059,14 @@ def summary_rows():
     elif d:
         rows.append(("all-reduce", "-", "not run", d.get("error", ""), None,
                      "> 1x", False))
-    for name, label in (("train", "training"), ("ckpt", "checkpoint")):
+    for name, label in (("train", "training"), ("ckpt", "checkpoint"),
+                        ("gpu", "gpu")):
         d = load(name)
         if d and "rows" in d:
             rows.extend(tuple(r) for r in d["rows"])
         elif d:
             rows.append((label, "-", "not run", d.get("error", ""), None, "",
-                         False))
+                         None if name == "gpu" else False))
     return rows
 
 
@@ -1017,7 +1167,7 @@ plot 'dist2.dat' using 1:4 with linespoints title 'dlaunch tcp, 2 ranks', \\
 
 def report():
     rows = summary_rows()
-    results = {name: load(name) for name in BENCHES}
+    results = {name: load(name) for name in list(BENCHES) + ["gpu"]}
     made = plots()
     table = table_markdown(rows)
     with open(os.path.join(RESULTS, "summary.md"), "w") as f:
@@ -1030,19 +1180,26 @@ def report():
 
 
 def main():
+    global PY
     ap = argparse.ArgumentParser(
         description="dlaunch benchmarks vs torchrun / gloo / PyTorch DDP")
-    ap.add_argument("what", choices=list(BENCHES) + ["all", "report"])
+    ap.add_argument("what", choices=list(BENCHES) + list(GPU_BENCHES)
+                    + ["all", "report"])
     ap.add_argument("--build", default="build",
                     help="the build directory (default build)")
     ap.add_argument("--quick", action="store_true",
                     help="fewer sizes and repetitions (bench-quick)")
     ap.add_argument("--reps", type=int, default=0,
                     help="repetitions per case (default: per benchmark)")
+    ap.add_argument("--python", default=PY,
+                    help="interpreter with torch for the PyTorch side "
+                    f"(default {PY})")
     ap.add_argument("--ckpt-model", default=CKPT_MODEL,
                     help="MLP widths of the checkpoint benchmark's state "
                     f"(default {CKPT_MODEL})")
     args = ap.parse_args()
+    PY = args.python
+    TORCHRUN[0] = PY
     if args.what == "report":
         return report()
     b = Bench(args)

@@ -11,6 +11,9 @@ last batch partial), loss = mean cross entropy over the global batch.
     torchrun ... bench/ddp_mlp.py [--epochs 10] [--global-batch 128] ...
     (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
 
+--device cuda trains on GPU LOCAL_RANK with the nccl backend (the GPU
+benchmark, bench/gpu_bench.sh); --max-steps stops early.
+
 samples/s counts what dlaunch-train's does: the time of the training
 steps (batch gathering, forward, backward with DDP's all-reduce, optimizer
 step), without evaluation. Rank 0 ends with one JSON line
@@ -66,14 +69,22 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--max-steps", type=int, default=0,
+                    help="stop after this many steps (0: all epochs)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: GPU LOCAL_RANK with the nccl backend")
     args = ap.parse_args()
 
     t_start = time.perf_counter()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    dist.init_process_group("gloo")
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    train_x, train_y = load(args.data_dir, "train")
-    test_x, test_y = load(args.data_dir, "t10k")
+    train_x, train_y = (t.to(dev) for t in load(args.data_dir, "train"))
+    test_x, test_y = (t.to(dev) for t in load(args.data_dir, "t10k"))
 
     torch.manual_seed(args.seed)
     widths = [int(w) for w in args.model.split("-")]
@@ -82,7 +93,9 @@ def main():
         layers.append(nn.Linear(a, b))
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
-    model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers))
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(*layers).to(dev),
+        device_ids=[dev] if args.device == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr,
                           momentum=args.momentum,
                           weight_decay=args.weight_decay)
@@ -91,11 +104,16 @@ def main():
     steps = samples = 0
     train_secs = 0.0
     loss = torch.tensor(0.0)
+    first_step_s = None
     for epoch in range(args.epochs):
+        if args.max_steps and steps >= args.max_steps:
+            break
         g = torch.Generator()
         g.manual_seed(args.seed * 1000003 + epoch)
-        perm = torch.randperm(n, generator=g)
+        perm = torch.randperm(n, generator=g).to(dev)
         for off in range(0, n, gb):
+            if args.max_steps and steps >= args.max_steps:
+                break
             t0 = time.perf_counter()
             b = min(gb, n - off)
             lo, hi = b * rank // world, b * (rank + 1) // world
@@ -107,7 +125,11 @@ def main():
             loss = F.cross_entropy(model(x), y, reduction="sum") * world / b
             loss.backward()
             opt.step()
+            if args.device == "cuda":
+                torch.cuda.synchronize(dev)
             train_secs += time.perf_counter() - t0
+            if first_step_s is None:
+                first_step_s = time.perf_counter() - t_start
             steps += 1
             samples += b
     model.eval()
@@ -123,7 +145,8 @@ def main():
             "train_seconds": round(train_secs, 3),
             "wall_seconds": round(time.perf_counter() - t_start, 3),
             "final_loss": loss.item() / world, "test_loss": test_loss,
-            "test_accuracy": acc, "device": "cpu"}}), flush=True)
+            "test_accuracy": acc, "device": args.device,
+            "first_step_seconds": first_step_s}}), flush=True)
     dist.destroy_process_group()
     return 0
 

@@ -4,6 +4,7 @@
  *
  *   MASTER_ADDR=127.0.0.1 MASTER_PORT=P RANK=r WORLD_SIZE=n \
  *       dist_bench [--sizes 4,1024,1048576] [--max-bytes-moved 268435456]
+ *                  [--device cpu|cuda] [--init-only]
  *
  * Every rank runs the same sizes (bytes of float32, in place, sum). Per
  * size: warm-up iterations, a barrier, then a timed loop; the time of a
@@ -16,6 +17,13 @@
  *   {"impl": "dlaunch-tcp", "world": 4, "bytes": 1024, "iters": 1000,
  *    "latency_us": 57.1, "busbw_gbps": 0.03}
  * busbw_gbps is 2(n-1)/n * bytes / time, in GB/s (1e9 bytes).
+ *
+ * --device cuda (CUDA builds only) uses the NCCL backend on a device buffer
+ * of GPU LOCAL_RANK. Every run first prints {"impl": ..., "world": n,
+ * "init_ms": t}: the time from dist_init to the end of the first
+ * one-element all-reduce (forming the group and, for NCCL, creating the
+ * communicator, as PyTorch does lazily at its first collective);
+ * --init-only stops there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +33,10 @@
 #include "dlaunch/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"
+
+#ifdef DLAUNCH_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #define BENCH_MAX_SIZES 64
 
@@ -63,6 +75,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[BENCH_MAX_SIZES];
 	int nsizes = 0;
 	uint64_t max_moved = 256ull << 20;
+	int use_cuda = 0, init_only = 0;
 	parse_sizes("4,64,1024,16384,262144,1048576,4194304,16777216", sizes,
 		    &nsizes);
 	for (int i = 1; i < argc; i++) {
@@ -85,11 +98,25 @@ int main(int argc, char **argv)
 					argv[i]);
 				return 2;
 			}
+		} else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "cuda") == 0) {
+				use_cuda = 1;
+			} else if (strcmp(argv[i], "cpu") != 0) {
+				fprintf(stderr,
+					"dist_bench: bad --device '%s' (cpu "
+					"or cuda)\n",
+					argv[i]);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--init-only") == 0) {
+			init_only = 1;
 		} else {
 			fprintf(stderr,
 				"usage: dist_bench [--sizes B,B,...] "
-				"[--max-bytes-moved B] (env: MASTER_ADDR "
-				"MASTER_PORT RANK WORLD_SIZE)\n");
+				"[--max-bytes-moved B] [--device cpu|cuda] "
+				"[--init-only] (env: MASTER_ADDR MASTER_PORT "
+				"RANK WORLD_SIZE LOCAL_RANK)\n");
 			return 2;
 		}
 	}
@@ -97,9 +124,19 @@ int main(int argc, char **argv)
 	struct dist_config cfg;
 	char err[256];
 	struct dist *d = NULL;
+#ifndef DLAUNCH_HAVE_CUDA
+	if (use_cuda) {
+		fprintf(stderr, "dist_bench: --device cuda: this build has no "
+				"CUDA (nvcc was not found)\n");
+		return 2;
+	}
+#endif
+	const char *impl = use_cuda ? "dlaunch-nccl" : "dlaunch-tcp";
 	int rc = dist_config_from_env(&cfg, err, sizeof(err));
+	uint64_t t_init = clock_now_ns();
 	if (rc == 0) {
 		cfg.timeout_ms = 120000;
+		cfg.backend = use_cuda ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
 		rc = dist_init(&cfg, &d, err, sizeof(err));
 	}
 	if (rc != 0) {
@@ -107,20 +144,53 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int rank = dist_rank(d), world = dist_world_size(d);
-
 	uint64_t max_size = 0;
 	for (int i = 0; i < nsizes; i++)
 		if (sizes[i] > max_size)
 			max_size = sizes[i];
-	float *buf = malloc(max_size);
-	if (buf == NULL) {
+	float *host = malloc(max_size), *buf = host;
+	if (host == NULL) {
 		fprintf(stderr, "dist_bench: cannot allocate %llu bytes\n",
 			(unsigned long long)max_size);
 		dist_free(d);
 		return 1;
 	}
 	for (uint64_t k = 0; k < max_size / 4; k++)
-		buf[k] = (float)((k + (uint64_t)rank) % 7) * 0.25f;
+		host[k] = (float)((k + (uint64_t)rank) % 7) * 0.25f;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (use_cuda) {
+		void *dev = NULL;
+		if (cudaMalloc(&dev, max_size) != cudaSuccess ||
+		    cudaMemcpy(dev, host, max_size, cudaMemcpyHostToDevice) !=
+			cudaSuccess) {
+			fprintf(stderr,
+				"dist_bench: cannot set up %llu bytes "
+				"on the GPU\n",
+				(unsigned long long)max_size);
+			free(host);
+			dist_free(d);
+			return 1;
+		}
+		buf = dev;
+	}
+#endif
+
+	/* init_ms: forming the group plus the first (one-element)
+	 * all-reduce, which is when PyTorch creates its NCCL communicator */
+	rc = dist_all_reduce(d, buf, buf, 1, DIST_FLOAT32, DIST_SUM);
+#ifdef DLAUNCH_HAVE_CUDA
+	if (rc == 0 && use_cuda && cudaDeviceSynchronize() != cudaSuccess)
+		rc = DL_EIO;
+#endif
+	double init_ms = (double)(clock_now_ns() - t_init) / 1e6;
+	if (rc == 0 && rank == 0) {
+		printf("{\"impl\": \"%s\", \"world\": %d, \"init_ms\": "
+		       "%.3f}\n",
+		       impl, world, init_ms);
+		fflush(stdout);
+	}
+	if (init_only)
+		nsizes = 0;
 
 	for (int s = 0; s < nsizes && rc == 0; s++) {
 		size_t count = sizes[s] / 4;
@@ -136,20 +206,45 @@ int main(int argc, char **argv)
 		for (int i = 0; i < iters && rc == 0; i++)
 			rc = dist_all_reduce(d, buf, buf, count, DIST_FLOAT32,
 					     DIST_SUM);
+#ifdef DLAUNCH_HAVE_CUDA
+		if (use_cuda && cudaDeviceSynchronize() != cudaSuccess)
+			rc = DL_EIO;
+#endif
 		double secs = (double)(clock_now_ns() - t0) / 1e9;
-		if (rc == 0)
+		/* the slowest rank's time counts; NCCL reduces device memory
+		 * only, so the number travels through the GPU there */
+		if (rc == 0 && !use_cuda)
 			rc = dist_all_reduce(d, &secs, &secs, 1, DIST_FLOAT64,
 					     DIST_MAX);
+#ifdef DLAUNCH_HAVE_CUDA
+		if (rc == 0 && use_cuda) {
+			double *dsecs = NULL;
+			if (cudaMalloc((void **)&dsecs, sizeof(secs)) !=
+				cudaSuccess ||
+			    cudaMemcpy(dsecs, &secs, sizeof(secs),
+				       cudaMemcpyHostToDevice) != cudaSuccess)
+				rc = DL_EIO;
+			if (rc == 0)
+				rc = dist_all_reduce(d, dsecs, dsecs, 1,
+						     DIST_FLOAT64, DIST_MAX);
+			if (rc == 0 &&
+			    (cudaDeviceSynchronize() != cudaSuccess ||
+			     cudaMemcpy(&secs, dsecs, sizeof(secs),
+					cudaMemcpyDeviceToHost) != cudaSuccess))
+				rc = DL_EIO;
+			cudaFree(dsecs);
+		}
+#endif
 		if (rc != 0)
 			break;
 		double per = secs / iters;
 		double busbw =
 		    2.0 * (world - 1) / world * (double)sizes[s] / per / 1e9;
 		if (rank == 0) {
-			printf("{\"impl\": \"dlaunch-tcp\", \"world\": %d, "
+			printf("{\"impl\": \"%s\", \"world\": %d, "
 			       "\"bytes\": %llu, \"iters\": %d, "
 			       "\"latency_us\": %.3f, \"busbw_gbps\": %.4f}\n",
-			       world, (unsigned long long)sizes[s], iters,
+			       impl, world, (unsigned long long)sizes[s], iters,
 			       per * 1e6, busbw);
 			fflush(stdout);
 		}
@@ -157,7 +252,11 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		fprintf(stderr, "dist_bench: rank %d: all-reduce failed: %s\n",
 			rank, dl_strerror(rc));
-	free(buf);
+#ifdef DLAUNCH_HAVE_CUDA
+	if (use_cuda)
+		cudaFree(buf);
+#endif
+	free(host);
 	dist_free(d);
 	return rc == 0 ? 0 : 1;
 }

@@ -7,7 +7,8 @@ and output), run with /usr/bin/python3 (PyTorch 1.13 CPU).
         /usr/bin/python3 bench/gloo_bench.py [--sizes 4,1024] \\
         [--max-bytes-moved 268435456]
 
-Per size: warm-up, barrier, timed loop of in-place float32 sum
+First line: init_ms, init_process_group plus a first one-element
+all-reduce (dist_bench measures the same). Per size: warm-up, barrier, timed loop of in-place float32 sum
 all-reduces; the slowest rank's time counts (all-reduce MAX). Rank 0 prints
 one JSON object per size.
 """
@@ -32,8 +33,14 @@ def main():
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     torch.set_num_threads(1)
+    t0 = time.perf_counter()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    dist.all_reduce(torch.zeros(1))
+    if rank == 0:
+        print(json.dumps({"impl": "torch-gloo", "world": world,
+                          "init_ms": round((time.perf_counter() - t0) * 1e3,
+                                           3)}), flush=True)
     buf = (torch.arange(max(sizes) // 4, dtype=torch.float32) + rank) % 7 * 0.25
     for nbytes in sizes:
         t = buf[: nbytes // 4]
