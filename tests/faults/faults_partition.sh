@@ -59,6 +59,8 @@ if start_rdzv --ns 0; then
 			not_ok "$what: h2 did not rejoin ($(job_field part '[.state, .round, (.members | length)]' | tr -d '\n '))"
 			show_log "$TEST_TMP/agent.h2.log"
 		fi
+		check "$what: the workers' master is a host address ($(tail -n 1 "$TEST_TMP/ranks.log" | awk '{print $8}'))" \
+			bash -c "tail -n 1 '$TEST_TMP/ranks.log' | awk '{print \$8}' | grep -q '^10\.213\.0\.[23]:'"
 		c1=$(conflicts)
 		check "$what: its stale calls were fenced (409s: $c0 before, $c1 after)" \
 			test "$c1" -gt "$c0"
