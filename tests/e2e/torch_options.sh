@@ -35,12 +35,12 @@ check_ran() {
 		show_log "$TEST_TMP/$2.log" 10
 	fi
 }
-# refused WHAT EXPECTED_TEXT ARGS...: dlaunch exits 2 and names it
+# refused WHAT EXPECTED_REGEX ARGS...: dlaunch exits 2 and names it
 refused() {
 	local what=$1 text=$2
 	shift 2
 	run_job "$TEST_TMP/refused.log" 20 "$DLAUNCH" "$@"
-	if [ "$JOB_RC" = 2 ] && grep -qF -- "$text" "$TEST_TMP/refused.log"; then
+	if [ "$JOB_RC" = 2 ] && grep -qE -- "$text" "$TEST_TMP/refused.log"; then
 		ok "$what is refused naming '$text'"
 	else
 		not_ok "$what is refused naming '$text' (exit $JOB_RC)"
@@ -105,18 +105,32 @@ for r in 0 1; do
 done
 check "--redirects 3: workers' stdout is not on the console" \
 	test "$(count "$TEST_TMP/logs.log" 'dump_env ok')" = 0
-dl logs2 --standalone --nproc_per_node 2 --log_dir "$TEST_TMP/logs2" -r 3 -t 1 \
+dl logs2 --standalone --nproc_per_node 2 --log_dir "$TEST_TMP/logs2" -t 1 \
 	--no-python "$TORCH_PY"
-check_ran "--log_dir -r 3 -t 1 (short options) runs" logs2 2
-check "--tee 1: stdout is both in the file and on the console" \
+check_ran "--log_dir -t 1 (short option) runs" logs2 2
+check "-t 1: stdout is both in the file and on the console" \
 	test "$(count "$TEST_TMP/logs2.log" 'dump_env ok')" = 2 -a \
 	-n "$(grep -l 'dump_env ok' "$TEST_TMP/logs2/attempt_0/rank_1/stdout.log" 2>/dev/null)"
+# torchrun ORs --tee into --redirects and shows the tee'd streams: with
+# -r 3 -t 1 stdout is in the file and on the console, stderr only in the file
+dl logs2b --standalone --nproc-per-node 2 --log-dir "$TEST_TMP/logs2b" -r 3 -t 1 \
+	--no-python "$TORCH_PY"
+check_ran "-r 3 -t 1 runs" logs2b 2
+check "-r 3 -t 1: stdout is both in the file and on the console (as torchrun)" \
+	test "$(count "$TEST_TMP/logs2b.log" 'dump_env ok')" = 2 -a \
+	-n "$(grep -l 'dump_env ok' "$TEST_TMP/logs2b/attempt_0/rank_1/stdout.log" 2>/dev/null)"
 dl logs3 --standalone --nproc-per-node 2 --log-dir "$TEST_TMP/logs3" --redirects 0:1,1:0 \
 	--no-python "$TORCH_PY"
 check_ran "--redirects 0:1,1:0 (per local rank) runs" logs3 2
 check "--redirects 0:1,1:0: only rank 1's stdout reaches the console" \
 	test "$(count "$TEST_TMP/logs3.log" 'dump_env ok rank=1 ')" = 1 -a \
 	"$(count "$TEST_TMP/logs3.log" 'dump_env ok rank=0 ')" = 0
+
+dl filt --standalone --nproc-per-node 2 --local-ranks-filter 1 --no-python "$TORCH_PY"
+check_ran "--local-ranks-filter 1 runs" filt 2
+check "--local-ranks-filter 1: only local rank 1's output is on the console" \
+	test "$(count "$TEST_TMP/filt.log" 'dump_env ok rank=1 ')" = 1 -a \
+	"$(count "$TEST_TMP/filt.log" 'dump_env ok rank=0 ')" = 0
 
 # ---- rendezvous options ----
 rdzv_start "$TEST_TMP/rdzv.log" || finish
@@ -158,8 +172,9 @@ check_eq "static: GROUP_RANK of node 1" 1 "$(var st 1 GROUP_RANK)"
 
 # ---- unsupported or wrong options are refused, naming them ----
 refused "an unknown option" "--frobnicate" --standalone --frobnicate "$DUMP" x
-refused "torchrun's --run-path (not supported)" "run" --standalone --run-path "$DUMP" x
-refused "torchrun's --run_path (not supported)" "run_path" --standalone --run_path "$DUMP" x
+refused "torchrun's --run-path (not supported)" "--run-path" --standalone --run-path "$DUMP" x
+refused "torchrun's --run_path (not supported)" "--run[-_]path" --standalone --run_path "$DUMP" x
+refused "torchrun's --logs-specs (not supported)" "--logs[-_]specs" --standalone --logs-specs x "$DUMP" x
 refused "--rdzv-backend etcd (not supported)" "etcd" --rdzv-backend etcd --rdzv-endpoint 127.0.0.1:1 "$DUMP" x
 refused "--nnodes 3:2 (min above max)" "nnodes" --nnodes 3:2 --rdzv-endpoint 127.0.0.1:1 "$DUMP" x
 refused "--nproc-per-node banana" "nproc" --standalone --nproc-per-node banana "$DUMP" x
