@@ -20,3 +20,26 @@ $(foreach t,$(RDZV_UNIT_TESTS),$(eval $(call unit_test,$(t),\
 .PHONY: rendezvous
 rendezvous: $(RDZV_BIN) $(RDZV_LIB) \
 	$(addprefix $(BUILD)/tests/,$(RDZV_UNIT_TESTS))
+
+# libFuzzer harness over the request handling (api.c into the state
+# machine), built with clang straight from the sources so every file is
+# instrumented. `make fuzz` runs it for $(FUZZ_SECONDS); new inputs go to
+# $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
+FUZZ_CC ?= clang
+RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c \
+	rendezvous/state.c rendezvous/state_json.c rendezvous/kv.c \
+	rendezvous/journal.c $(wildcard common/*.c)
+$(BUILD)/fuzz/fuzz_rdzv_api: $(RDZV_FUZZ_SRCS) $(wildcard rendezvous/*.h) \
+		include/dlaunch/rdzv_state.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -Iinclude -D_GNU_SOURCE -std=c11 \
+		-o $@ $(RDZV_FUZZ_SRCS) $(JSON_LIBS) $(SSL_LIBS) -lm
+
+.PHONY: fuzz-rdzv
+fuzz-rdzv: $(BUILD)/fuzz/fuzz_rdzv_api
+	@mkdir -p $(BUILD)/fuzz/corpus_rdzv
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+		-print_final_stats=1 $(BUILD)/fuzz/corpus_rdzv \
+		tests/fuzz/corpus_rdzv
+FUZZ_RUNS += fuzz-rdzv
