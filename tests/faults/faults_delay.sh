@@ -6,7 +6,8 @@
 # qdisc kind is unknown"), so netem_proxy.py does it in user space between
 # the agents and dlaunch-rdzv: every chunk arrives 200 ms late in each
 # direction, 20% of chunks another retransmission timeout later (repeatedly,
-# as lost retransmissions do), and 5% of connections are reset mid-flight.
+# as lost retransmissions do), and 30% of connections are reset within their
+# first 3 s (the agents keep connections alive, so this hits live calls).
 # With a 4 s heartbeat timeout the round must still form, nobody may be
 # evicted while the job runs, and the job must succeed.
 source "$(dirname "$0")/lib_faults.sh"
@@ -16,7 +17,7 @@ what="200 ms delay with 20% loss"
 if start_rdzv; then
 	spawn_bg "$TEST_TMP/proxy.log" env DLAUNCH_TEST_MARK="$MARK" "$PY" \
 		"$FAULTS_DIR/netem_proxy.py" --target "127.0.0.1:$RDZV_PORT" \
-		--delay-ms 200 --loss 0.2 --reset 0.05 --seed "${FAULT_SEED:-$$}"
+		--delay-ms 200 --loss 0.2 --reset 0.3 --seed "${FAULT_SEED:-1}"
 	proxy_pid=$LAST_PID
 	if wait_for 10 log_has "$TEST_TMP/proxy.log" '^listening on [0-9]+'; then
 		proxy_port=$(awk '/^listening on/ {print $3; exit}' "$TEST_TMP/proxy.log")
