@@ -982,9 +982,11 @@ uint64_t rdzv_state_next_deadline(const struct rdzv_state *st)
 			if (!j->waiters[k].polls_open)
 				next = min_u64(
 				    next, j->waiters[k].last_seen_ms + hbt);
+		/* a survivor that rejoined waits like any joiner */
 		for (size_t k = 0; k < j->nsurvivors; k++)
-			next =
-			    min_u64(next, j->survivors[k].last_seen_ms + hbt);
+			if (!job_find_waiter(j, j->survivors[k].node_id))
+				next = min_u64(
+				    next, j->survivors[k].last_seen_ms + hbt);
 		if (j->min_reached)
 			next = min_u64(next, j->min_reached_ms +
 						 j->cfg.last_call_timeout_ms);

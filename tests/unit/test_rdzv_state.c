@@ -586,6 +586,30 @@ static void test_straggler_left_behind(void **state)
 	rdzv_state_free(st);
 }
 
+/* After any tick, the next deadline lies in the future: a survivor that
+ * rejoined and holds its join open must not keep a past deadline (which
+ * would spin the server's timer). */
+static void test_deadline_never_past(void **state)
+{
+	struct rdzv_state *st = running(3, 3, 3, 3);
+	struct rdzv_job_config c = config(3, 3, 3);
+	struct rdzv_reply r;
+	(void)state;
+	assert_int_equal(report(st, "n1", 1, 0, 1100, &r), 0);
+	assert_int_equal(join(st, &c, "n1", 2, 1150), RDZV_WAIT);
+	assert_int_equal(join(st, &c, "n2", 2, 1160), RDZV_WAIT);
+	/* n3 never comes back; n1 and n2 hold their joins open */
+	rdzv_state_tick(st, 2500);
+	assert_true(rdzv_state_next_deadline(st) > 2500);
+	rdzv_state_tick(st, 3000); /* n3 dropped: min 3 not reached */
+	assert_true(rdzv_state_next_deadline(st) > 3000);
+	rdzv_state_tick(st, 3100);
+	assert_true(rdzv_state_next_deadline(st) > 3100);
+	/* the join timeout runs from the end of round 1 */
+	assert_int_equal(rdzv_state_next_deadline(st), 1100 + 10000);
+	rdzv_state_free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -605,6 +629,7 @@ int main(void)
 	    cmocka_unit_test(test_kv),
 	    cmocka_unit_test(test_save_restore),
 	    cmocka_unit_test(test_straggler_left_behind),
+	    cmocka_unit_test(test_deadline_never_past),
 	};
 	log_set_level(LOG_WARN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
