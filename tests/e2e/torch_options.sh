@@ -60,6 +60,10 @@ run_job "$TEST_TMP/pet.log" 60 env PET_NPROC_PER_NODE=2 "$DLAUNCH" --standalone 
 check_ran "PET_NPROC_PER_NODE=2 (torchrun's environment form) starts 2 workers" pet 2
 dl npcpu --standalone --nproc-per-node cpu --no-python "$TORCH_PY"
 check_ran "--nproc-per-node cpu starts one worker per CPU ($(nproc))" npcpu "$(nproc)"
+if [ ! -e /dev/nvidia0 ]; then
+	dl npauto --standalone --nproc-per-node auto --no-python "$TORCH_PY"
+	check_ran "--nproc-per-node auto without GPUs starts one worker per CPU" npauto "$(nproc)"
+fi
 
 # ---- python selection: *.py runs under PYTHON_EXEC, -m runs a module ----
 dl py --standalone --nproc-per-node 1
@@ -135,7 +139,7 @@ check "--local-ranks-filter 1: only local rank 1's output is on the console" \
 # ---- rendezvous options ----
 rdzv_start "$TEST_TMP/rdzv.log" || finish
 dl rdzv1 --nnodes 1:2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint "$RDZV_ENDPOINT" \
-	--rdzv-id optjob --rdzv-conf last_call_timeout=1,join_timeout=30,node_id=solo --local-addr 127.0.0.1 \
+	--rdzv-id optjob --rdzv-conf last_call_timeout=1,join_timeout=30,read_timeout=30,node_id=solo --local-addr 127.0.0.1 \
 	--no-python "$TORCH_PY"
 check_ran "--nnodes 1:2 with one node starts after the last call" rdzv1 2
 check_eq "--nnodes 1:2 with one node: GROUP_WORLD_SIZE" 1 "$(var rdzv1 0 GROUP_WORLD_SIZE)"

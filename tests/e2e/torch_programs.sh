@@ -54,18 +54,21 @@ check "elastic without restarts: the root-cause report names exit code 3" \
 rdzv_start "$TEST_TMP/rdzv.log" || finish
 
 # two_nodes NAME NPROC LIMIT PROGRAM ARGS...: run PROGRAM as job NAME on two
-# agents (node ids nodeA, nodeB) with NPROC workers each; the console output
-# of both goes to $TEST_TMP/NAME.log; sets RC_A, RC_B.
+# agents with NPROC workers each (node ids nodeA and nodeB, or with
+# DEFAULT_IDS=1 dlaunch's own HOST-PID ids); the console output of both goes
+# to $TEST_TMP/NAME.log; sets RC_A, RC_B.
+DEFAULT_IDS=0
 two_nodes() {
-	local name=$1 nproc=$2 limit=$3 pa pb
+	local name=$1 nproc=$2 limit=$3 pa pb ida=(--rdzv-conf node_id=nodeA) idb=(--rdzv-conf node_id=nodeB)
 	shift 3
+	[ "$DEFAULT_IDS" = 1 ] && ida=() idb=()
 	start_job "$TEST_TMP/$name.A.log" "$DLAUNCH" --nnodes 2 --nproc-per-node "$nproc" \
 		--rdzv-backend c10d --rdzv-endpoint "$RDZV_ENDPOINT" --rdzv-id "$name" \
-		--rdzv-conf node_id=nodeA "$@"
+		"${ida[@]}" "$@"
 	pa=$LAST_PID
 	start_job "$TEST_TMP/$name.B.log" "$DLAUNCH" --nnodes 2 --nproc-per-node "$nproc" \
 		--rdzv-backend c10d --rdzv-endpoint "$RDZV_ENDPOINT" --rdzv-id "$name" \
-		--rdzv-conf node_id=nodeB "$@"
+		"${idb[@]}" "$@"
 	pb=$LAST_PID
 	wait_job "$pa" "$limit"
 	RC_A=$JOB_RC
@@ -84,12 +87,15 @@ for r in 0 1 2 3; do
 		test "$(count "$log" "allreduce ok rank=$r world=4 sum=10 local_rank=$((r % 2)) group_rank=$((r / 2))$")" = 1
 done
 
+# two agents on one host without node ids: each gets its own (HOST-PID)
+DEFAULT_IDS=1
 for prog in p2p collectives; do
 	two_nodes ${prog}2 1 120 "$EXAMPLES/$prog.py"
 	check_eq "$prog 2 nodes x 1: both agents exit 0" "0 0" "$RC_A $RC_B"
 	check_ranks "$prog 2 nodes x 1" "$TEST_TMP/${prog}2.log" "$prog" 2
 done
 
+DEFAULT_IDS=0
 two_nodes elastic2 1 150 --max-restarts 1 "$EXAMPLES/elastic.py" \
 	--state "$TEST_TMP/elastic2.state" --steps 20 --fail-rank 1 --fail-step 5
 log=$TEST_TMP/elastic2.log
