@@ -102,7 +102,10 @@ faults) dirs=(tests/faults) ;;
 all) dirs=(tests/e2e tests/faults) ;;
 esac
 for d in "${dirs[@]}"; do
-	for script in "$d"/*.sh; do
+	# tests/faults also holds helper scripts: only faults_*.sh are cases
+	glob="*.sh"
+	[ "$d" = tests/faults ] && glob="faults_*.sh"
+	for script in "$d"/$glob; do
 		[ -f "$script" ] || continue
 		case "$(basename "$script")" in lib*.sh) continue ;; esac
 		selected "$(basename "$script" .sh)" && run_script "$script"
