@@ -5,9 +5,10 @@
 #
 # The job: dlaunch-train on synthetic data (CPU, TCP collectives), two
 # agents with two workers each (world size 4) against dlaunch-rdzv
-# --state-dir on loopback, checkpoints every few steps. For SCHED_SECONDS
-# (default 45) a seeded schedule (FAULT_SEED, printed; set it to replay)
-# injects, every 2-6 s, one of:
+# --state-dir on loopback, checkpoints every 50 steps; SCHED_STEPS (1500,
+# about 25 s uninterrupted here) steps. For SCHED_SECONDS (default 30), or
+# until the job ends, a seeded schedule (FAULT_SEED, printed; set it to
+# replay) injects, every 1-5 s, one of:
 #   - kill -9 of a random trainer process,
 #   - kill -9 of a random agent, restarted 0.5-1.5 s later with the same
 #     command (as a supervisor would),
@@ -23,13 +24,14 @@ faults_require dlaunch-rdzv dlaunch dlaunch-train
 SEED=${FAULT_SEED:-$(($$ * 7919 % 32768))}
 RANDOM=$SEED
 echo "# fault schedule seed $SEED (replay with FAULT_SEED=$SEED)"
-SECONDS_OF_FAULTS=${SCHED_SECONDS:-45}
-STEPS=${SCHED_STEPS:-600}
+SECONDS_OF_FAULTS=${SCHED_SECONDS:-30}
+STEPS=${SCHED_STEPS:-1500}
 what="fault schedule (seed $SEED)"
 
 train_args() { # CKPT_DIR
-	echo "--data synthetic:8192 --model 64-128-128-8 --global-batch 64" \
-		"--device cpu --threads 1 --max-steps $STEPS --checkpoint-every 10" \
+	echo "--data synthetic:8192 --model 256-512-512-16 --global-batch 64" \
+		"--device cpu --threads 1 --max-steps $STEPS --epochs 1000" \
+		"--checkpoint-every 50" \
 		"--keep-checkpoints 3 --checkpoint-dir $1 --timeout 10s --log-every 100000"
 }
 CK="$PY $FAULTS_DIR/ckpt_tool.py"
@@ -97,8 +99,10 @@ faults=() member_checks=0 member_problems=
 end=$((SECONDS + SECONDS_OF_FAULTS))
 while [ $SECONDS -lt $end ]; do
 	# the pause between faults is the schedule itself, not a synchronisation
-	sleep "$((2 + RANDOM % 5)).$((RANDOM % 10))"
-	if job_state_is sched RUNNING; then
+	sleep "$((1 + RANDOM % 4)).$((RANDOM % 10))"
+	st=$(job_field sched .state)
+	case "$st" in SUCCEEDED | FAILED) break ;; esac
+	if [ "$st" = RUNNING ]; then
 		p=$(job_json sched | members_problems)
 		member_checks=$((member_checks + 1))
 		[ -n "$p" ] && member_problems+="$p; "
@@ -142,7 +146,10 @@ else
 	not_ok "$what: the job did not end within 240 s of the last fault"
 fi
 check_eq "$what: job state" SUCCEEDED "$(job_field sched .state)"
-echo "# restarts charged: $(job_field sched .restart_count), rounds: $(job_round sched)"
+rounds=$(job_round sched)
+echo "# restarts charged: $(job_field sched .restart_count), rounds: $rounds"
+check "$what: the faults hit the running job (${#faults[@]} faults, $rounds rounds)" \
+	test "${#faults[@]}" -ge 3 -a "$rounds" -ge 2
 check "$what: the server's rounds never gave a rank twice ($member_checks looks)" \
 	test -z "$member_problems"
 [ -n "$member_problems" ] && echo "# $member_problems"
