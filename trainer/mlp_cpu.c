@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "dlaunch/train_backend.h"
 
@@ -271,6 +272,26 @@ void train_backend_cpu(struct train_backend *be, int threads)
 	be->bn_forward = cpu_bn_forward;
 	be->bn_backward_sums = cpu_bn_backward_sums;
 	be->bn_backward = cpu_bn_backward;
+}
+
+const char *train_backend_cpu_better_core(void)
+{
+	const char *name;
+
+	if (getenv("OPENBLAS_CORETYPE") != NULL)
+		return NULL;
+	name = openblas_get_corename();
+	if (name == NULL || strcasecmp(name, "prescott") != 0)
+		return NULL;
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx512vl"))
+		return "SkylakeX";
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return "Haswell";
+	return NULL;
 }
 
 void train_backend_release(struct train_backend *be)

@@ -92,6 +92,13 @@ struct train_backend {
  * the BLAS thread count. Always succeeds. */
 void train_backend_cpu(struct train_backend *be, int threads);
 
+/* train_backend_cpu_better_core: when the BLAS fell back to its generic
+ * (SSE3) kernels because it did not recognise the CPU model (common in
+ * virtual machines), the OPENBLAS_CORETYPE value that matches the CPU's
+ * features, for the caller to set before re-executing itself; NULL when
+ * the BLAS chose well or OPENBLAS_CORETYPE is already set. */
+const char *train_backend_cpu_better_core(void);
+
 /* train_backend_cuda_available: the number of CUDA devices (0 in builds
  * without CUDA or when none is usable). */
 int train_backend_cuda_available(void);
