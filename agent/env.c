@@ -75,6 +75,10 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 	set(own, &n_own, "TORCHELASTIC_USE_AGENT_STORE", "False");
 	if (!in_base(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
 		set(own, &n_own, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+	/* PyTorch before 2.2 reads the old name; torchrun of those versions
+	 * sets it, so a drop-in must too */
+	if (!in_base(base, "NCCL_ASYNC_ERROR_HANDLING"))
+		set(own, &n_own, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (e->local_world_size > 1 && !in_base(base, "OMP_NUM_THREADS"))
 		set(own, &n_own, "OMP_NUM_THREADS", "1");
 	set(own, &n_own, "DLAUNCH_JOB_ID", "%s", e->job_id);

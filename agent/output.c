@@ -269,7 +269,9 @@ int output_open(struct agent_worker *w, int which, int *child_fd)
 	s->file_fd = -1;
 	redirect = agent_std_mask(&a->cfg.redirects, w->local_rank) & which;
 	tee = agent_std_mask(&a->cfg.tee, w->local_rank) & which;
-	s->console = !redirect && console_allowed(a, w->local_rank);
+	/* as in torchrun, a teed stream reaches the console even when it is
+	 * also redirected */
+	s->console = (!redirect || tee) && console_allowed(a, w->local_rank);
 	if (redirect || tee) {
 		if (snprintf(path, sizeof(path), "%s/attempt_%d/rank_%d/%s.log",
 			     a->log_dir, a->r.restart_count, w->rank,

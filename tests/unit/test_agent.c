@@ -87,6 +87,7 @@ static void test_env_exact(void **state)
 			    "False");
 	assert_string_equal(env_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
 			    "1");
+	assert_string_equal(env_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "1");
 	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "1");
 	assert_string_equal(env_get(env, "DLAUNCH_JOB_ID"), "job42");
 	assert_string_equal(env_get(env, "DLAUNCH_ROUND"), "7");
@@ -98,8 +99,8 @@ static void test_env_exact(void **state)
 
 static void test_env_defaults_only_if_unset(void **state)
 {
-	char *base[] = {"OMP_NUM_THREADS=4",
-			"TORCH_NCCL_ASYNC_ERROR_HANDLING=0", NULL};
+	char *base[] = {"OMP_NUM_THREADS=4", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
+			"NCCL_ASYNC_ERROR_HANDLING=0", NULL};
 	char *empty[] = {NULL};
 	struct agent_worker_env e = sample();
 	char **env;
@@ -109,6 +110,8 @@ static void test_env_defaults_only_if_unset(void **state)
 	assert_int_equal(env_count(env, "OMP_NUM_THREADS"), 1);
 	assert_string_equal(env_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
 			    "0");
+	assert_string_equal(env_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+	assert_int_equal(env_count(env, "NCCL_ASYNC_ERROR_HANDLING"), 1);
 	agent_env_free(env);
 	/* one worker per node: OMP_NUM_THREADS is left alone */
 	e.local_world_size = 1;
