@@ -150,7 +150,10 @@ clean:
 # two worker processes on this machine, under the embedded rendezvous.
 RUN_ARGS ?= --data fashion-mnist --model 784-256-128-10 --epochs 10 \
 	--global-batch 128 --checkpoint-dir $(BUILD)/run-ckpt
+# A fresh start each time: dlaunch-train would otherwise resume from the
+# previous run's final checkpoint and only evaluate.
 run: deps
 	@$(MAKE) --no-print-directory all
+	@rm -rf $(BUILD)/run-ckpt
 	$(BUILD)/bin/dlaunch --standalone --nproc-per-node 2 --no-python \
 		$(BUILD)/bin/dlaunch-train $(RUN_ARGS)
