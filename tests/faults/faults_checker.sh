@@ -24,7 +24,7 @@ printf '%s\n' "1 0 100 A 0 4 0 h:1" "1 1 101 A 1 4 0 h:1" "1 2 102 B 0 4 0 h:1" 
 check_eq "checker: clean records give no problem" "" "$(ranks_problems)"
 echo "2 1 106 B 0 2 1 h:2" >>"$TEST_TMP/ranks.log"
 check "checker: a rank held twice in a round is found" \
-	bash -c "grep -q 'round 2 rank 1 held twice (pids 105 and 106)' <<<'$(ranks_problems)'"
+	bash -c "grep -q 'round 2 rank 1 held twice (pids 105@C and 106@B)' <<<'$(ranks_problems)'"
 echo "3 5 107 B 0 4 2 h:3" >>"$TEST_TMP/ranks.log"
 check "checker: a rank outside the world size is found" \
 	bash -c "grep -q 'round 3 rank 5 outside world size 4' <<<'$(ranks_problems)'"

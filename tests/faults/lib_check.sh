@@ -82,8 +82,8 @@ ranks_problems() {
 	{
 		key = $1 " " $2
 		if (key in holder)
-			printf "round %s rank %s held twice (pids %s and %s)\n", $1, $2, holder[key], $3
-		holder[key] = $3
+			printf "round %s rank %s held twice (pids %s and %s)\n", $1, $2, holder[key], $3 "@" $4
+		holder[key] = $3 "@" $4
 		if ($2 + 0 >= $6 + 0 || $2 + 0 < 0)
 			printf "round %s rank %s outside world size %s\n", $1, $2, $6
 		if (($1 in world) && world[$1] != $6)
@@ -175,4 +175,22 @@ check_journal() {
 check_case() {
 	check_no_strays "$1" "${2:-10}"
 	check_ranks "$1"
+}
+
+# check_sanitizer_logs: no AddressSanitizer, LeakSanitizer or UBSan report
+# in any log of the case (the servers', agents' and workers' output); run by
+# finish, so a `make check` build of the suite fails on them
+check_sanitizer_logs() {
+	local hits
+	hits=$(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' \
+		"$TEST_TMP"/*.log 2>/dev/null)
+	if [ -z "$hits" ]; then
+		ok "$(basename "$0" .sh): no sanitizer report in any log"
+	else
+		local f
+		for f in $hits; do
+			not_ok "$(basename "$0" .sh): sanitizer report in $(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error:' "$f" | cut -c1-200)"
+			grep -A12 -m1 -E 'ERROR: |runtime error:' "$f" | sed 's/^/#   /'
+		done
+	fi
 }

@@ -36,10 +36,26 @@ declare -A AGENT_PID=()
 faults_cleanup() {
 	kill_marked
 	netns_teardown
+	# a failed case keeps its logs and worker records for diagnosis
+	if [ "$FAILED" -gt 0 ] && [ -n "${DLAUNCH_BUILD:-}" ]; then
+		local keep
+		keep=$DLAUNCH_BUILD/test-logs/$(basename "$0" .sh).kept
+		rm -rf "$keep"
+		mkdir -p "$keep"
+		cp "$TEST_TMP"/*.log "$keep"/ 2>/dev/null
+		echo "# logs of the failed case kept in $keep"
+	fi
 	cleanup
 }
 trap faults_cleanup EXIT
 trap 'exit 130' INT TERM
+
+# finish: the sanitizer check over every log, then the runner's status
+finish() {
+	check_sanitizer_logs
+	[ "$FAILED" -eq 0 ]
+	exit $?
+}
 
 # faults_require BIN...: skip the whole script when a binary is not built
 faults_require() {
@@ -47,7 +63,7 @@ faults_require() {
 	for b in "$@"; do
 		if [ ! -x "$BIN/$b" ]; then
 			skip "$(basename "$0" .sh): $b is not built in $BIN"
-			finish
+			exit 0
 		fi
 	done
 }
