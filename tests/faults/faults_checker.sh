@@ -18,20 +18,20 @@ check "checker: and kills it" wait_for 5 pids_dead "$stray"
 check "checker: an unmarked process is not counted" bash -c "! grep -qw $$ <<<'$(marked_pids)'"
 
 # worker records
-printf '%s\n' "1 0 100 A 0 4 0 h:1" "1 1 101 A 1 4 0 h:1" "1 2 102 B 0 4 0 h:1" \
-	"1 3 103 B 1 4 0 h:1" "2 0 104 A 0 2 1 h:2" "2 1 105 C 0 2 1 h:2" \
-	>"$TEST_TMP/ranks.log"
-check_eq "checker: clean records give no problem" "" "$(ranks_problems)"
-echo "2 1 106 B 0 2 1 h:2" >>"$TEST_TMP/ranks.log"
+printf '%s\n' "1 0 100 A 0 4 0 h:1 j" "1 1 101 A 1 4 0 h:1 j" "1 2 102 B 0 4 0 h:1 j" \
+	"1 3 103 B 1 4 0 h:1 j" "2 0 104 A 0 2 1 h:2 j" "2 1 105 C 0 2 1 h:2 j" \
+	"1 0 200 X 0 1 0 h:9 other" >"$TEST_TMP/ranks.log"
+check_eq "checker: clean records (two jobs) give no problem" "" "$(ranks_problems)"
+echo "2 1 106 B 0 2 1 h:2 j" >>"$TEST_TMP/ranks.log"
 check "checker: a rank held twice in a round is found" \
-	bash -c "grep -q 'round 2 rank 1 held twice (pids 105@C and 106@B)' <<<'$(ranks_problems)'"
-echo "3 5 107 B 0 4 2 h:3" >>"$TEST_TMP/ranks.log"
+	bash -c "grep -q 'job j round 2 rank 1 held twice (pids 105@C and 106@B)' <<<'$(ranks_problems)'"
+echo "3 5 107 B 0 4 2 h:3 j" >>"$TEST_TMP/ranks.log"
 check "checker: a rank outside the world size is found" \
-	bash -c "grep -q 'round 3 rank 5 outside world size 4' <<<'$(ranks_problems)'"
-echo "3 1 108 A 0 4 3 h:3" >>"$TEST_TMP/ranks.log"
+	bash -c "grep -q 'job j round 3 rank 5 outside world size 4' <<<'$(ranks_problems)'"
+echo "3 1 108 A 0 4 3 h:3 j" >>"$TEST_TMP/ranks.log"
 check "checker: two restart counts in one round are found" \
-	bash -c "grep -q 'round 3 has restart counts 2 and 3' <<<'$(ranks_problems)'"
-echo "none none 109 A 0 none none none:none" >>"$TEST_TMP/ranks.log"
+	bash -c "grep -q 'job j round 3 has restart counts 2 and 3' <<<'$(ranks_problems)'"
+echo "none none 109 A 0 none none none:none none" >>"$TEST_TMP/ranks.log"
 check "checker: a worker without RANK is found" \
 	bash -c "grep -q 'worker pid 109 has no' <<<'$(ranks_problems)'"
 rm -f "$TEST_TMP/ranks.log"

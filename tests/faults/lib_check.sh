@@ -5,9 +5,9 @@
 #                                   left but the server (waits up to SECONDS
 #                                   for them to go, then names and kills them)
 #   check_ranks WHAT                the workers' own records: no global rank
-#                                   held twice in any round, ranks below the
-#                                   world size, one world size and one restart
-#                                   count per round
+#                                   held twice in any round of a job, ranks
+#                                   below the world size, one world size, one
+#                                   restart count and one master per round
 #   check_members JOB WHAT          the server's job detail: node ranks
 #                                   0..N-1 once each, rank offsets the sums
 #                                   of the lower nodes' nproc, world size the
@@ -80,21 +80,23 @@ ranks_problems() {
 		next
 	}
 	{
-		key = $1 " " $2
+		# records of several jobs may share the file: a round is per job
+		r = $9 " round " $1
+		key = r " rank " $2
 		if (key in holder)
-			printf "round %s rank %s held twice (pids %s and %s)\n", $1, $2, holder[key], $3 "@" $4
+			printf "job %s round %s rank %s held twice (pids %s and %s)\n", $9, $1, $2, holder[key], $3 "@" $4
 		holder[key] = $3 "@" $4
 		if ($2 + 0 >= $6 + 0 || $2 + 0 < 0)
-			printf "round %s rank %s outside world size %s\n", $1, $2, $6
-		if (($1 in world) && world[$1] != $6)
-			printf "round %s has world sizes %s and %s\n", $1, world[$1], $6
-		world[$1] = $6
-		if (($1 in rc) && rc[$1] != $7)
-			printf "round %s has restart counts %s and %s\n", $1, rc[$1], $7
-		rc[$1] = $7
-		if (($1 in master) && master[$1] != $8)
-			printf "round %s has masters %s and %s\n", $1, master[$1], $8
-		master[$1] = $8
+			printf "job %s round %s rank %s outside world size %s\n", $9, $1, $2, $6
+		if ((r in world) && world[r] != $6)
+			printf "job %s round %s has world sizes %s and %s\n", $9, $1, world[r], $6
+		world[r] = $6
+		if ((r in rc) && rc[r] != $7)
+			printf "job %s round %s has restart counts %s and %s\n", $9, $1, rc[r], $7
+		rc[r] = $7
+		if ((r in master) && master[r] != $8)
+			printf "job %s round %s has masters %s and %s\n", $9, $1, master[r], $8
+		master[r] = $8
 	}' "$f"
 }
 

@@ -5,7 +5,8 @@
 # environment (the case's agent passes them through). On start it appends
 # one record to $FAULT_DIR/ranks.log:
 #
-#   DLAUNCH_ROUND RANK PID FAULT_NODE LOCAL_RANK WORLD_SIZE RESTART_COUNT MASTER
+#   DLAUNCH_ROUND RANK PID FAULT_NODE LOCAL_RANK WORLD_SIZE RESTART_COUNT
+#   MASTER_ADDR:MASTER_PORT DLAUNCH_JOB_ID
 #
 # (one short O_APPEND write, atomic between workers), so the checker can
 # prove no global rank was held twice in a round, and writes its pid to
@@ -27,7 +28,7 @@ node=${FAULT_NODE:-${DLAUNCH_NODE_ID:-unknown}}
 lr=${LOCAL_RANK:-x}
 echo "${DLAUNCH_ROUND:-none} ${RANK:-none} $$ $node $lr ${WORLD_SIZE:-none}" \
 	"${TORCHELASTIC_RESTART_COUNT:-none} ${MASTER_ADDR:-none}:${MASTER_PORT:-none}" \
-	>>"$d/ranks.log"
+	"${DLAUNCH_JOB_ID:-${TORCHELASTIC_RUN_ID:-none}}" >>"$d/ranks.log"
 echo $$ >"$d/pid.$node.$lr.$$"
 mv -f "$d/pid.$node.$lr.$$" "$d/pid.$node.$lr"
 

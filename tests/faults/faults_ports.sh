@@ -1,0 +1,94 @@
+#!/bin/bash
+# faults_ports.sh - ports: two jobs on one host at once, and an occupied
+# master port.
+#
+#   two jobs on one host: two dlaunch jobs of two dlaunch-train workers
+#     each (they really bind MASTER_PORT) run at the same time on this host,
+#     through one dlaunch-rdzv, and two --standalone jobs at the same time:
+#     every job gets its own master port and all succeed;
+#   occupied master port: static mode with --master-port set to a port
+#     another process holds (and accepts on, answering nothing): the job
+#     fails in bounded time with a message naming the port, not a hang.
+source "$(dirname "$0")/lib_faults.sh"
+faults_require dlaunch-rdzv dlaunch dlaunch-train
+
+TRAIN=("$BIN/dlaunch-train" --data synthetic:2048 --model 32-64-4
+	--global-batch 64 --device cpu --threads 1 --max-steps 300 --epochs 100
+	--log-every 100000 --timeout 10s)
+
+what="two jobs on one host"
+if start_rdzv; then
+	for j in p1 p2; do
+		# shellcheck disable=SC2046
+		start_agent "$j" "$BIN/dlaunch" $(agent_args "$j" 1 2) \
+			--no-python "$WORKER" "${TRAIN[@]}" --checkpoint-dir "$TEST_TMP/ck.$j"
+	done
+	if wait_agent p1 60 && wait_agent p2 60; then
+		check_eq "$what: both jobs succeed" "0 0" "${AGENT_RC[p1]} ${AGENT_RC[p2]}"
+	else
+		not_ok "$what: the jobs did not end within 60 s"
+	fi
+	m1=$(job_field p1 '"\(.master_addr):\(.master_port)"')
+	m2=$(job_field p2 '"\(.master_addr):\(.master_port)"')
+	check "$what: through one server, each job has its own master port ($m1, $m2)" \
+		test -n "$m1" -a "$m1" != null -a "$m1" != "$m2"
+	check_eq "$what: four workers recorded" 4 "$(wc -l <"$TEST_TMP/ranks.log")"
+	check_case "$what (rdzv)"
+	stop_rdzv
+else
+	not_ok "$what: dlaunch-rdzv did not start"
+fi
+
+new_case
+for j in s1 s2; do
+	start_agent "$j" "$BIN/dlaunch" --standalone --nproc-per-node=2 \
+		--no-python "$WORKER" "${TRAIN[@]}" --checkpoint-dir "$TEST_TMP/ck.$j"
+done
+if wait_agent s1 60 && wait_agent s2 60; then
+	check_eq "$what: two --standalone jobs at once both succeed" "0 0" \
+		"${AGENT_RC[s1]} ${AGENT_RC[s2]}"
+else
+	not_ok "$what: the --standalone jobs did not end within 60 s"
+fi
+ports=$(awk '{print $8}' "$TEST_TMP/ranks.log" | sort -u | wc -l)
+check_eq "$what: the --standalone jobs used two master ports" 2 "$ports"
+check_case "$what (standalone)"
+
+# ---- occupied master port --------------------------------------------------------
+what="occupied master port"
+new_case
+spawn_bg "$TEST_TMP/holder.log" env DLAUNCH_TEST_MARK="$MARK" "$PY" -c '
+import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print("listening on", s.getsockname()[1], flush=True)
+conns = []
+while True:
+    c, _ = s.accept()
+    conns.append(c)   # accept and never answer
+'
+holder=$LAST_PID
+if wait_for 10 log_has "$TEST_TMP/holder.log" '^listening on'; then
+	port=$(awk '{print $3}' "$TEST_TMP/holder.log")
+	t0=$SECONDS
+	start_agent static "$BIN/dlaunch" --nnodes=1 --node-rank=0 \
+		--master-addr=127.0.0.1 --master-port="$port" --nproc-per-node=2 \
+		--no-python "${TRAIN[@]}" --timeout 5s
+	if wait_agent static 60; then
+		check_eq "$what: the job fails (exit 1)" 1 "${AGENT_RC[static]}"
+		check "$what: in bounded time ($((SECONDS - t0)) s; collective timeout 5 s)" \
+			test $((SECONDS - t0)) -le 30
+		check "$what: the message names the port $port" \
+			log_has "$TEST_TMP/agent.static.log" "$port.*([Aa]ddress already in use|in use)|([Aa]ddress already in use|in use).*$port"
+	else
+		not_ok "$what: dlaunch still running 60 s after start (a hang)"
+		show_log "$TEST_TMP/agent.static.log"
+	fi
+	kill_tree "$holder"
+	{ wait "$holder"; } 2>/dev/null
+else
+	not_ok "$what: the port holder did not start"
+fi
+check_no_strays "$what"
+finish
