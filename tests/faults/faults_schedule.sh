@@ -5,10 +5,10 @@
 #
 # The job: dlaunch-train on synthetic data (CPU, TCP collectives), two
 # agents with two workers each (world size 4) against dlaunch-rdzv
-# --state-dir on loopback, checkpoints every 50 steps; SCHED_STEPS (1500,
-# about 25 s uninterrupted here) steps. For SCHED_SECONDS (default 30), or
-# until the job ends, a seeded schedule (FAULT_SEED, printed; set it to
-# replay) injects, every 1-5 s, one of:
+# --state-dir on loopback, checkpoints every 50 steps; SCHED_STEPS (2000,
+# about 20-30 s uninterrupted here) steps. For SCHED_SECONDS (default 30),
+# or until the job ends, a seeded schedule (FAULT_SEED, printed; set it to
+# replay) injects, every 0.5-3 s, one of:
 #   - kill -9 of a random trainer process,
 #   - kill -9 of a random agent, restarted 0.5-1.5 s later with the same
 #     command (as a supervisor would),
@@ -25,7 +25,7 @@ SEED=${FAULT_SEED:-$(($$ * 7919 % 32768))}
 RANDOM=$SEED
 echo "# fault schedule seed $SEED (replay with FAULT_SEED=$SEED)"
 SECONDS_OF_FAULTS=${SCHED_SECONDS:-30}
-STEPS=${SCHED_STEPS:-1500}
+STEPS=${SCHED_STEPS:-2000}
 what="fault schedule (seed $SEED)"
 
 train_args() { # CKPT_DIR
@@ -99,7 +99,7 @@ faults=() member_checks=0 member_problems=
 end=$((SECONDS + SECONDS_OF_FAULTS))
 while [ $SECONDS -lt $end ]; do
 	# the pause between faults is the schedule itself, not a synchronisation
-	sleep "$((1 + RANDOM % 4)).$((RANDOM % 10))"
+	sleep "$((RANDOM % 3)).$((5 + RANDOM % 5))"
 	st=$(job_field sched .state)
 	case "$st" in SUCCEEDED | FAILED) break ;; esac
 	if [ "$st" = RUNNING ]; then

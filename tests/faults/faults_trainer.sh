@@ -164,7 +164,8 @@ if [ -x "$BIN/dlaunch" ]; then
 		"$BIN/dlaunch" --standalone --nproc-per-node=2 --max-restarts=2 \
 		--no-python "$BIN/dlaunch-train" --data synthetic:4096 \
 		--model 64-256-256-4 --global-batch 64 --device cpu --threads 1 \
-		--max-steps 4000 --checkpoint-every 50 --checkpoint-dir "$d" \
+		--max-steps 4000 --epochs 1000 --checkpoint-every 50 \
+		--checkpoint-dir "$d" \
 		--timeout 3s --log-every 100000
 	hang_pid=$LAST_PID
 	if wait_for 30 compgen -G "$d/ckpt-*.dlck" && p1=$(rank_pid 1); then
