@@ -211,7 +211,10 @@ static void sockaddr_text(const struct sockaddr_storage *ss, char *out,
 	}
 }
 
-/* tune_data_socket: the options every mesh connection gets. */
+/* tune_data_socket: the options every mesh connection gets. The buffer
+ * sizes are left to the kernel's autotuning (up to tcp_wmem/tcp_rmem):
+ * fixed SO_SNDBUF/SO_RCVBUF of 1-4 MiB measured no faster on loopback and
+ * would switch autotuning off. */
 static void tune_data_socket(int fd)
 {
 	int one = 1;

@@ -39,13 +39,16 @@
 
 #define SMALL_ALLREDUCE_BYTES (64u << 10)
 #define SMALL_BROADCAST_BYTES (64u << 10)
-
-enum dep { DEP_NONE, DEP_PREV, DEP_SAME };
+#define RING_SEGMENT_BYTES    (256u << 10)
+#define RING_SKEW	      2
 
 struct ring_step {
 	const unsigned char *send;
 	size_t send_len;
-	enum dep send_dep;
+	/* the step (this one or an earlier one) whose received bytes this
+	 * step sends on: its sends never pass that step's processed bytes;
+	 * -1: the bytes are ready from the start */
+	int dep;
 	unsigned char *recv;
 	size_t recv_len;
 	/* reduce mode: recv = reduce_a op incoming (reduce_a == recv: in
@@ -87,15 +90,9 @@ int dist_io_fail(struct dist *d, int rc, int peer, const char *what)
 static size_t send_limit(const struct ring_run *rr, int ts, int tr, size_t rq)
 {
 	const struct ring_step *s = &rr->steps[ts];
-	int dep_step;
-	switch (s->send_dep) {
-	case DEP_NONE: return s->send_len;
-	case DEP_PREV: dep_step = ts - 1; break;
-	default: dep_step = ts; break;
-	}
-	if (tr > dep_step)
+	if (s->dep < 0 || tr > s->dep)
 		return s->send_len;
-	if (tr < dep_step)
+	if (tr < s->dep)
 		return 0;
 	return rq < s->send_len ? rq : s->send_len;
 }
@@ -245,7 +242,7 @@ static int xfer(struct dist *d, const char *what, int peer_out,
 	struct ring_step step = {
 	    .send = sbuf,
 	    .send_len = slen,
-	    .send_dep = DEP_NONE,
+	    .dep = -1,
 	    .recv = rbuf,
 	    .recv_len = rlen,
 	};
@@ -324,28 +321,59 @@ static size_t seg_len(size_t count, int world, int seg)
 	return base + ((size_t)seg < rem ? 1 : 0);
 }
 
-/* Large all-reduce: ring reduce-scatter, then ring all-gather of the
- * reduced segments, streamed as one pipeline of 2(N-1) steps. */
+/* Large all-reduce: the buffer is cut into rounds of world_size segments
+ * of about RING_SEGMENT_BYTES; each round is a ring reduce-scatter then a
+ * ring all-gather, 2(N-1) steps, step t sending on what step t-1
+ * received. Small rounds keep what a rank forwards in cache between the
+ * moment it is reduced and the moment it is sent on. The rounds' steps
+ * are interleaved in a skewed order (step t of round k at position
+ * k + RING_SKEW * t), the same on every rank, so the step a send waits on
+ * was received RING_SKEW diagonals earlier: the ring does not stall on
+ * every hop waiting for the neighbour to be scheduled. */
 static int allreduce_ring(struct dist *d, const unsigned char *send,
 			  unsigned char *recv, size_t count,
 			  enum dist_dtype dtype, enum dist_op op)
 {
-	int w = d->world, r = d->rank, nsteps = 2 * (w - 1);
+	int w = d->world, r = d->rank, per_round = 2 * (w - 1);
 	size_t es = dist_dtype_size(dtype);
-	struct ring_step *steps = calloc((size_t)nsteps, sizeof(*steps));
-	if (steps == NULL)
-		return DL_ENOMEM;
-	for (int t = 0; t < nsteps; t++) {
-		int ss = ((r - t) % w + w) % w, sr = ((r - t - 1) % w + w) % w;
-		struct ring_step *s = &steps[t];
-		s->send = (t == 0 ? send : recv) + seg_off(count, w, ss) * es;
-		s->send_len = seg_len(count, w, ss) * es;
-		s->send_dep = t == 0 ? DEP_NONE : DEP_PREV;
-		s->recv = recv + seg_off(count, w, sr) * es;
-		s->recv_len = seg_len(count, w, sr) * es;
-		if (t < w - 1) {
-			s->reduce_a = send + seg_off(count, w, sr) * es;
-			s->scale = op == DIST_AVG && t == w - 2;
+	size_t seg_elems = RING_SEGMENT_BYTES / es;
+	size_t round_elems = seg_elems * (size_t)w;
+	size_t rounds = (count + round_elems - 1) / round_elems;
+	size_t nsteps = rounds * (size_t)per_round, at = 0;
+	size_t skew = RING_SKEW;
+	struct ring_step *steps = calloc(nsteps, sizeof(*steps));
+	int *index = malloc(nsteps * sizeof(*index)); /* (k, t) -> step */
+	int rc = DL_ENOMEM;
+	if (steps == NULL || index == NULL || nsteps > INT32_MAX)
+		goto out;
+	for (size_t key = 0; at < nsteps; key++) {
+		for (int t = per_round - 1; t >= 0; t--) {
+			if (key < skew * (size_t)t ||
+			    key - skew * (size_t)t >= rounds)
+				continue;
+			size_t k = key - skew * (size_t)t;
+			size_t base = k * round_elems;
+			size_t len = count - base < round_elems ? count - base
+								: round_elems;
+			int ss = ((r - t) % w + w) % w;
+			int sr = ((r - t - 1) % w + w) % w;
+			size_t soff = (base + seg_off(len, w, ss)) * es;
+			size_t roff = (base + seg_off(len, w, sr)) * es;
+			struct ring_step *s = &steps[at];
+			index[k * (size_t)per_round + (size_t)t] = (int)at;
+			s->send = (t == 0 ? send : recv) + soff;
+			s->send_len = seg_len(len, w, ss) * es;
+			s->dep =
+			    t == 0
+				? -1
+				: index[k * (size_t)per_round + (size_t)t - 1];
+			s->recv = recv + roff;
+			s->recv_len = seg_len(len, w, sr) * es;
+			if (t < w - 1) {
+				s->reduce_a = send + roff;
+				s->scale = op == DIST_AVG && t == w - 2;
+			}
+			at++;
 		}
 	}
 	struct ring_run rr = {
@@ -354,12 +382,14 @@ static int allreduce_ring(struct dist *d, const unsigned char *send,
 	    .peer_out = (r + 1) % w,
 	    .peer_in = (r + w - 1) % w,
 	    .steps = steps,
-	    .nsteps = nsteps,
+	    .nsteps = (int)nsteps,
 	    .dtype = dtype,
 	    .op = op,
 	};
-	int rc = ring_exec(&rr);
+	rc = ring_exec(&rr);
+out:
 	free(steps);
+	free(index);
 	return rc;
 }
 
@@ -420,7 +450,7 @@ int dist_tcp_broadcast(struct dist *d, void *buf, size_t bytes, int root)
 	struct ring_step step = {
 	    .send = buf,
 	    .send_len = v < w - 1 ? bytes : 0,
-	    .send_dep = v > 0 ? DEP_SAME : DEP_NONE,
+	    .dep = v > 0 ? 0 : -1,
 	    .recv = buf,
 	    .recv_len = v > 0 ? bytes : 0,
 	};
@@ -455,7 +485,7 @@ int dist_tcp_all_gather(struct dist *d, const void *send, void *recv,
 		int ss = ((r - t) % w + w) % w, sr = ((r - t - 1) % w + w) % w;
 		steps[t].send = out + (size_t)ss * bytes;
 		steps[t].send_len = bytes;
-		steps[t].send_dep = t == 0 ? DEP_NONE : DEP_PREV;
+		steps[t].dep = t - 1;
 		steps[t].recv = out + (size_t)sr * bytes;
 		steps[t].recv_len = bytes;
 	}

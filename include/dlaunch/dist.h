@@ -14,6 +14,29 @@
  * Threading: one thread issues operations at a time. Asynchronous operations
  * (isend, irecv, iall_reduce) run in issue order on the library's own
  * progress thread (TCP) or stream (NCCL) and complete through dist_wait.
+ *
+ * Details of this implementation (additions to the contract above):
+ * - A blocking operation may be issued while asynchronous ones are in
+ *   flight: on TCP it first waits for them to finish (they keep their
+ *   order), then runs on the caller's thread. Consecutive isend/irecv
+ *   progress concurrently, so the order in which two ranks post a matching
+ *   isend/irecv pair does not matter.
+ * - Reductions give every rank the same bits (one fixed operand order).
+ *   DIST_AVG sums, then divides by the world size: integer division,
+ *   truncating toward zero, for integer types. Integer sums wrap. uint8
+ *   is accepted by every operation, reductions included.
+ * - dist_reduce: ranks other than root may pass recv = NULL.
+ * - dist_all_gather: send may be recv + rank * count (in place).
+ * - Errors: an operation that fails on TCP (peer gone: DL_ECLOSED; silent
+ *   past timeout_ms: DL_ETIMEDOUT; a mismatched send/recv: DL_EPROTO)
+ *   leaves the streams out of step, so the group is failed from then on:
+ *   every later operation returns that error at once; free the group. The
+ *   timeout bounds each wait for progress, not a whole operation.
+ * - NCCL: blocking operations return once the stream has finished them.
+ * - DLAUNCH_DIST_TIMEOUT (a duration: "300", "30s", "500ms") sets
+ *   timeout_ms in dist_config_from_env.
+ * - Limits: world size at most 1024 (the TCP backend keeps one socket per
+ *   peer).
  */
 #ifndef DLAUNCH_DIST_H
 #define DLAUNCH_DIST_H

@@ -353,17 +353,24 @@ static int body_all_reduce_bits(struct dist *d, void *arg)
 	return 0;
 }
 
-/* One large all-reduce (tens of MB): the pipelined ring at full size. */
+/* One large all-reduce (tens of MB): the pipelined ring at full size,
+ * many rounds, an uneven last one. */
+struct large_case {
+	size_t count;
+	enum dist_op op;
+};
+
 static int body_all_reduce_large(struct dist *d, void *arg)
 {
-	size_t n = *(size_t *)arg;
+	const struct large_case *lc = arg;
+	size_t n = lc->count;
 	int w = dist_world_size(d), r = dist_rank(d);
 	float *x = malloc(n * sizeof(float));
 	CHECK(x != NULL);
 	fill_input(DIST_FLOAT32, x, n, r, 5);
-	CHECK_RC(dist_all_reduce(d, x, x, n, DIST_FLOAT32, DIST_SUM));
+	CHECK_RC(dist_all_reduce(d, x, x, n, DIST_FLOAT32, lc->op));
 	for (size_t i = 0; i < n; i++)
-		if (!expected_ok(DIST_FLOAT32, DIST_SUM, w, x, i, 5)) {
+		if (!expected_ok(DIST_FLOAT32, lc->op, w, x, i, 5)) {
 			fprintf(stderr, "rank %d: element %zu wrong\n", r, i);
 			free(x);
 			return 1;
@@ -585,11 +592,13 @@ static void test_all_reduce_bits(void **state)
 
 static void test_all_reduce_large(void **state)
 {
-	size_t n2 = 10u << 20;	    /* 40 MB of float32 on 2 ranks */
-	size_t n3 = (3u << 20) + 7; /* 12 MB on 3 ranks */
+	struct large_case c2 = {10u << 20, DIST_SUM};	    /* 40 MB, 2 ranks */
+	struct large_case c3 = {(3u << 20) + 7, DIST_MAX};  /* 12 MB, 3 */
+	struct large_case c4 = {(2u << 20) + 13, DIST_AVG}; /* 8 MB, 4 */
 	(void)state;
-	run_group(2, 30000, body_all_reduce_large, &n2);
-	run_group(3, 30000, body_all_reduce_large, &n3);
+	run_group(2, 30000, body_all_reduce_large, &c2);
+	run_group(3, 30000, body_all_reduce_large, &c3);
+	run_group(4, 30000, body_all_reduce_large, &c4);
 }
 
 static void test_broadcast(void **state)
