@@ -523,6 +523,24 @@ static int body_async(struct dist *d, void *arg)
 	fill_input(DIST_INT32, want, n, (r + w - 1) % w, 21);
 	CHECK(memcmp(rb, want, n * 4) == 0);
 
+	/* both ends post their isend first, 8 MB each way: the pair only
+	 * completes if sends and receives progress together */
+	if (w % 2 == 0) {
+		size_t big = 2u << 20;
+		int32_t *bs = malloc(big * 4), *br = malloc(big * 4);
+		int peer = r ^ 1;
+		CHECK(bs && br);
+		fill_input(DIST_INT32, bs, big, r, 22);
+		CHECK_RC(dist_isend(d, bs, big, DIST_INT32, peer, &reqs[0]));
+		CHECK_RC(dist_irecv(d, br, big, DIST_INT32, peer, &reqs[1]));
+		CHECK_RC(dist_wait(reqs[0]));
+		CHECK_RC(dist_wait(reqs[1]));
+		fill_input(DIST_INT32, bs, big, peer, 22);
+		CHECK(memcmp(bs, br, big * 4) == 0);
+		free(bs);
+		free(br);
+	}
+
 	size_t sizes[3] = {5, 100000, 3000};
 	double *bufs[3];
 	for (int i = 0; i < 3; i++) {
