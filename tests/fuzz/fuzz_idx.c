@@ -52,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fl = memfile(data + split, size - split, labels, sizeof(labels));
 	if (fi >= 0 && fl >= 0) {
 		memset(&ds, 0, sizeof(ds));
-		if (data_read_idx(images, labels, 10, &ds, err, sizeof(err)) == 0)
+		if (data_read_idx(images, labels, 10, &ds, err, sizeof(err)) ==
+		    0)
 			data_release(&ds);
 	}
 	if (fi >= 0)
