@@ -463,7 +463,13 @@ def bench_rdzv(b):
     ncpu = os.cpu_count() or 1
     out = {"nofile_limit": limit, "reps": reps, "hb_seconds": hb_seconds,
            "cases": [], "failures": []}
+    join_timeout = 30 if b.quick else 60
+    out["join_timeout_s"] = join_timeout
+    stop_reason = None
     for n in sizes:
+        if stop_reason:
+            out["failures"].append(f"{n} nodes: not run: {stop_reason}")
+            continue
         if n + 64 > limit:
             out["failures"].append(f"{n} nodes: open-file limit {limit}")
             continue
@@ -475,18 +481,19 @@ def bench_rdzv(b):
                 rss0 = vm_field(server.pid, "VmRSS") or 0
                 cmd = [load, "--endpoint", f"127.0.0.1:{port}", "--nodes",
                        str(n), "--job", f"scale{n}", "--hb-seconds",
-                       str(hb_seconds)]
+                       str(hb_seconds), "--join-timeout", str(join_timeout)]
                 if ncpu > 1:
                     cmd = ["taskset", "-c", "1"] + cmd
                 p = subprocess.run(cmd, capture_output=True, text=True,
-                                   timeout=300)
+                                   timeout=join_timeout + hb_seconds + 180)
                 hwm = vm_field(server.pid, "VmHWM")
                 if p.returncode != 0:
                     out["failures"].append(
                         f"{n} nodes: rdzv_load exit {p.returncode}: "
                         + p.stderr.strip()[-500:])
                     log(out["failures"][-1])
-                    continue
+                    stop_reason = f"{n} nodes failed"
+                    break
                 res = json.loads(p.stdout)
                 res["server_rss_start_bytes"] = rss0
                 res["server_hwm_bytes"] = hwm
@@ -494,6 +501,12 @@ def bench_rdzv(b):
                 log(f"rdzv n={n}: join {res['join_ms']:.1f} ms, "
                     f"{res['heartbeats_per_s']:.0f} heartbeats/s, "
                     f"VmHWM {hwm / 2**20:.1f} MiB")
+                if res["join_ms"] > join_timeout * 1000 / 4:
+                    # a size this slow says what a repetition would;
+                    # the next size would run into the timeout
+                    stop_reason = (f"{n} nodes took "
+                                   f"{res['join_ms'] / 1000:.1f} s to join")
+                    break
             finally:
                 kill_group(server, signal.SIGTERM)
         if runs:

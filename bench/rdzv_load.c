@@ -4,7 +4,8 @@
  *
  *   rdzv_load --endpoint 127.0.0.1:PORT --nodes 4096 [--job NAME]
  *             [--hb-conns 256] [--hb-depth 4] [--hb-seconds 3]
- *             [--token-file FILE] [--connect-parallel 512]
+ *             [--token-file FILE] [--connect-parallel 128]
+ *             [--join-timeout 120]
  *
  * One thread, one epoll loop, raw non-blocking sockets speaking HTTP/1.1
  * with keep-alive (docs/http-api.md is the contract). Every simulated node
@@ -80,6 +81,7 @@ struct load {
 	unsigned connect_parallel;
 	unsigned hb_conns, hb_depth;
 	double hb_seconds;
+	double join_timeout_s;
 	int epfd;
 	struct conn *conns;
 	unsigned char *rank_seen;
@@ -174,7 +176,7 @@ static void queue_join(struct load *L, struct conn *c)
 		 "\"max_nodes\": %u, \"max_restarts\": 0, "
 		 "\"join_timeout\": 600, \"last_call_timeout\": 600, "
 		 "\"heartbeat_interval\": 1, \"heartbeat_timeout\": 3600, "
-		 "\"wait_ms\": 60000}",
+		 "\"wait_ms\": 30000}",
 		 id, L->incarnation, L->nodes, L->nodes);
 	request(L, c, "POST", path, body);
 }
@@ -638,7 +640,8 @@ static void parse_args(struct load *L, int argc, char **argv)
 	L->hb_conns = 256;
 	L->hb_depth = 4;
 	L->hb_seconds = 3.0;
-	L->connect_parallel = 512;
+	L->join_timeout_s = 120.0;
+	L->connect_parallel = 128;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -673,6 +676,8 @@ static void parse_args(struct load *L, int argc, char **argv)
 			L->hb_depth = (unsigned)n;
 		} else if (strcmp(a, "--hb-seconds") == 0) {
 			rc = parse_double(v, 0.0, 3600.0, &L->hb_seconds);
+		} else if (strcmp(a, "--join-timeout") == 0) {
+			rc = parse_double(v, 0.1, 3600.0, &L->join_timeout_s);
 		} else if (strcmp(a, "--connect-parallel") == 0) {
 			int n;
 			rc = parse_int(v, 1, 65536, &n);
@@ -755,12 +760,13 @@ int main(int argc, char **argv)
 		conn_write(&L, &L.conns[i]);
 		conn_update_events(&L, &L.conns[i]);
 	}
-	run_loop(&L, t_join + 120ull * 1000000000ull, all_joined);
+	run_loop(&L, t_join + (uint64_t)(L.join_timeout_s * 1e9), all_joined);
 	uint64_t t_joined = clock_now_ns();
 	if (L.joined != L.nodes) {
 		fprintf(stderr,
-			"rdzv_load: only %u of %u nodes got an assignment\n",
-			L.joined, L.nodes);
+			"rdzv_load: only %u of %u nodes got an assignment "
+			"within %.0f s\n",
+			L.joined, L.nodes, L.join_timeout_s);
 		return 1;
 	}
 
