@@ -47,8 +47,12 @@ if start_rdzv; then
 		check "$what: every line arrives with its rank prefix ($lines of $want)" \
 			test "$lines" -ge "$want"
 		peak=$(cat "$TEST_TMP/rss" 2>/dev/null || echo 0)
-		check "$what: the agent's memory stays bounded (peak RSS $((peak / 1024)) MiB)" \
-			test "$peak" -lt $((64 * 1024))
+		if grep -q __asan_init "$BIN/dlaunch"; then
+			skip "$what: the agent's memory stays bounded: not measurable under AddressSanitizer, whose quarantine keeps freed memory (peak RSS $((peak / 1024)) MiB)"
+		else
+			check "$what: the agent's memory stays bounded (peak RSS $((peak / 1024)) MiB)" \
+				test "$peak" -lt $((64 * 1024))
+		fi
 	else
 		not_ok "$what: the job did not start"
 		show_log "$RDZV_LOG"
