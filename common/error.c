@@ -1,6 +1,9 @@
 /* error.c - descriptions of the DL_E* codes. */
 #include "dlaunch/error.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *dl_strerror(int code)
 {
 	switch (code) {
@@ -26,4 +29,15 @@ const char *dl_strerror(int code)
 	case DL_ENOTSUP: return "not supported";
 	}
 	return "unknown error";
+}
+
+int dl_errorf(char *err, size_t err_size, int code, const char *fmt, ...)
+{
+	va_list ap;
+	if (err && err_size) {
+		va_start(ap, fmt);
+		vsnprintf(err, err_size, fmt, ap);
+		va_end(ap);
+	}
+	return code;
 }

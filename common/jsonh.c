@@ -9,20 +9,6 @@
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"
 
-static int fail(char *err, size_t err_size, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t err_size, int code, const char *fmt, ...)
-{
-	va_list ap;
-	if (err && err_size) {
-		va_start(ap, fmt);
-		vsnprintf(err, err_size, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 int jsonh_depth(const char *data, size_t len, int limit)
 {
 	int depth = 0, deepest = 0, in_str = 0;
@@ -57,17 +43,18 @@ int jsonh_parse(const char *data, size_t len, int max_depth, json_t **out,
 	json_t *v;
 
 	if (jsonh_depth(data, len, max_depth) > max_depth)
-		return fail(err, err_size, DL_ELIMIT,
-			    "json nested deeper than %d levels", max_depth);
+		return dl_errorf(err, err_size, DL_ELIMIT,
+				 "json nested deeper than %d levels",
+				 max_depth);
 	v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!v)
-		return fail(err, err_size, DL_EINVAL,
-			    "malformed json at line %d column %d: %s",
-			    jerr.line, jerr.column, jerr.text);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "malformed json at line %d column %d: %s",
+				 jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(v)) {
 		json_decref(v);
-		return fail(err, err_size, DL_EINVAL,
-			    "json body must be an object");
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "json body must be an object");
 	}
 	*out = v;
 	return 0;
@@ -80,8 +67,8 @@ static json_t *field(json_t *obj, const char *key, int required, int *rc,
 	*rc = 0;
 	if (!v || json_is_null(v)) {
 		if (required)
-			*rc = fail(err, err_size, DL_EINVAL,
-				   "missing field '%s'", key);
+			*rc = dl_errorf(err, err_size, DL_EINVAL,
+					"missing field '%s'", key);
 		return NULL;
 	}
 	return v;
@@ -95,15 +82,15 @@ int jsonh_get_str(json_t *obj, const char *key, int required, size_t max_len,
 	if (!v)
 		return rc;
 	if (!json_is_string(v))
-		return fail(err, err_size, DL_EINVAL,
-			    "field '%s' must be a string", key);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field '%s' must be a string", key);
 	if (json_string_length(v) > max_len)
-		return fail(err, err_size, DL_ELIMIT,
-			    "field '%s' is longer than %zu bytes", key,
-			    max_len);
+		return dl_errorf(err, err_size, DL_ELIMIT,
+				 "field '%s' is longer than %zu bytes", key,
+				 max_len);
 	if (strlen(json_string_value(v)) != json_string_length(v))
-		return fail(err, err_size, DL_EINVAL,
-			    "field '%s' contains a NUL byte", key);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field '%s' contains a NUL byte", key);
 	*out = json_string_value(v);
 	return 0;
 }
@@ -117,13 +104,14 @@ int jsonh_get_u64(json_t *obj, const char *key, int required, uint64_t min,
 	if (!v)
 		return rc;
 	if (!json_is_integer(v))
-		return fail(err, err_size, DL_EINVAL,
-			    "field '%s' must be an integer", key);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field '%s' must be an integer", key);
 	i = json_integer_value(v);
 	if (i < 0 || (uint64_t)i < min || (uint64_t)i > max)
-		return fail(err, err_size, DL_ERANGE,
-			    "field '%s' must be between %llu and %llu", key,
-			    (unsigned long long)min, (unsigned long long)max);
+		return dl_errorf(err, err_size, DL_ERANGE,
+				 "field '%s' must be between %llu and %llu",
+				 key, (unsigned long long)min,
+				 (unsigned long long)max);
 	*out = (uint64_t)i;
 	return 0;
 }
@@ -136,8 +124,8 @@ int jsonh_get_bool(json_t *obj, const char *key, int required, int *out,
 	if (!v)
 		return rc;
 	if (!json_is_boolean(v))
-		return fail(err, err_size, DL_EINVAL,
-			    "field '%s' must be true or false", key);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field '%s' must be true or false", key);
 	*out = json_is_true(v);
 	return 0;
 }
@@ -156,24 +144,25 @@ int jsonh_get_duration_ms(json_t *obj, const char *key, int required,
 		rc = parse_duration_ms(json_string_value(v), 1000, min_ms,
 				       max_ms, &parsed);
 		if (rc)
-			return fail(err, err_size, rc,
-				    "field '%s' must be a duration between "
-				    "%llums and %llums",
-				    key, (unsigned long long)min_ms,
-				    (unsigned long long)max_ms);
+			return dl_errorf(
+			    err, err_size, rc,
+			    "field '%s' must be a duration between "
+			    "%llums and %llums",
+			    key, (unsigned long long)min_ms,
+			    (unsigned long long)max_ms);
 		*out = parsed;
 		return 0;
 	}
 	if (!json_is_number(v))
-		return fail(err, err_size, DL_EINVAL,
-			    "field '%s' must be a number of seconds", key);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field '%s' must be a number of seconds", key);
 	secs = json_number_value(v);
 	ms = nearbyint(secs * 1000.0);
 	if (!isfinite(ms) || ms < (double)min_ms || ms > (double)max_ms)
-		return fail(err, err_size, DL_ERANGE,
-			    "field '%s' must be between %llums and %llums", key,
-			    (unsigned long long)min_ms,
-			    (unsigned long long)max_ms);
+		return dl_errorf(err, err_size, DL_ERANGE,
+				 "field '%s' must be between %llums and %llums",
+				 key, (unsigned long long)min_ms,
+				 (unsigned long long)max_ms);
 	*out = (uint64_t)ms;
 	return 0;
 }

@@ -150,17 +150,6 @@ static int same_name(const char *given, size_t len, const char *name)
 	return 1;
 }
 
-static int fail(char *err, size_t es, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t es, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, es, fmt, ap);
-	va_end(ap);
-	return DL_EINVAL;
-}
-
 static int parse_nnodes(const char *v, struct launcher_options *o, char *err,
 			size_t es)
 {
@@ -168,17 +157,18 @@ static int parse_nnodes(const char *v, struct launcher_options *o, char *err,
 	char *colon;
 	int lo, hi;
 	if (strlen(v) >= sizeof(copy))
-		return fail(err, es, "--nnodes '%s' is not N or MIN:MAX", v);
+		return dl_errorf(err, es, DL_EINVAL,
+				 "--nnodes '%s' is not N or MIN:MAX", v);
 	snprintf(copy, sizeof(copy), "%s", v);
 	colon = strchr(copy, ':');
 	if (colon)
 		*colon = '\0';
 	if (parse_int(copy, 1, 65536, &lo) != 0 ||
 	    parse_int(colon ? colon + 1 : copy, 1, 65536, &hi) != 0 || lo > hi)
-		return fail(err, es,
-			    "--nnodes '%s' is not N or MIN:MAX with "
-			    "1 <= MIN <= MAX",
-			    v);
+		return dl_errorf(err, es, DL_EINVAL,
+				 "--nnodes '%s' is not N or MIN:MAX with "
+				 "1 <= MIN <= MAX",
+				 v);
 	o->min_nodes = lo;
 	o->max_nodes = hi;
 	return 0;
@@ -189,15 +179,16 @@ static int parse_rdzv_conf(const char *v, struct launcher_options *o, char *err,
 {
 	char copy[2048], *save = NULL, *tok;
 	if (strlen(v) >= sizeof(copy))
-		return fail(err, es, "--rdzv-conf is too long");
+		return dl_errorf(err, es, DL_EINVAL, "--rdzv-conf is too long");
 	snprintf(copy, sizeof(copy), "%s", v);
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
 		uint64_t *dst = NULL, min = 1, max = 86400000ULL * 7;
 		if (!eq)
-			return fail(err, es,
-				    "--rdzv-conf '%s' is not KEY=VALUE", tok);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--rdzv-conf '%s' is not KEY=VALUE",
+					 tok);
 		*eq = '\0';
 		const char *val = eq + 1;
 		if (strcmp(tok, "join_timeout") == 0)
@@ -212,11 +203,11 @@ static int parse_rdzv_conf(const char *v, struct launcher_options *o, char *err,
 			dst = &o->read_timeout_ms, min = 10;
 		if (dst) {
 			if (parse_duration_ms(val, 1000, min, max, dst) != 0)
-				return fail(err, es,
-					    "--rdzv-conf %s='%s' is not a "
-					    "duration (seconds, or with a "
-					    "unit such as 500ms)",
-					    tok, val);
+				return dl_errorf(err, es, DL_EINVAL,
+						 "--rdzv-conf %s='%s' is not a "
+						 "duration (seconds, or with a "
+						 "unit such as 500ms)",
+						 tok, val);
 			continue;
 		}
 		if (strcmp(tok, "node_id") == 0) {
@@ -225,20 +216,22 @@ static int parse_rdzv_conf(const char *v, struct launcher_options *o, char *err,
 			    strspn(val, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk"
 					"lmnopqrstuvwxyz0123456789._:-") != n ||
 			    val[0] == '.')
-				return fail(err, es,
-					    "--rdzv-conf node_id='%s' must be "
-					    "1-128 of [A-Za-z0-9._:-], not "
-					    "starting with '.'",
-					    val);
+				return dl_errorf(
+				    err, es, DL_EINVAL,
+				    "--rdzv-conf node_id='%s' must be "
+				    "1-128 of [A-Za-z0-9._:-], not "
+				    "starting with '.'",
+				    val);
 			snprintf(o->node_id, sizeof(o->node_id), "%s", val);
 			continue;
 		}
-		return fail(err, es,
-			    "--rdzv-conf key '%s' is not supported (known: "
-			    "join_timeout, last_call_timeout, "
-			    "heartbeat_interval, heartbeat_timeout, "
-			    "read_timeout, node_id)",
-			    tok);
+		return dl_errorf(
+		    err, es, DL_EINVAL,
+		    "--rdzv-conf key '%s' is not supported (known: "
+		    "join_timeout, last_call_timeout, "
+		    "heartbeat_interval, heartbeat_timeout, "
+		    "read_timeout, node_id)",
+		    tok);
 	}
 	return 0;
 }
@@ -249,21 +242,23 @@ static int parse_signals(const char *v, struct launcher_options *o, char *err,
 	char copy[512], *save = NULL, *tok;
 	int n = 0;
 	if (strlen(v) >= sizeof(copy))
-		return fail(err, es, "--signals-to-handle is too long");
+		return dl_errorf(err, es, DL_EINVAL,
+				 "--signals-to-handle is too long");
 	snprintf(copy, sizeof(copy), "%s", v);
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		int sig;
 		if (spawn_signal_parse(tok, &sig) != 0 || sig == SIGKILL ||
 		    sig == SIGSTOP || sig == SIGCHLD)
-			return fail(err, es,
-				    "--signals-to-handle: '%s' is not a "
-				    "signal dlaunch can handle",
-				    tok);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--signals-to-handle: '%s' is not a "
+					 "signal dlaunch can handle",
+					 tok);
 		if (n == LAUNCHER_MAX_SIGNALS)
-			return fail(err, es,
-				    "--signals-to-handle: more than %d signals",
-				    LAUNCHER_MAX_SIGNALS);
+			return dl_errorf(
+			    err, es, DL_EINVAL,
+			    "--signals-to-handle: more than %d signals",
+			    LAUNCHER_MAX_SIGNALS);
 		o->signals[n++] = sig;
 	}
 	o->signals[n] = 0;
@@ -276,8 +271,9 @@ static int set_opt(const struct opt *op, const char *v,
 	char msg[256];
 	double d;
 	if (!op->help)
-		return fail(err, es, "option --%s is not supported by dlaunch",
-			    op->name);
+		return dl_errorf(err, es, DL_EINVAL,
+				 "option --%s is not supported by dlaunch",
+				 op->name);
 	switch (op->id) {
 	case OPT_HELP: o->help = 1; break;
 	case OPT_NNODES: return parse_nnodes(v, o, err, es);
@@ -285,20 +281,21 @@ static int set_opt(const struct opt *op, const char *v,
 		int n;
 		if (strcmp(v, "gpu") && strcmp(v, "cpu") && strcmp(v, "auto") &&
 		    parse_int(v, 1, AGENT_MAX_NPROC, &n) != 0)
-			return fail(err, es,
-				    "--nproc-per-node '%s' is not 1-%d, gpu, "
-				    "cpu or auto",
-				    v, AGENT_MAX_NPROC);
+			return dl_errorf(
+			    err, es, DL_EINVAL,
+			    "--nproc-per-node '%s' is not 1-%d, gpu, "
+			    "cpu or auto",
+			    v, AGENT_MAX_NPROC);
 		o->nproc_spec = v;
 		break;
 	}
 	case OPT_RDZV_BACKEND:
 		if (strcmp(v, "static") && strcmp(v, "c10d") &&
 		    strcmp(v, "dlaunch"))
-			return fail(err, es,
-				    "--rdzv-backend '%s' is not supported "
-				    "(static, c10d or dlaunch)",
-				    v);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--rdzv-backend '%s' is not supported "
+					 "(static, c10d or dlaunch)",
+					 v);
 		o->rdzv_backend = v;
 		break;
 	case OPT_RDZV_ENDPOINT: o->rdzv_endpoint = *v ? v : NULL; break;
@@ -307,10 +304,11 @@ static int set_opt(const struct opt *op, const char *v,
 		if (n == 0 || n > 128 || v[0] == '.' ||
 		    strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
 			      "vwxyz0123456789._:-") != n)
-			return fail(err, es,
-				    "--rdzv-id '%s' must be 1-128 of "
-				    "[A-Za-z0-9._:-], not starting with '.'",
-				    v);
+			return dl_errorf(
+			    err, es, DL_EINVAL,
+			    "--rdzv-id '%s' must be 1-128 of "
+			    "[A-Za-z0-9._:-], not starting with '.'",
+			    v);
 		o->rdzv_id = v;
 		break;
 	}
@@ -318,20 +316,21 @@ static int set_opt(const struct opt *op, const char *v,
 	case OPT_STANDALONE: o->standalone = 1; break;
 	case OPT_MAX_RESTARTS:
 		if (parse_int(v, 0, 1000000, &o->max_restarts) != 0)
-			return fail(err, es,
-				    "--max-restarts '%s' is not 0-1000000", v);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--max-restarts '%s' is not 0-1000000",
+					 v);
 		break;
 	case OPT_SHUTDOWN_TIMEOUT:
 		if (parse_duration_ms(v, 1000, 0, 86400000,
 				      &o->shutdown_timeout_ms) != 0)
-			return fail(err, es,
-				    "--shutdown-timeout '%s' is not a duration",
-				    v);
+			return dl_errorf(
+			    err, es, DL_EINVAL,
+			    "--shutdown-timeout '%s' is not a duration", v);
 		break;
 	case OPT_MONITOR_INTERVAL:
 		if (parse_double(v, 0, 86400, &d) != 0)
-			return fail(
-			    err, es,
+			return dl_errorf(
+			    err, es, DL_EINVAL,
 			    "--monitor-interval '%s' is not a number of "
 			    "seconds",
 			    v);
@@ -339,14 +338,16 @@ static int set_opt(const struct opt *op, const char *v,
 	case OPT_START_METHOD:
 		if (strcmp(v, "spawn") && strcmp(v, "fork") &&
 		    strcmp(v, "forkserver"))
-			return fail(err, es,
-				    "--start-method '%s' is not spawn, fork or "
-				    "forkserver",
-				    v);
+			return dl_errorf(
+			    err, es, DL_EINVAL,
+			    "--start-method '%s' is not spawn, fork or "
+			    "forkserver",
+			    v);
 		break;
 	case OPT_ROLE:
 		if (!*v || strlen(v) > 128)
-			return fail(err, es, "--role must be 1-128 bytes");
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--role must be 1-128 bytes");
 		o->role = v;
 		break;
 	case OPT_MODULE: o->module = 1; break;
@@ -358,37 +359,40 @@ static int set_opt(const struct opt *op, const char *v,
 		if (agent_std_parse(v,
 				    op->id == OPT_TEE ? &o->tee : &o->redirects,
 				    msg, sizeof(msg)) != 0)
-			return fail(err, es, "--%s: %s", op->name, msg);
+			return dl_errorf(err, es, DL_EINVAL, "--%s: %s",
+					 op->name, msg);
 		break;
 	case OPT_LOCAL_RANKS_FILTER:
 		if (agent_ranks_parse(v, o->ranks_filter, 256,
 				      &o->n_ranks_filter, msg,
 				      sizeof(msg)) != 0)
-			return fail(err, es, "--local-ranks-filter: %s", msg);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--local-ranks-filter: %s", msg);
 		break;
 	case OPT_NODE_RANK:
 		if (parse_int(v, 0, 65535, &o->node_rank) != 0)
-			return fail(err, es, "--node-rank '%s' is not 0-65535",
-				    v);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--node-rank '%s' is not 0-65535", v);
 		break;
 	case OPT_MASTER_ADDR:
 		if (!*v || strlen(v) > 255)
-			return fail(err, es,
-				    "--master-addr must be 1-255 bytes");
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--master-addr must be 1-255 bytes");
 		o->master_addr = v;
 		break;
 	case OPT_MASTER_PORT: {
 		int p;
 		if (parse_int(v, 1, 65535, &p) != 0)
-			return fail(err, es,
-				    "--master-port '%s' is not 1-65535", v);
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--master-port '%s' is not 1-65535",
+					 v);
 		o->master_port = (unsigned)p;
 		break;
 	}
 	case OPT_LOCAL_ADDR:
 		if (!*v || strlen(v) > 255)
-			return fail(err, es,
-				    "--local-addr must be 1-255 bytes");
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--local-addr must be 1-255 bytes");
 		o->local_addr = v;
 		break;
 	case OPT_SIGNALS: return parse_signals(v, o, err, es);
@@ -467,9 +471,9 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 		if (!opts[i].has_arg) {
 			int on;
 			if (parse_bool(v, &on) != 0)
-				return fail(err, err_size,
-					    "%s='%s' is not true or false", pet,
-					    v);
+				return dl_errorf(err, err_size, DL_EINVAL,
+						 "%s='%s' is not true or false",
+						 pet, v);
 			if (!on)
 				continue;
 		}
@@ -477,7 +481,8 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 		if (rc) {
 			char inner[256];
 			snprintf(inner, sizeof(inner), "%s", err);
-			return fail(err, err_size, "%s (from %s)", inner, pet);
+			return dl_errorf(err, err_size, DL_EINVAL,
+					 "%s (from %s)", inner, pet);
 		}
 	}
 	for (k = 1; k < argc; k++) {
@@ -496,16 +501,16 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 				if (opts[i].short_name == arg[1])
 					op = &opts[i];
 			if (!op)
-				return fail(err, err_size,
-					    "unknown option '%s' (dlaunch "
-					    "--help lists the options)",
-					    arg);
+				return dl_errorf(err, err_size, DL_EINVAL,
+						 "unknown option '%s' (dlaunch "
+						 "--help lists the options)",
+						 arg);
 			if (op->has_arg && arg[2])
 				val = arg + 2;
 			else if (!op->has_arg && arg[2])
-				return fail(err, err_size,
-					    "option -%c takes no value",
-					    arg[1]);
+				return dl_errorf(err, err_size, DL_EINVAL,
+						 "option -%c takes no value",
+						 arg[1]);
 		} else {
 			name = arg + 2;
 			const char *eq = strchr(name, '=');
@@ -514,24 +519,27 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 				if (same_name(name, len, opts[i].name))
 					op = &opts[i];
 			if (!op)
-				return fail(err, err_size,
-					    "unknown option '--%.*s' (dlaunch "
-					    "--help lists the options)",
-					    (int)len, name);
+				return dl_errorf(
+				    err, err_size, DL_EINVAL,
+				    "unknown option '--%.*s' (dlaunch "
+				    "--help lists the options)",
+				    (int)len, name);
 			if (eq) {
 				if (!op->has_arg)
-					return fail(err, err_size,
-						    "option --%s takes no "
-						    "value",
-						    op->name);
+					return dl_errorf(err, err_size,
+							 DL_EINVAL,
+							 "option --%s takes no "
+							 "value",
+							 op->name);
 				val = eq + 1;
 			}
 		}
 		if (op->has_arg && !val) {
 			if (k + 1 >= argc)
-				return fail(err, err_size,
-					    "option --%s needs a value (%s)",
-					    op->name, op->metavar);
+				return dl_errorf(
+				    err, err_size, DL_EINVAL,
+				    "option --%s needs a value (%s)", op->name,
+				    op->metavar);
 			val = argv[++k];
 		}
 		rc = set_opt(op, val, o, err, err_size);
@@ -543,43 +551,46 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 	o->program = argv + k;
 	o->n_program = argc - k;
 	if (o->n_program == 0)
-		return fail(err, err_size,
-			    "no program to run (dlaunch [OPTIONS] PROGRAM "
-			    "[ARGS...]; see dlaunch --help)");
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "no program to run (dlaunch [OPTIONS] PROGRAM "
+				 "[ARGS...]; see dlaunch --help)");
 	if (o->module && o->no_python)
-		return fail(err, err_size,
-			    "-m/--module and --no-python exclude each other");
+		return dl_errorf(
+		    err, err_size, DL_EINVAL,
+		    "-m/--module and --no-python exclude each other");
 	if (o->standalone && (o->min_nodes != 1 || o->max_nodes != 1))
-		return fail(err, err_size,
-			    "--standalone runs a single node; --nnodes must "
-			    "be 1");
+		return dl_errorf(
+		    err, err_size, DL_EINVAL,
+		    "--standalone runs a single node; --nnodes must "
+		    "be 1");
 	if (o->standalone && o->rdzv_endpoint)
-		return fail(err, err_size,
-			    "--standalone runs its own rendezvous; drop "
-			    "--rdzv-endpoint");
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "--standalone runs its own rendezvous; drop "
+				 "--rdzv-endpoint");
 	if (o->rdzv_endpoint && strcmp(o->rdzv_backend, "static") == 0)
 		o->rdzv_backend = "dlaunch";
 	if (!o->standalone && strcmp(o->rdzv_backend, "static") != 0 &&
 	    !o->rdzv_endpoint)
-		return fail(err, err_size,
-			    "--rdzv-backend %s needs --rdzv-endpoint",
-			    o->rdzv_backend);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "--rdzv-backend %s needs --rdzv-endpoint",
+				 o->rdzv_backend);
 	if (!o->standalone && !o->rdzv_endpoint) {
 		if (o->min_nodes != o->max_nodes)
-			return fail(err, err_size,
-				    "--nnodes %d:%d needs a rendezvous "
-				    "(--rdzv-endpoint); static mode takes "
-				    "a fixed number of nodes",
-				    o->min_nodes, o->max_nodes);
+			return dl_errorf(err, err_size, DL_EINVAL,
+					 "--nnodes %d:%d needs a rendezvous "
+					 "(--rdzv-endpoint); static mode takes "
+					 "a fixed number of nodes",
+					 o->min_nodes, o->max_nodes);
 		if (o->node_rank >= o->max_nodes)
-			return fail(err, err_size,
-				    "--node-rank %d is not below --nnodes %d",
-				    o->node_rank, o->max_nodes);
+			return dl_errorf(
+			    err, err_size, DL_EINVAL,
+			    "--node-rank %d is not below --nnodes %d",
+			    o->node_rank, o->max_nodes);
 	}
 	if (o->heartbeat_timeout_ms <= o->heartbeat_interval_ms)
-		return fail(err, err_size,
-			    "--rdzv-conf heartbeat_timeout must exceed "
-			    "heartbeat_interval");
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "--rdzv-conf heartbeat_timeout must exceed "
+				 "heartbeat_interval");
 	return 0;
 }
 
