@@ -120,6 +120,51 @@ else
 	not_ok "$what: the job did not start"
 fi
 
+# ---- repeated worker kills, heartbeats in flight ---------------------------------
+# Heartbeats every 20 ms keep one in flight almost always, also while an
+# agent stops its failed group and rejoins: an answer to a heartbeat of the
+# old round (409, "restart") that arrives after the agent has joined the new
+# round must not stop the new round's workers. 16 kills; after each, every
+# rank must be started once in the new round.
+what="repeated worker kills with heartbeats in flight"
+new_case
+if start_rdzv; then
+	conf=heartbeat_interval=0.02,heartbeat_timeout=2,last_call_timeout=0.5
+	for n in A B; do
+		# shellcheck disable=SC2046
+		start_agent "$n" "$BIN/dlaunch" $(agent_args storm 2 2 "$conf") \
+			--max-restarts=20 --no-python "$WORKER"
+	done
+	kills=0
+	if wait_for 30 job_running_with storm 2; then
+		for i in $(seq 1 16); do
+			r=$(job_round storm)
+			wait_for 10 round_complete "$r" 4 || break
+			kill -KILL "$(worker_pid A 1)" && kills=$((kills + 1))
+			wait_for 10 job_running_after storm "$r" 2 || break
+		done
+		wait_for 10 round_complete "$(job_round storm)" 4
+		check_eq "$what: $kills kills, $kills restarts" "$kills" \
+			"$(job_field storm .restart_count)"
+		spurious=$(grep -h 'ended (job RUNNING)' "$TEST_TMP"/agent.*.log | head -n 1)
+		problems=$(ranks_problems)
+		if [ -z "$problems" ] && [ -z "$spurious" ]; then
+			ok "$what: every rank started once per round ($(wc -l <"$TEST_TMP/ranks.log") starts)"
+		else
+			not_ok "$what: a round's workers were restarted while the job stayed in that round: ${problems%%$'\n'*}; agent says: ${spurious#*info: } (known bug: agent/agent.c reply_action applies a 409 'restart' answering an old round's heartbeat to the current round)"
+		fi
+	else
+		not_ok "$what: the job did not start"
+	fi
+	all_workers_done
+	wait_agent A 30 && wait_agent B 30
+	check_eq "$what: both agents exit 0" "0 0" "${AGENT_RC[A]:-running} ${AGENT_RC[B]:-running}"
+	check_no_strays "$what"
+	stop_rdzv
+else
+	not_ok "$what: dlaunch-rdzv did not start"
+fi
+
 # ---- always-failing worker --------------------------------------------------
 what="always-failing worker"
 new_case
