@@ -972,6 +972,10 @@ def fmt_s(x):
     return f"{x:.2f} s"
 
 
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def summary_rows():
     """(benchmark, case, dlaunch, reference, ratio, goal, met) rows from
     the saved results."""
@@ -981,7 +985,7 @@ def summary_rows():
         for c in d["cases"]:
             dl, tr = c.get("dlaunch"), c.get("torchrun")
             ratio = c.get("ratio")
-            rows.append(("launch", f"{c['nproc']} workers",
+            rows.append(("launch", plural(c["nproc"], "worker"),
                          fmt_s(dl["median"]) if dl else "failed",
                          "torchrun " + (fmt_s(tr["median"]) if tr
                                         else "failed"),
@@ -995,7 +999,7 @@ def summary_rows():
         for c in d["cases"]:
             dl, tr = c.get("dlaunch"), c.get("torchrun")
             ratio = c.get("ratio")
-            rows.append(("restart", f"{c['nproc']} workers",
+            rows.append(("restart", plural(c["nproc"], "worker"),
                          fmt_s(dl["median"]) if dl else "failed",
                          "torchrun " + (fmt_s(tr["median"]) if tr
                                         else "failed"),
@@ -1015,12 +1019,14 @@ def summary_rows():
                 "torchrun: none within the cap"
             if d["torchrun"].get(key + "_missing"):
                 trs += f" ({d['torchrun'][key + '_missing']} runs never)"
+            timeout = d["dlaunch_heartbeat_timeout_s"]
+            judged = key == "start_s"  # ready_s adds the worker's torch import
             rows.append(("node loss", what,
                          fmt_s(dl["median"]) if dl else "failed", trs, ratio,
-                         f"<= heartbeat timeout "
-                         f"{d['dlaunch_heartbeat_timeout_s']} s + 1 s",
-                         dl is not None and dl["median"]
-                         <= d["dlaunch_heartbeat_timeout_s"] + 1))
+                         f"<= heartbeat timeout {timeout} s + 1 s"
+                         if judged else "",
+                         (dl is not None and dl["median"] <= timeout + 1)
+                         if judged else None))
     elif d:
         rows.append(("node loss", "-", "not run", d.get("error", ""), None,
                      "", False))
@@ -1123,6 +1129,41 @@ set xlabel 'workers'
 plot 'launch.dat' using 2:xtic(1) title 'dlaunch', '' using 3 title 'torchrun'
 """)
         made.append("launch.png")
+    d = load("restart")
+    if d and d.get("cases"):
+        with open(os.path.join(RESULTS, "restart.dat"), "w") as f:
+            for c in d["cases"]:
+                dl = c["dlaunch"]["median"] if c.get("dlaunch") else 0
+                tr = c["torchrun"]["median"] if c.get("torchrun") else 0
+                f.write(f"{c['nproc']} {dl} {tr}\n")
+        gnuplot(term + """set output 'restart.png'
+set title 'worker death to every worker of the next attempt running (median)'
+set style data histograms
+set style fill solid
+set logscale y
+set ylabel 'seconds (log)'
+set xlabel 'workers'
+plot 'restart.dat' using 2:xtic(1) title 'dlaunch', '' using 3 title 'torchrun'
+""")
+        made.append("restart.png")
+    d = load("nodeloss")
+    if d and d.get("dlaunch"):
+        with open(os.path.join(RESULTS, "nodeloss.dat"), "w") as f:
+            for key, label in (("start_s", "restarted"),
+                               ("ready_s", "first-all-reduce")):
+                dl = d["dlaunch"].get(key)
+                tr = d["torchrun"].get(key)
+                f.write(f"{label} {dl['median'] if dl else 0} "
+                        f"{tr['median'] if tr else 0}\n")
+        gnuplot(term + f"""set output 'nodeloss.png'
+set title 'node SIGKILLed: until the survivor runs again (median)'
+set style data histograms
+set style fill solid
+set ylabel 'seconds'
+set arrow from graph 0, first {d['dlaunch_heartbeat_timeout_s']} to graph 1, first {d['dlaunch_heartbeat_timeout_s']} nohead dt 2
+plot 'nodeloss.dat' using 2:xtic(1) title 'dlaunch (dashed: its heartbeat timeout)', '' using 3 title 'torchrun c10d'
+""")
+        made.append("nodeloss.png")
     d = load("rdzv")
     if d and d.get("cases"):
         with open(os.path.join(RESULTS, "rdzv.dat"), "w") as f:
@@ -1178,15 +1219,55 @@ plot 'dist2.dat' using 1:4 with linespoints title 'dlaunch tcp, 2 ranks', \\
     return made
 
 
+DOCS = os.path.join(ROOT, "docs", "benchmarks.md")
+TABLE_BEGIN = "<!-- bench:table:begin (bench/bench.py report writes this) -->"
+TABLE_END = "<!-- bench:table:end -->"
+
+
+def run_note(results):
+    """One line saying where and how the numbers in the table were made."""
+    metas = [d["meta"] for d in results.values() if d and "meta" in d]
+    if not metas:
+        return "No results yet."
+    dates = sorted(m["date"] for m in metas)
+    modes = sorted({"quick" if m.get("quick") else "full" for m in metas})
+    loads = [m.get("loadavg_at_start", 0) for m in metas]
+    m = max(metas, key=lambda x: x["date"])
+    return (f"Runs from {dates[0]} to {dates[-1]}, commit {m['commit']}, "
+            f"{'/'.join(modes)} mode, {m['host_cpus']} CPUs ({m['cpu']}), "
+            f"kernel {m['kernel']}; 1-minute load average when each "
+            f"benchmark started: {min(loads):.1f} to {max(loads):.1f}.")
+
+
+def update_docs(table, note):
+    """Replace the table between the markers in docs/benchmarks.md."""
+    try:
+        with open(DOCS) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return
+    a, b = text.find(TABLE_BEGIN), text.find(TABLE_END)
+    if a < 0 or b < a:
+        return
+    text = (text[:a + len(TABLE_BEGIN)] + "\n" + note + "\n\n" + table
+            + text[b:])
+    with open(DOCS, "w") as f:
+        f.write(text)
+
+
 def report():
     rows = summary_rows()
     results = {name: load(name) for name in list(BENCHES) + ["gpu"]}
     made = plots()
     table = table_markdown(rows)
+    note = run_note(results)
     with open(os.path.join(RESULTS, "summary.md"), "w") as f:
-        f.write(table)
+        f.write(note + "\n\n" + table)
+    update_docs(table, note)
     save("results", {"summary": [list(r) for r in rows],
                      "results": results, "plots": made})
+    print()
+    print(note)
     print()
     print(table)
     return 0
