@@ -285,6 +285,8 @@ void dist_free(struct dist *d)
 		pthread_mutex_lock(&d->mu);
 		d->stopping = 1;
 		pthread_cond_broadcast(&d->cv);
+		if (d->in_batch) /* wake it from poll */
+			(void)!write(d->wake_fds[1], "", 1);
 		pthread_mutex_unlock(&d->mu);
 		pthread_join(d->thread, NULL);
 	}

@@ -235,6 +235,13 @@ void dist_p2p_run_batch(struct dist *d)
 	size_t pfds_cap = 0;
 	d->in_batch = 1;
 	for (;;) {
+		if (d->stopping && d->queue_head != NULL &&
+		    is_p2p(d->queue_head)) {
+			/* dist_free with requests not waited for: cancel */
+			complete(d, d->queue_head, DL_ECLOSED);
+			pthread_cond_broadcast(&d->cv);
+			continue;
+		}
 		long n = snapshot(d);
 		if (n <= 0) {
 			if (n < 0) /* out of memory: fail the head */

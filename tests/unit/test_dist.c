@@ -1087,6 +1087,98 @@ static void test_master_starts_late(void **state)
 	munmap(sh, sizeof(*sh));
 }
 
+/* Random sizes around every threshold on larger worlds (more ranks than
+ * cores here), all ops on float64 and int32. */
+static int body_random_sizes(struct dist *d, void *arg)
+{
+	int w = dist_world_size(d), r = dist_rank(d);
+	unsigned rng = 12345; /* same sequence on every rank */
+	(void)arg;
+	for (int iter = 0; iter < 12; iter++) {
+		rng = rng * 1103515245u + 12345u;
+		size_t n = (rng >> 8) % (iter < 6 ? 40000 : 400000);
+		enum dist_dtype dt = iter & 1 ? DIST_INT32 : DIST_FLOAT64;
+		enum dist_op op = all_ops[iter % 4];
+		size_t es = dist_dtype_size(dt);
+		unsigned char *x = malloc(n * es + 1);
+		CHECK(x != NULL);
+		fill_input(dt, x, n, r, (unsigned)iter);
+		CHECK_RC(dist_all_reduce(d, x, x, n, dt, op));
+		for (size_t i = 0; i < n; i++)
+			if (!expected_ok(dt, op, w, x, i, (unsigned)iter)) {
+				fprintf(stderr,
+					"rank %d: n %zu op %d element %zu\n", r,
+					n, (int)op, i);
+				free(x);
+				return 1;
+			}
+		free(x);
+	}
+	return 0;
+}
+
+static void test_larger_worlds(void **state)
+{
+	(void)state;
+	run_group(5, 20000, body_random_sizes, NULL);
+	run_group(8, 20000, body_random_sizes, NULL);
+}
+
+/* dist_free with an isend nobody receives: returns at once (the request
+ * is cancelled), does not wait out the timeout, leaks nothing. */
+static int body_free_pending(struct dist *d, void *arg)
+{
+	struct fail_shared *sh = arg;
+	if (dist_rank(d) == 1)
+		return wait_shared(&sh->done, 1, 30000) ? 0 : 1;
+	size_t n = 32u << 20;
+	unsigned char *b = calloc(n, 1);
+	struct dist_req *req = NULL;
+	CHECK(b != NULL);
+	CHECK_RC(dist_isend(d, b, n, DIST_UINT8, 1, &req));
+	uint64_t start = clock_now_ms();
+	dist_free(d);
+	CHECK(clock_now_ms() - start < 5000);
+	__atomic_store_n(&sh->done, 1, __ATOMIC_SEQ_CST);
+	free(b);
+	return 0;
+}
+
+static int rank_free_pending(const struct dist_config *cfg, int listen_fd,
+			     void *arg)
+{
+	struct dist *d = NULL;
+	char err[512] = "";
+	int rc = dist_init_listener(cfg, listen_fd, &d, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "rank %d: init: %s\n", cfg->rank, err);
+		return 100;
+	}
+	rc = body_free_pending(d, arg);
+	if (cfg->rank == 1)
+		dist_free(d);
+	return rc;
+}
+
+static void test_free_with_pending(void **state)
+{
+	struct fail_shared *sh = shared_new();
+	pid_t pids[2];
+	int codes[2];
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	(void)state;
+	for (int r = 0; r < 2; r++) {
+		struct dist_config cfg = make_cfg(port, r, 2, 20000);
+		pids[r] = spawn(&cfg, lfd, rank_free_pending, sh);
+	}
+	close(lfd);
+	reap(pids, 2, codes, clock_now_ms() + 30000);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 0);
+	munmap(sh, sizeof(*sh));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1108,6 +1200,8 @@ int main(void)
 	    cmocka_unit_test(test_rank_never_arrives),
 	    cmocka_unit_test(test_bootstrap_strangers),
 	    cmocka_unit_test(test_master_starts_late),
+	    cmocka_unit_test(test_larger_worlds),
+	    cmocka_unit_test(test_free_with_pending),
 	};
 	log_init("test_dist");
 	return cmocka_run_group_tests(tests, NULL, NULL);
