@@ -332,9 +332,10 @@ def start_rdzv(b, logname, cpu=None):
 
 
 HEARTBEAT_TIMEOUT_S = 5  # dlaunch's default (DESIGN.md section 2)
+SHORT_HEARTBEAT_TIMEOUT_S = 2  # a second setting: the time follows it
 
 
-def nodeloss_once(b, tool, r):
+def nodeloss_once(b, tool, r, hb_timeout_s=None):
     """Two agents (A, B) of one job on loopback, one gloo worker each in
     an all-reduce loop; B's whole process group (agent and worker) is
     SIGKILLed; returns seconds from the kill until A's worker of the next
@@ -349,7 +350,10 @@ def nodeloss_once(b, tool, r):
             base = [b.bin("dlaunch"), "--nnodes", "1:2", "--nproc-per-node",
                     "1", "--rdzv-endpoint", f"127.0.0.1:{port}",
                     "--rdzv-id", f"nodeloss{r}", "--max-restarts", "3",
-                    "--local-addr", "127.0.0.1", "--no-python"]
+                    "--local-addr", "127.0.0.1"]
+            if hb_timeout_s is not None:
+                base += ["--rdzv-conf", f"heartbeat_timeout={hb_timeout_s}"]
+            base.append("--no-python")
             cmds = {"A": base + worker + ["A"], "B": base + worker + ["B"]}
         else:
             port = free_port()
@@ -416,20 +420,26 @@ def bench_nodeloss(b):
            "dlaunch_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
            "torchrun_note": "c10d backend, keep-alive 5 s x 3, last call "
                             "30 s (torch 1.13 defaults)",
-           "runs": {"dlaunch": [], "torchrun": []}, "failures": []}
+           "dlaunch_short_heartbeat_timeout_s": SHORT_HEARTBEAT_TIMEOUT_S,
+           "runs": {"dlaunch": [], "torchrun": [], "dlaunch_short": []},
+           "failures": []}
     for r in range(reps):
-        order = ["dlaunch", "torchrun"] if r % 2 == 0 else \
-            ["torchrun", "dlaunch"]
+        order = ["dlaunch", "torchrun", "dlaunch_short"] if r % 2 == 0 \
+            else ["dlaunch_short", "torchrun", "dlaunch"]
         for tool in order:
             try:
-                res = nodeloss_once(b, tool, r)
+                if tool == "dlaunch_short":
+                    res = nodeloss_once(b, "dlaunch", r + 100,
+                                        SHORT_HEARTBEAT_TIMEOUT_S)
+                else:
+                    res = nodeloss_once(b, tool, r)
                 out["runs"][tool].append(res)
                 log(f"nodeloss {tool}: start {res['start_s']} s, "
                     f"ready {res['ready_s']} s")
             except BenchError as e:
                 out["failures"].append(str(e))
                 log(str(e))
-    for tool in ("dlaunch", "torchrun"):
+    for tool in ("dlaunch", "torchrun", "dlaunch_short"):
         for key in ("start_s", "ready_s"):
             vals = [x[key] for x in out["runs"][tool] if x[key] is not None]
             out.setdefault(tool, {})[key] = summary_stats(vals)
@@ -1021,12 +1031,19 @@ def summary_rows():
                 trs += f" ({d['torchrun'][key + '_missing']} runs never)"
             timeout = d["dlaunch_heartbeat_timeout_s"]
             judged = key == "start_s"  # ready_s adds the worker's torch import
-            rows.append(("node loss", what,
+            rows.append(("node loss", f"{what} (heartbeat timeout "
+                         f"{timeout} s)",
                          fmt_s(dl["median"]) if dl else "failed", trs, ratio,
-                         f"<= heartbeat timeout {timeout} s + 1 s"
-                         if judged else "",
+                         "<= heartbeat timeout + 1 s" if judged else "",
                          (dl is not None and dl["median"] <= timeout + 1)
                          if judged else None))
+        short = d.get("dlaunch_short", {}).get("start_s")
+        if short:
+            timeout = d["dlaunch_short_heartbeat_timeout_s"]
+            rows.append(("node loss", f"survivor restarted (heartbeat "
+                         f"timeout {timeout} s)", fmt_s(short["median"]), "",
+                         None, "<= heartbeat timeout + 1 s",
+                         short["median"] <= timeout + 1))
     elif d:
         rows.append(("node loss", "-", "not run", d.get("error", ""), None,
                      "", False))
@@ -1038,15 +1055,17 @@ def summary_rows():
             rows.append(("rdzv join", f"{c['nodes']} nodes",
                          fmt_s(j / 1000),
                          f"server VmHWM {c['server_hwm_bytes'] / 2**20:.1f}"
-                         " MiB", None, goal,
+                         f" MiB; {c['heartbeats_per_s']['median']:,.0f} "
+                         "heartbeats/s", None, goal,
                          j < 1000 if c["nodes"] == 4096 else None))
         if d["cases"]:
-            best = max(d["cases"],
-                       key=lambda c: c["heartbeats_per_s"]["median"])
-            hb = best["heartbeats_per_s"]["median"]
-            rows.append(("rdzv heartbeats", f"one core, {best['nodes']} "
-                         "nodes", f"{hb:,.0f}/s", "", None, ">= 30,000/s",
-                         hb >= 30000))
+            # the goal is judged on the largest job that formed, not on
+            # the smallest (lookups grow with the job)
+            big = max(d["cases"], key=lambda c: c["nodes"])
+            hb = big["heartbeats_per_s"]["median"]
+            rows.append(("rdzv heartbeats", f"one core, job of "
+                         f"{big['nodes']} nodes", f"{hb:,.0f}/s", "", None,
+                         ">= 30,000/s", hb >= 30000))
         for f in d.get("failures", []):
             rows.append(("rdzv", "failure", f[:80], "", None, "", False))
     elif d:
