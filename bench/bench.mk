@@ -51,18 +51,23 @@ endif
 all: $(BENCH_BINS)
 bench-build: $(BENCH_BINS)
 
+# Every run first builds everything (a sub-make: $(BINS) is not complete
+# yet where this fragment is read, since bench/ sorts before the others).
 BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-rdzv bench-dist \
 	bench-train bench-ckpt
-$(BENCH_ONE): $(BINS) $(BENCH_BINS)
+$(BENCH_ONE):
+	@$(MAKE) --no-print-directory all
 	$(BENCH_PY) $(patsubst bench-%,%,$@) $(BENCH_ARGS)
 
 # One recipe runs them all in turn: benchmarks must not share the CPU with
 # each other even under make -j.
-bench-suite: $(BINS) $(BENCH_BINS)
+bench-suite:
+	@$(MAKE) --no-print-directory all
 	$(BENCH_PY) all $(BENCH_ARGS)
 BENCH_RUNS += bench-suite
 
-bench-quick: $(BINS) $(BENCH_BINS)
+bench-quick:
+	@$(MAKE) --no-print-directory all
 	$(BENCH_PY) all --quick $(BENCH_ARGS)
 
 bench-report:
