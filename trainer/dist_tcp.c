@@ -20,8 +20,9 @@
  *   broadcast   small: the root sends to each rank; large: a pipelined
  *               chain root, root+1, ...
  *   all-gather  ring.
- *   reduce      all-reduce into the root's buffer (a scratch one on other
- *               ranks when they pass none).
+ *   reduce      small: every rank sends to the root, which folds in rank
+ *               order; large: ring reduce-scatter, then each rank sends
+ *               the segments it owns to the root.
  *   barrier     an all-reduce of one integer.
  *
  * An I/O failure leaves the byte streams out of step, so it marks the
@@ -329,29 +330,34 @@ static size_t seg_len(size_t count, int world, int seg)
  * are interleaved in a skewed order (step t of round k at position
  * k + RING_SKEW * t), the same on every rank, so the step a send waits on
  * was received RING_SKEW diagonals earlier: the ring does not stall on
- * every hop waiting for the neighbour to be scheduled. */
-static int allreduce_ring(struct dist *d, const unsigned char *send,
-			  unsigned char *recv, size_t count,
-			  enum dist_dtype dtype, enum dist_op op)
+ * every hop waiting for the neighbour to be scheduled.
+ *
+ * ring_plan builds those steps (only the N-1 reduce-scatter ones when
+ * rs_only: then rank r ends with segment r+1 of every round reduced in
+ * recv); *out is the caller's to free. */
+static int ring_plan(struct dist *d, const unsigned char *send,
+		     unsigned char *recv, size_t count, enum dist_dtype dtype,
+		     enum dist_op op, int rs_only, struct ring_run *out)
 {
-	int w = d->world, r = d->rank, per_round = 2 * (w - 1);
+	int w = d->world, r = d->rank;
+	int per_round = rs_only ? w - 1 : 2 * (w - 1);
 	size_t es = dist_dtype_size(dtype);
-	size_t seg_elems = RING_SEGMENT_BYTES / es;
-	size_t round_elems = seg_elems * (size_t)w;
+	size_t round_elems = RING_SEGMENT_BYTES / es * (size_t)w;
 	size_t rounds = (count + round_elems - 1) / round_elems;
 	size_t nsteps = rounds * (size_t)per_round, at = 0;
-	size_t skew = RING_SKEW;
 	struct ring_step *steps = calloc(nsteps, sizeof(*steps));
 	int *index = malloc(nsteps * sizeof(*index)); /* (k, t) -> step */
-	int rc = DL_ENOMEM;
-	if (steps == NULL || index == NULL || nsteps > INT32_MAX)
-		goto out;
+	if (steps == NULL || index == NULL || nsteps > INT32_MAX) {
+		free(steps);
+		free(index);
+		return DL_ENOMEM;
+	}
 	for (size_t key = 0; at < nsteps; key++) {
 		for (int t = per_round - 1; t >= 0; t--) {
-			if (key < skew * (size_t)t ||
-			    key - skew * (size_t)t >= rounds)
+			if (key < RING_SKEW * (size_t)t ||
+			    key - RING_SKEW * (size_t)t >= rounds)
 				continue;
-			size_t k = key - skew * (size_t)t;
+			size_t k = key - RING_SKEW * (size_t)t;
 			size_t base = k * round_elems;
 			size_t len = count - base < round_elems ? count - base
 								: round_elems;
@@ -376,9 +382,10 @@ static int allreduce_ring(struct dist *d, const unsigned char *send,
 			at++;
 		}
 	}
-	struct ring_run rr = {
+	free(index);
+	*out = (struct ring_run){
 	    .d = d,
-	    .what = "all_reduce",
+	    .what = rs_only ? "reduce" : "all_reduce",
 	    .peer_out = (r + 1) % w,
 	    .peer_in = (r + w - 1) % w,
 	    .steps = steps,
@@ -386,10 +393,18 @@ static int allreduce_ring(struct dist *d, const unsigned char *send,
 	    .dtype = dtype,
 	    .op = op,
 	};
-	rc = ring_exec(&rr);
-out:
-	free(steps);
-	free(index);
+	return 0;
+}
+
+static int allreduce_ring(struct dist *d, const unsigned char *send,
+			  unsigned char *recv, size_t count,
+			  enum dist_dtype dtype, enum dist_op op)
+{
+	struct ring_run rr;
+	int rc = ring_plan(d, send, recv, count, dtype, op, 0, &rr);
+	if (rc == 0)
+		rc = ring_exec(&rr);
+	free(rr.steps);
 	return rc;
 }
 
@@ -414,19 +429,110 @@ int dist_tcp_all_reduce(struct dist *d, const void *send, void *recv,
 	return allreduce_ring(d, send, recv, count, dtype, op);
 }
 
+/* Small reduce: the root folds the others' data in rank order. */
+static int reduce_star(struct dist *d, const void *send, unsigned char *recv,
+		       size_t count, enum dist_dtype dtype, enum dist_op op,
+		       int root)
+{
+	size_t bytes = count * dist_dtype_size(dtype);
+	int rc = 0;
+	if (d->rank != root)
+		return xfer(d, "reduce", root, send, bytes, -1, NULL, 0);
+	if (send != recv)
+		memcpy(recv, send, bytes);
+	for (int p = 0; p < d->world && rc == 0; p++) {
+		if (p == root)
+			continue;
+		rc = xfer(d, "reduce", -1, NULL, 0, p, d->scratch, bytes);
+		if (rc == 0)
+			dist_reduce_into(dtype, op, recv, d->scratch, count, 0);
+	}
+	if (rc == 0 && op == DIST_AVG)
+		dist_reduce_scale(dtype, recv, count, d->world);
+	return rc;
+}
+
+/* gather_owned: after a reduce-scatter plan, every rank but the root
+ * sends the segments it owns (segment p+1 of every round) to the root,
+ * which receives them from each rank in turn into recv. */
+static int gather_owned(struct dist *d, unsigned char *recv, size_t count,
+			enum dist_dtype dtype, int root)
+{
+	int w = d->world;
+	size_t es = dist_dtype_size(dtype);
+	size_t round_elems = RING_SEGMENT_BYTES / es * (size_t)w;
+	size_t rounds = (count + round_elems - 1) / round_elems;
+	struct ring_step *steps = calloc(rounds, sizeof(*steps));
+	int rc = 0;
+	if (steps == NULL)
+		return DL_ENOMEM;
+	for (int p = 0; p < w && rc == 0; p++) {
+		if (p == root || (d->rank != root && d->rank != p))
+			continue;
+		int seg = (p + 1) % w;
+		for (size_t k = 0; k < rounds; k++) {
+			size_t base = k * round_elems;
+			size_t len = count - base < round_elems ? count - base
+								: round_elems;
+			unsigned char *at =
+			    recv + (base + seg_off(len, w, seg)) * es;
+			size_t n = seg_len(len, w, seg) * es;
+			steps[k] = (struct ring_step){.dep = -1};
+			if (d->rank == root) {
+				steps[k].recv = at;
+				steps[k].recv_len = n;
+			} else {
+				steps[k].send = at;
+				steps[k].send_len = n;
+			}
+		}
+		struct ring_run rr = {
+		    .d = d,
+		    .what = "reduce",
+		    .peer_out = d->rank == root ? -1 : root,
+		    .peer_in = d->rank == root ? p : -1,
+		    .steps = steps,
+		    .nsteps = (int)rounds,
+		    .dtype = DIST_UINT8,
+		    .op = DIST_SUM,
+		};
+		rc = ring_exec(&rr);
+	}
+	free(steps);
+	return rc;
+}
+
 int dist_tcp_reduce(struct dist *d, const void *send, void *recv, size_t count,
 		    enum dist_dtype dtype, enum dist_op op, int root)
 {
-	void *scratch = NULL;
+	size_t bytes = count * dist_dtype_size(dtype);
+	void *work = NULL;
+	struct ring_run rr = {0};
 	int rc;
-	if (recv == NULL && d->rank != root && count > 0) {
-		scratch = malloc(count * dist_dtype_size(dtype));
-		if (scratch == NULL)
-			return DL_ENOMEM;
-		recv = scratch;
+	if (count == 0)
+		return 0;
+	if (d->world == 1) {
+		if (send != recv)
+			memcpy(recv, send, bytes);
+		return 0;
 	}
-	rc = dist_tcp_all_reduce(d, send, recv, count, dtype, op);
-	free(scratch);
+	if (bytes <= SMALL_ALLREDUCE_BYTES || count < (size_t)d->world)
+		return reduce_star(d, send, recv, count, dtype, op, root);
+	/* large: ring reduce-scatter, then the owners send to the root; a
+	 * rank other than the root needs a whole buffer to work in */
+	if (recv == NULL) {
+		work = malloc(bytes);
+		if (work == NULL)
+			return DL_ENOMEM;
+		recv = work;
+	}
+	rc = ring_plan(d, send, recv, count, dtype, op, 1, &rr);
+	if (rc == 0)
+		rc = ring_exec(&rr);
+	if (rc == 0)
+		rc = gather_owned(d, recv, count, dtype, root);
+	free(rr.steps);
+	free(work);
 	return rc;
 }
 

@@ -25,7 +25,8 @@
  *   DIST_AVG sums, then divides by the world size: integer division,
  *   truncating toward zero, for integer types. Integer sums wrap. uint8
  *   is accepted by every operation, reductions included.
- * - dist_reduce: ranks other than root may pass recv = NULL.
+ * - dist_reduce: ranks other than root may pass recv = NULL; a recv they
+ *   do pass may be used as scratch (its content afterwards is unspecified).
  * - dist_all_gather: send may be recv + rank * count (in place).
  * - Errors: an operation that fails on TCP (peer gone: DL_ECLOSED; silent
  *   past timeout_ms: DL_ETIMEDOUT; a mismatched send/recv: DL_EPROTO)

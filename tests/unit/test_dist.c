@@ -409,20 +409,25 @@ static int body_broadcast(struct dist *d, void *arg)
 static int body_reduce(struct dist *d, void *arg)
 {
 	int w = dist_world_size(d), r = dist_rank(d);
-	size_t counts[] = {0, 2, 5000, 100003};
+	size_t counts[] = {0, 2, 5000, 100003, 300001};
 	(void)arg;
 	for (int root = 0; root < w; root++) {
-		for (size_t c = 0; c < 4; c++) {
+		for (size_t c = 0; c < 5; c++) {
 			size_t n = counts[c];
-			int64_t *in = malloc(n * 8 + 8);
-			int64_t *out = r == root ? malloc(n * 8 + 8) : NULL;
-			CHECK(in && (r != root || out));
-			fill_input(DIST_INT64, in, n, r, 3);
-			CHECK_RC(dist_reduce(d, in, out, n, DIST_INT64,
-					     DIST_MAX, root));
-			for (size_t i = 0; out && i < n; i++)
-				CHECK(expected_ok(DIST_INT64, DIST_MAX, w, out,
-						  i, 3));
+			enum dist_dtype dt = c & 1 ? DIST_INT64 : DIST_FLOAT32;
+			enum dist_op op = all_ops[(c + (size_t)root) % 4];
+			size_t es = dist_dtype_size(dt);
+			unsigned char *in = malloc(n * es + 8);
+			/* non-roots: alternately no buffer and one used as
+			 * scratch */
+			int with_out = r == root || (c + (size_t)root) % 2;
+			unsigned char *out =
+			    with_out ? malloc(n * es + 8) : NULL;
+			CHECK(in && (!with_out || out));
+			fill_input(dt, in, n, r, 3);
+			CHECK_RC(dist_reduce(d, in, out, n, dt, op, root));
+			for (size_t i = 0; r == root && i < n; i++)
+				CHECK(expected_ok(dt, op, w, out, i, 3));
 			free(in);
 			free(out);
 		}
@@ -629,7 +634,7 @@ static void test_broadcast(void **state)
 static void test_reduce(void **state)
 {
 	(void)state;
-	for (int w = 1; w <= 3; w++)
+	for (int w = 1; w <= 4; w++)
 		run_group(w, 20000, body_reduce, NULL);
 }
 
