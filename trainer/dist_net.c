@@ -485,9 +485,11 @@ static int check_hello(const struct dist *d, const struct hello *h,
 		return DL_EPROTO;
 	}
 	if (h->version != NET_VERSION) {
-		snprintf(why, why_size, "protocol version %u, expected %u",
-			 h->version, NET_VERSION);
-		return DL_EPROTO;
+		snprintf(why, why_size,
+			 "rank %u speaks protocol version %u, rank 0 speaks %u "
+			 "(mixed dlaunch-train builds?)",
+			 h->rank, h->version, NET_VERSION);
+		return DL_ENOTSUP;
 	}
 	if (h->world != (uint32_t)d->world) {
 		snprintf(why, why_size,
@@ -501,6 +503,11 @@ static int check_hello(const struct dist *d, const struct hello *h,
 			 h->rank,
 			 dist_backend_name((enum dist_backend)(h->backend & 1)),
 			 dist_backend_name(d->backend));
+		return DL_ECONFLICT;
+	}
+	if (h->rank == 0 && kind == NET_KIND_BOOTSTRAP) {
+		snprintf(why, why_size,
+			 "a second rank 0 (RANK must differ per process)");
 		return DL_ECONFLICT;
 	}
 	if (h->rank < (uint32_t)first || h->rank >= (uint32_t)d->world) {

@@ -1184,6 +1184,74 @@ static void test_free_with_pending(void **state)
 	munmap(sh, sizeof(*sh));
 }
 
+/* A raw bootstrap hello (the wire format of dist_net.c, big-endian):
+ * magic, version, kind, rank, world, backend, target, nonce, port,
+ * family, pad, address. */
+static void craft_hello(unsigned char *p, uint32_t version, uint32_t rank,
+			uint32_t world, uint32_t backend)
+{
+	uint32_t words[7] = {0x444c4449u, version, 1, rank, world, backend, 0};
+	memset(p, 0, 56);
+	for (int i = 0; i < 7; i++) {
+		uint32_t be = htonl(words[i]);
+		memcpy(p + 4 * i, &be, 4);
+	}
+	p[36] = 0x12; /* port 0x1234 */
+	p[37] = 0x34;
+	p[38] = 4;
+	p[40] = 127;
+	p[43] = 1;
+}
+
+/* hello_answer: sends a crafted hello; returns the status in rank 0's
+ * reply, or 1 when it closed the connection without one. */
+static int hello_answer(uint16_t port, uint32_t version, uint32_t rank,
+			uint32_t world, uint32_t backend)
+{
+	unsigned char buf[56 + 512];
+	int fd = connect_loopback(port);
+	craft_hello(buf, version, rank, world, backend);
+	assert_int_equal(write(fd, buf, 56), 56);
+	size_t got = 0;
+	while (got < 28) {
+		ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (got < 28)
+		return 1;
+	uint32_t status;
+	memcpy(&status, buf + 8, 4);
+	return (int)(int32_t)ntohl(status);
+}
+
+/* Hellos that are well formed but wrong are answered with the reason
+ * (or dropped), and do not disturb the group. */
+static void test_bootstrap_bad_hellos(void **state)
+{
+	struct body_call call = {body_one_all_reduce, NULL};
+	pid_t pids[2];
+	int codes[2];
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	(void)state;
+	struct dist_config cfg = make_cfg(port, 0, 2, 10000);
+	pids[0] = spawn(&cfg, lfd, run_body, &call);
+	assert_int_equal(hello_answer(port, 99, 1, 2, 0), DL_ENOTSUP);
+	assert_int_equal(hello_answer(port, 1, 5, 2, 0), DL_ERANGE);
+	assert_int_equal(hello_answer(port, 1, 0, 2, 0), DL_ECONFLICT);
+	assert_int_equal(hello_answer(port, 1, 1, 2, 1), DL_ECONFLICT);
+	assert_int_equal(hello_answer(port, 1, 1, 7, 0), DL_ECONFLICT);
+	cfg = make_cfg(port, 1, 2, 10000);
+	pids[1] = spawn(&cfg, lfd, run_body, &call);
+	close(lfd);
+	reap(pids, 2, codes, clock_now_ms() + 30000);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1207,6 +1275,7 @@ int main(void)
 	    cmocka_unit_test(test_master_starts_late),
 	    cmocka_unit_test(test_larger_worlds),
 	    cmocka_unit_test(test_free_with_pending),
+	    cmocka_unit_test(test_bootstrap_bad_hellos),
 	};
 	log_init("test_dist");
 	return cmocka_run_group_tests(tests, NULL, NULL);
