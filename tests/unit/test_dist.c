@@ -1252,6 +1252,38 @@ static void test_bootstrap_bad_hellos(void **state)
 	assert_int_equal(codes[1], 0);
 }
 
+/* IPv6: MASTER_ADDR ::1, rank 0 binding MASTER_PORT itself, then a
+ * group of three over the v6 loopback. */
+static void test_ipv6(void **state)
+{
+	struct body_call call = {body_one_all_reduce, NULL};
+	struct sockaddr_in6 sin6 = {0};
+	socklen_t len = sizeof(sin6);
+	pid_t pids[3];
+	int codes[3];
+	(void)state;
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	sin6.sin6_family = AF_INET6;
+	sin6.sin6_addr = in6addr_loopback;
+	if (bind(fd, (struct sockaddr *)&sin6, sizeof(sin6)) != 0) {
+		close(fd);
+		skip(); /* no IPv6 loopback on this host */
+	}
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin6, &len), 0);
+	uint16_t port = ntohs(sin6.sin6_port);
+	for (int r = 0; r < 3; r++) {
+		struct dist_config cfg = make_cfg(port, r, 3, 10000);
+		snprintf(cfg.master_addr, sizeof(cfg.master_addr), "::1");
+		pids[r] = spawn(&cfg, fd, run_body, &call);
+	}
+	close(fd);
+	reap(pids, 3, codes, clock_now_ms() + 30000);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(codes[r], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1276,6 +1308,7 @@ int main(void)
 	    cmocka_unit_test(test_larger_worlds),
 	    cmocka_unit_test(test_free_with_pending),
 	    cmocka_unit_test(test_bootstrap_bad_hellos),
+	    cmocka_unit_test(test_ipv6),
 	};
 	log_init("test_dist");
 	return cmocka_run_group_tests(tests, NULL, NULL);
