@@ -1145,6 +1145,7 @@ set style fill solid
 set logscale y
 set ylabel 'seconds (log)'
 set xlabel 'workers'
+set key outside bottom center horizontal
 plot 'launch.dat' using 2:xtic(1) title 'dlaunch', '' using 3 title 'torchrun'
 """)
         made.append("launch.png")
@@ -1162,6 +1163,7 @@ set style fill solid
 set logscale y
 set ylabel 'seconds (log)'
 set xlabel 'workers'
+set key outside bottom center horizontal
 plot 'restart.dat' using 2:xtic(1) title 'dlaunch', '' using 3 title 'torchrun'
 """)
         made.append("restart.png")
@@ -1179,6 +1181,7 @@ set title 'node SIGKILLed: until the survivor runs again (median)'
 set style data histograms
 set style fill solid
 set ylabel 'seconds'
+set key outside bottom center horizontal
 set arrow from graph 0, first {d['dlaunch_heartbeat_timeout_s']} to graph 1, first {d['dlaunch_heartbeat_timeout_s']} nohead dt 2
 plot 'nodeloss.dat' using 2:xtic(1) title 'dlaunch (dashed: its heartbeat timeout)', '' using 3 title 'torchrun c10d'
 """)
