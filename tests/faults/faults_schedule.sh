@@ -8,7 +8,7 @@
 # --state-dir on loopback, checkpoints every 50 steps; SCHED_STEPS (2000,
 # about 20-30 s uninterrupted here) steps. For SCHED_SECONDS (default 30),
 # or until the job ends, a seeded schedule (FAULT_SEED, printed; set it to
-# replay) injects, every 0.5-3 s, one of:
+# replay) injects, every 0.3 s to (reference run time / 6), one of:
 #   - kill -9 of a random trainer process,
 #   - kill -9 of a random agent, restarted 0.5-1.5 s later with the same
 #     command (as a supervisor would),
@@ -96,10 +96,15 @@ trainer_pids() {
 }
 
 faults=() member_checks=0 member_problems=
+# faults come every 0.3 s to ref/6 s (at least 1 s): about a dozen land on
+# the job however fast this machine runs it today
+max_gap_ds=$((ref_secs * 10 / 6))
+[ "$max_gap_ds" -lt 10 ] && max_gap_ds=10
 end=$((SECONDS + SECONDS_OF_FAULTS))
 while [ $SECONDS -lt $end ]; do
 	# the pause between faults is the schedule itself, not a synchronisation
-	sleep "$((RANDOM % 3)).$((5 + RANDOM % 5))"
+	gap=$((3 + RANDOM % (max_gap_ds - 2)))
+	sleep "$((gap / 10)).$((gap % 10))"
 	st=$(job_field sched .state)
 	case "$st" in SUCCEEDED | FAILED) break ;; esac
 	if [ "$st" = RUNNING ]; then
