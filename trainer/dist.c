@@ -27,19 +27,6 @@
 
 #define DIST_DEFAULT_TIMEOUT_MS 300000
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-{
-	va_list ap;
-	if (err == NULL || err_size == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, err_size, fmt, ap);
-	va_end(ap);
-}
-
 static int env_int(const char *name, int min, int max, int *out, char *err,
 		   size_t err_size)
 {

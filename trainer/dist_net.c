@@ -115,19 +115,6 @@ static void hello_decode(const unsigned char *p, struct hello *h)
 	memcpy(h->addr, p + 40, 16);
 }
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-{
-	va_list ap;
-	if (err == NULL || err_size == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, err_size, fmt, ap);
-	va_end(ap);
-}
-
 static int remaining_ms(uint64_t deadline_ms)
 {
 	uint64_t now = clock_now_ms();

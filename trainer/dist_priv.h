@@ -13,6 +13,12 @@
 
 #include "dlaunch/dist.h"
 
+#include "dlaunch/error.h"
+
+/* set_err fills a caller's message buffer (NULL allowed) */
+#define set_err(err, err_size, ...) \
+	((void)dl_errorf((err), (err_size), 0, __VA_ARGS__))
+
 #define DIST_MAX_WORLD	   1024	      /* full mesh: one socket per peer */
 #define DIST_NCCL_ID_BYTES 128	      /* sizeof(ncclUniqueId) */
 #define DIST_SCRATCH_BYTES (2u << 20) /* receive ring of the TCP ring */
