@@ -18,6 +18,9 @@
 #define IDX_MAGIC_U8_1D 0x00000801u
 #define IDX_MAGIC_U8_3D 0x00000803u
 
+/* bytes read (and allocated ahead) at a time for an IDX payload */
+#define IDX_READ_CHUNK ((size_t)1 << 20)
+
 /* read_exact reads n bytes; DL_EIO with err filled on a short read. */
 static int read_exact(gzFile f, const char *path, void *data, size_t n,
 		      const char *what, char *err, size_t err_size)
@@ -101,16 +104,35 @@ static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
 		rc = DL_ELIMIT;
 		goto out;
 	}
-	data = malloc((size_t)total);
-	if (data == NULL) {
-		rc = DL_ENOMEM;
-		snprintf(err, err_size, "%s: out of memory", path);
-		goto out;
+	/* The header's sizes are only a claim: grow the buffer as bytes
+	 * arrive, so a short file cannot make us allocate what it announces. */
+	for (size_t have = 0, cap = 0; have < (size_t)total;) {
+		size_t want = (size_t)total - have;
+		if (want > IDX_READ_CHUNK)
+			want = IDX_READ_CHUNK;
+		if (have + want > cap) {
+			size_t grown = cap ? cap * 2 : IDX_READ_CHUNK;
+			uint8_t *p;
+			if (grown < have + want)
+				grown = have + want;
+			if (grown > (size_t)total)
+				grown = (size_t)total;
+			p = realloc(data, grown);
+			if (p == NULL) {
+				rc = DL_ENOMEM;
+				snprintf(err, err_size, "%s: out of memory",
+					 path);
+				goto out;
+			}
+			data = p;
+			cap = grown;
+		}
+		rc = read_exact(f, path, data + have, want, "the data", err,
+				err_size);
+		if (rc != 0)
+			goto out;
+		have += want;
 	}
-	rc =
-	    read_exact(f, path, data, (size_t)total, "the data", err, err_size);
-	if (rc != 0)
-		goto out;
 	if (gzread(f, &extra, 1) != 0) {
 		snprintf(err, err_size,
 			 "%s: trailing bytes after the %llu the header "
