@@ -1,0 +1,35 @@
+# libFuzzer harnesses over the file readers (tests/fuzz/fuzz_*.c), built
+# with clang straight from the sources so every file is instrumented, like
+# rendezvous/module.mk's fuzz-rdzv. `make fuzz` runs each for
+# $(FUZZ_SECONDS); new inputs go to $(BUILD)/fuzz/corpus_NAME, the
+# committed seeds in tests/fuzz/corpus/NAME stay as they are.
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all -Iinclude -D_GNU_SOURCE -std=c11 -pthread
+FUZZ_COMMON := $(filter-out common/jsonh.c,$(wildcard common/*.c))
+
+FUZZ_ckpt_SRCS := trainer/ckpt.c trainer/mlp.c trainer/rng.c
+FUZZ_ckpt_LIBS := $(BLAS_LIBS) -lm
+FUZZ_idx_SRCS := trainer/data.c trainer/rng.c
+FUZZ_idx_LIBS := $(ZLIB_LIBS) -lm
+FUZZ_journal_SRCS := rendezvous/journal.c rendezvous/state.c \
+	rendezvous/state_json.c rendezvous/kv.c common/jsonh.c
+FUZZ_journal_LIBS := -Irendezvous $(JSON_LIBS) $(SSL_LIBS) -lm
+
+# $(call reader_fuzzer,NAME)
+define reader_fuzzer
+$(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRCS) \
+		$$(FUZZ_COMMON) $$(wildcard include/dlaunch/*.h)
+	@mkdir -p $$(@D)
+	$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRCS) \
+		$$(FUZZ_COMMON) $$(FUZZ_$(1)_LIBS)
+
+.PHONY: fuzz-$(1)
+fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
+	@mkdir -p $(BUILD)/fuzz/corpus_$(1)
+	$$< -max_total_time=$$(FUZZ_SECONDS) -rss_limit_mb=1024 -max_len=8192 \
+		-timeout=10 -print_final_stats=1 $(BUILD)/fuzz/corpus_$(1) \
+		tests/fuzz/corpus/$(1)
+FUZZ_RUNS += fuzz-$(1)
+endef
+$(foreach f,ckpt idx journal,$(eval $(call reader_fuzzer,$(f))))
