@@ -967,6 +967,12 @@ def run_one(b, name):
     except BenchError as e:
         log(f"{name}: not run: {e}")
         data = {"error": str(e)}
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+        # a harness bug or a broken tool must not lose the other results
+        import traceback
+        traceback.print_exc()
+        log(f"{name}: failed: {type(e).__name__}: {e}")
+        data = {"error": f"{type(e).__name__}: {e}"}
     data["meta"] = meta
     save(name, data)
     return data
