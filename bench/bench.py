@@ -1073,7 +1073,15 @@ def summary_rows():
                          f"{big['nodes']} nodes", f"{hb:,.0f}/s", "", None,
                          ">= 30,000/s", hb >= 30000))
         for f in d.get("failures", []):
-            rows.append(("rdzv", "failure", f[:80], "", None, "", False))
+            # "N nodes: why" (bench_rdzv's wording)
+            n, _, why = f.partition(" nodes: ")
+            skipped = why.startswith("not run")
+            if "within" in why:
+                why = "not every node assigned " + why[why.index("within"):]
+            rows.append(("rdzv join", f"{n} nodes",
+                         "not run" if skipped else "failed", why[:90], None,
+                         "< 1 s" if n == "4096" else "",
+                         None if skipped and n != "4096" else False))
     elif d:
         rows.append(("rdzv", "-", "not run", d.get("error", ""), None, "",
                      False))
@@ -1261,10 +1269,20 @@ def run_note(results):
     modes = sorted({"quick" if m.get("quick") else "full" for m in metas})
     loads = [m.get("loadavg_at_start", 0) for m in metas]
     m = max(metas, key=lambda x: x["date"])
-    return (f"Runs from {dates[0]} to {dates[-1]}, commit {m['commit']}, "
+    note = (f"Runs from {dates[0]} to {dates[-1]}, commit {m['commit']}, "
             f"{'/'.join(modes)} mode, {m['host_cpus']} CPUs ({m['cpu']}), "
             f"kernel {m['kernel']}; 1-minute load average when each "
             f"benchmark started: {min(loads):.1f} to {max(loads):.1f}.")
+    busy = max(loads) > 0.5 * (m["host_cpus"] or 1)
+    if "quick" in modes or busy:
+        note += (" **Preliminary:** " +
+                 ("quick mode (fewer sizes and repetitions)" if "quick" in
+                  modes else "") +
+                 ("; " if "quick" in modes and busy else "") +
+                 ("the machine was busy with other work" if busy else "") +
+                 ". Rerun `make bench` on a quiet machine for the "
+                 "measurement.")
+    return note
 
 
 def update_docs(table, note):
