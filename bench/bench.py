@@ -655,8 +655,10 @@ def bench_train(b):
         for tool in order:
             ckdir = os.path.join(b.tmp, f"train-ckpt-{r}")
             logname = b.logfile(f"train-{tool}")
-            cmd = ([trainer, "--epochs", str(epochs), "--checkpoint-dir",
-                    ckdir] if tool == "dlaunch" else ddp)
+            # --device cpu: on a GPU machine "auto" would pick CUDA, and
+            # this is the CPU comparison (gpu_bench.sh does the GPU one)
+            cmd = ([trainer, "--device", "cpu", "--epochs", str(epochs),
+                    "--checkpoint-dir", ckdir] if tool == "dlaunch" else ddp)
             try:
                 before = os.path.getsize(logname) if os.path.exists(
                     logname) else 0
@@ -679,8 +681,8 @@ def bench_train(b):
                 log(failures[-1])
     out = {"world": world, "epochs": epochs, "reps": reps,
            "omp_num_threads": 1, "failures": failures, "runs": runs,
-           "commands": {"dlaunch": " ".join([trainer, "--epochs",
-                                             str(epochs),
+           "commands": {"dlaunch": " ".join([trainer, "--device", "cpu",
+                                             "--epochs", str(epochs),
                                              "--checkpoint-dir DIR"]),
                         "ddp": " ".join(ddp)},
            "checkpoint_pause_ms": summary_stats(pauses_ms)}
