@@ -4,6 +4,7 @@
  * machine's timer, and tears everything down in order.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/listener.h>
@@ -117,7 +118,9 @@ static int is_loopback(const char *host)
 	return 0;
 }
 
-static int bind_listener(struct rdzv_server *srv, const char *listen, char *err,
+#define RDZV_LISTEN_BACKLOG 65535
+
+static int bind_listener(struct rdzv_server *srv, const char *addr, char *err,
 			 size_t err_size)
 {
 	struct evhttp_bound_socket *bound;
@@ -126,10 +129,10 @@ static int bind_listener(struct rdzv_server *srv, const char *listen, char *err,
 	evutil_socket_t fd;
 	uint16_t port;
 
-	if (parse_host_port(listen, 0, 1, srv->host, sizeof(srv->host),
-			    &port) != 0) {
+	if (parse_host_port(addr, 0, 1, srv->host, sizeof(srv->host), &port) !=
+	    0) {
 		snprintf(err, err_size,
-			 "invalid listen address %s (use HOST:PORT)", listen);
+			 "invalid listen address %s (use HOST:PORT)", addr);
 		return DL_EINVAL;
 	}
 	bound = evhttp_bind_socket_with_handle(srv->http, srv->host, port);
@@ -137,10 +140,17 @@ static int bind_listener(struct rdzv_server *srv, const char *listen, char *err,
 		snprintf(err, err_size,
 			 "cannot listen on %s (address in use or not "
 			 "local?)",
-			 listen);
+			 addr);
 		return DL_ESYS;
 	}
 	fd = evhttp_bound_socket_get_fd(bound);
+	/* evhttp listens with a backlog of 128: thousands of nodes joining at
+	 * once overflow it and wait out SYN retransmits (1 s, 3 s, ...).
+	 * listen() again on the bound socket just raises the backlog (the
+	 * kernel caps it at net.core.somaxconn). */
+	if (listen(fd, RDZV_LISTEN_BACKLOG) != 0)
+		log_warn("cannot raise the listen backlog to %d: %s",
+			 RDZV_LISTEN_BACKLOG, strerror(errno));
 	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
 		snprintf(err, err_size, "cannot read the bound address");
 		return DL_ESYS;

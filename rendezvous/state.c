@@ -530,7 +530,10 @@ static int add_waiter(struct rdzv_state *st, struct job *j,
 		memset(w, 0, sizeof(*w));
 		w->info = *node;
 		w->seq = ++j->next_seq;
-		mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
+		/* no wake-up: a new waiter alone answers no parked poll (the
+		 * round closing or ending does), and waking every parked join
+		 * on every join made forming an n-node round O(n^3) */
+		mark(j, RDZV_CHANGED_JOB);
 		log_info("job=%s round=%" PRIu64 " event=node_joined node=%s "
 			 "addr=%s nproc=%" PRIu32 " waiting=%zu",
 			 j->name, j->round, node->node_id, node->addr,
