@@ -153,6 +153,17 @@ void http_after_event(struct rdzv_server *srv)
 	server_schedule_tick(srv);
 }
 
+/* after_sign_of_life: a heartbeat or a watch changes no membership; it only
+ * moves its node's deadline later. An armed timer therefore fires no later
+ * than it must (early is harmless: the tick finds nothing and re-arms), and
+ * the deadline scan over every member is skipped on the hottest path. */
+static void after_sign_of_life(struct rdzv_server *srv)
+{
+	rdzv_api_commit(srv->api, wake_job, srv);
+	if (srv->tick_at_ms == UINT64_MAX)
+		server_schedule_tick(srv);
+}
+
 static void pending_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct pending *p = arg;
@@ -386,5 +397,8 @@ void http_request_cb(struct evhttp_request *req, void *arg)
 		send_response(srv, req, &resp, start_ns);
 	}
 	rdzv_response_release(&resp);
-	http_after_event(srv);
+	if (ep == RDZV_EP_HEARTBEAT || ep == RDZV_EP_WATCH)
+		after_sign_of_life(srv);
+	else
+		http_after_event(srv);
 }

@@ -45,22 +45,21 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 void server_schedule_tick(struct rdzv_server *srv)
 {
-	uint64_t next = rdzv_state_next_deadline(srv->st);
-	uint64_t now = clock_now_ms();
+	uint64_t at = rdzv_state_next_deadline(srv->st);
+	uint64_t now = clock_now_ms(), wait;
 	struct timeval tv;
-	if (next == srv->tick_at_ms)
+	if (at == srv->tick_at_ms)
 		return;
-	if (next == UINT64_MAX) {
+	srv->tick_at_ms = at;
+	if (at == UINT64_MAX) {
 		evtimer_del(srv->tick_timer);
-		srv->tick_at_ms = UINT64_MAX;
 		return;
 	}
-	/* +1: the deadline is reached when now >= next */
-	next = next > now ? next - now + 1 : 0;
-	tv.tv_sec = (time_t)(next / 1000);
-	tv.tv_usec = (suseconds_t)(next % 1000) * 1000;
+	/* +1: the deadline is reached when now >= at */
+	wait = at > now ? at - now + 1 : 0;
+	tv.tv_sec = (time_t)(wait / 1000);
+	tv.tv_usec = (suseconds_t)(wait % 1000) * 1000;
 	evtimer_add(srv->tick_timer, &tv);
-	srv->tick_at_ms = rdzv_state_next_deadline(srv->st);
 }
 
 static struct bufferevent *tls_bevcb(struct event_base *base, void *arg)

@@ -104,6 +104,7 @@ static void job_free(struct job *j)
 	if (!j)
 		return;
 	free(j->members);
+	free(j->member_slots);
 	free(j->waiters);
 	free(j->survivors);
 	json_decref(j->failures);
@@ -147,11 +148,63 @@ struct job *state_find_job(const struct rdzv_state *st, const char *name)
 	return NULL;
 }
 
+/* FNV-1a: node ids are short and chosen by clients; the index only has to
+ * spread them, a collision costs a probe */
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 14695981039346656037ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+void job_index_members(struct job *j)
+{
+	size_t cap = 16;
+	while (cap < 2 * j->nmembers)
+		cap *= 2;
+	if (cap > j->member_slots_cap) {
+		uint32_t *slots =
+		    realloc(j->member_slots, cap * sizeof(*slots));
+		if (!slots) {
+			/* lookups fall back to scanning */
+			free(j->member_slots);
+			j->member_slots = NULL;
+			j->member_slots_cap = 0;
+			return;
+		}
+		j->member_slots = slots;
+		j->member_slots_cap = cap;
+	}
+	cap = j->member_slots_cap;
+	memset(j->member_slots, 0, cap * sizeof(j->member_slots[0]));
+	for (size_t i = 0; i < j->nmembers; i++) {
+		size_t h = name_hash(j->members[i].info.node_id) & (cap - 1);
+		while (j->member_slots[h])
+			h = (h + 1) & (cap - 1);
+		j->member_slots[h] = (uint32_t)i + 1;
+	}
+}
+
+/* job_find_member is on every heartbeat's path: hashed, so one server core
+ * keeps up with heartbeats of a job of many thousand nodes */
 struct member *job_find_member(const struct job *j, const char *node_id)
 {
-	for (size_t i = 0; i < j->nmembers; i++)
-		if (strcmp(j->members[i].info.node_id, node_id) == 0)
-			return &j->members[i];
+	size_t cap = j->member_slots_cap, h;
+	if (!j->nmembers)
+		return NULL;
+	if (!cap) {
+		for (size_t i = 0; i < j->nmembers; i++)
+			if (strcmp(j->members[i].info.node_id, node_id) == 0)
+				return &j->members[i];
+		return NULL;
+	}
+	for (h = name_hash(node_id) & (cap - 1); j->member_slots[h];
+	     h = (h + 1) & (cap - 1)) {
+		struct member *m = &j->members[j->member_slots[h] - 1];
+		if (strcmp(m->info.node_id, node_id) == 0)
+			return m;
+	}
 	return NULL;
 }
 
@@ -367,6 +420,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	j->had_survivors = 0;
 	j->world_size = offset;
 	j->state = RDZV_JOB_RUNNING;
+	job_index_members(j);
 	st->counters.rounds_total++;
 	mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
 	log_info("job=%s round=%" PRIu64 " event=round_closed nnodes=%zu "

@@ -44,6 +44,11 @@ struct job {
 
 	struct member *members;
 	size_t nmembers, members_cap;
+	/* open-addressing index of members by node_id: slot = index + 1,
+	 * 0 empty; rebuilt whenever members is (job_index_members); with
+	 * member_slots_cap 0 lookups scan */
+	uint32_t *member_slots;
+	size_t member_slots_cap;
 	struct waiter *waiters;
 	size_t nwaiters, waiters_cap;
 	struct survivor *survivors;
@@ -74,6 +79,7 @@ struct rdzv_state {
 
 struct job *state_find_job(const struct rdzv_state *st, const char *name);
 struct member *job_find_member(const struct job *j, const char *node_id);
+void job_index_members(struct job *j);
 struct waiter *job_find_waiter(const struct job *j, const char *node_id);
 struct job *state_add_job(struct rdzv_state *st, const char *name,
 			  const struct rdzv_job_config *cfg);

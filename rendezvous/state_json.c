@@ -312,6 +312,7 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 		j->world_size += m->info.nproc;
 		j->nmembers++;
 	}
+	job_index_members(j);
 	arr = json_object_get(saved, "waiters");
 	rc = DL_EINVAL;
 	if (!json_is_array(arr) ||
