@@ -144,6 +144,47 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int rank = dist_rank(d), world = dist_world_size(d);
+
+	/* init_ms: forming the group plus the first (one-element)
+	 * all-reduce, which is when PyTorch creates its NCCL communicator;
+	 * taken before the benchmark's buffers are set up */
+	{
+		float one = 1.0f, *small = &one;
+#ifdef DLAUNCH_HAVE_CUDA
+		if (use_cuda &&
+		    (cudaMalloc((void **)&small, sizeof(one)) != cudaSuccess ||
+		     cudaMemcpy(small, &one, sizeof(one),
+				cudaMemcpyHostToDevice) != cudaSuccess))
+			rc = DL_EIO;
+#endif
+		if (rc == 0)
+			rc = dist_all_reduce(d, small, small, 1, DIST_FLOAT32,
+					     DIST_SUM);
+#ifdef DLAUNCH_HAVE_CUDA
+		if (rc == 0 && use_cuda &&
+		    cudaDeviceSynchronize() != cudaSuccess)
+			rc = DL_EIO;
+		if (use_cuda && small != &one)
+			cudaFree(small);
+#endif
+	}
+	double init_ms = (double)(clock_now_ns() - t_init) / 1e6;
+	if (rc != 0) {
+		fprintf(stderr, "dist_bench: rank %d: first all-reduce: %s\n",
+			rank, dl_strerror(rc));
+		dist_free(d);
+		return 1;
+	}
+	if (rank == 0) {
+		printf("{\"impl\": \"%s\", \"world\": %d, \"init_ms\": "
+		       "%.3f}\n",
+		       impl, world, init_ms);
+		fflush(stdout);
+	}
+	if (init_only) {
+		dist_free(d);
+		return 0;
+	}
 	uint64_t max_size = 0;
 	for (int i = 0; i < nsizes; i++)
 		if (sizes[i] > max_size)
@@ -174,23 +215,6 @@ int main(int argc, char **argv)
 		buf = dev;
 	}
 #endif
-
-	/* init_ms: forming the group plus the first (one-element)
-	 * all-reduce, which is when PyTorch creates its NCCL communicator */
-	rc = dist_all_reduce(d, buf, buf, 1, DIST_FLOAT32, DIST_SUM);
-#ifdef DLAUNCH_HAVE_CUDA
-	if (rc == 0 && use_cuda && cudaDeviceSynchronize() != cudaSuccess)
-		rc = DL_EIO;
-#endif
-	double init_ms = (double)(clock_now_ns() - t_init) / 1e6;
-	if (rc == 0 && rank == 0) {
-		printf("{\"impl\": \"%s\", \"world\": %d, \"init_ms\": "
-		       "%.3f}\n",
-		       impl, world, init_ms);
-		fflush(stdout);
-	}
-	if (init_only)
-		nsizes = 0;
 
 	for (int s = 0; s < nsizes && rc == 0; s++) {
 		size_t count = sizes[s] / 4;
