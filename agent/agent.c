@@ -11,7 +11,9 @@
  * (join, heartbeat, watch and report answers carry an action); in static
  * mode the agent decides alone and restarts its own workers. Requests that
  * fail to reach the server are retried with backoff while the workers keep
- * running.
+ * running. An answer is about the round its request named; once the agent
+ * has left that round (its requests are cancelled then), an answer about
+ * it is never applied to the next one.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -171,14 +173,13 @@ static void begin_stop(struct agent *a, enum agent_after_stop next, int sig)
 	workers_stop(a, sig);
 }
 
-/* handle_action acts on a server's answer for round `round`. */
-static void handle_action(struct agent *a, uint64_t round, const char *action,
+/* handle_action acts on the action of an answer about the current round
+ * (reply_action has matched it to that round). */
+static void handle_action(struct agent *a, const char *action,
 			  const char *job_state)
 {
 	if (!action || a->state == AGENT_JOINING || a->state == AGENT_LEAVING ||
 	    a->state == AGENT_EXITED)
-		return;
-	if (round != a->r.round && strcmp(action, "stop") != 0)
 		return;
 	if (a->state == AGENT_STOPPING && a->after_stop == AGENT_AFTER_EXIT)
 		return; /* already on the way out */
@@ -202,19 +203,38 @@ static void handle_action(struct agent *a, uint64_t round, const char *action,
 	}
 }
 
-/* reply_action reads round/state/action from an answer and acts. */
-static void reply_action(struct agent *a, const struct client_reply *r)
+/*
+ * answer_is_current tells whether the answer to op's request (a `what`)
+ * is about the round the agent is in now. Every answer is read as an
+ * answer about the round its request named: the "round" inside a 409 is
+ * the job's round, not ours, and "restart" there means the round we named
+ * is over. An answer that arrives after the agent has moved to another
+ * round is stale whatever it says; acting on it would stop the new
+ * round's workers.
+ */
+static int answer_is_current(struct agent *a, const struct agent_op *op,
+			     const char *what)
+{
+	if (op->round == a->r.round)
+		return 1;
+	log_debug("ignoring the answer to a %s for round %llu (now in round "
+		  "%llu)",
+		  what, (unsigned long long)op->round,
+		  (unsigned long long)a->r.round);
+	return 0;
+}
+
+/* reply_action acts on the state/action of the answer to op's request,
+ * when it is about the current round. */
+static void reply_action(struct agent *a, const struct agent_op *op,
+			 const char *what, const struct client_reply *r)
 {
 	const char *action = NULL, *state = NULL;
-	uint64_t round = a->r.round;
-	if (!r->json)
+	if (!r->json || !answer_is_current(a, op, what))
 		return;
 	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
-	jsonh_get_u64(r->json, "round", 0, 0, UINT64_MAX, &round, NULL, 0);
-	if (r->status == 409 && action && strcmp(action, "restart") == 0)
-		round = a->r.round; /* fenced: our round is over */
-	handle_action(a, round, action, state);
+	handle_action(a, action, state);
 }
 
 static void on_stopped(evutil_socket_t fd, short what, void *arg)
@@ -281,7 +301,9 @@ static void group_failed(struct agent *a)
 		}
 		return;
 	}
-	/* what follows depends on the server's answer to the report */
+	/* the round is over for us: nothing more is said about it but the
+	 * report, whose answer decides what follows */
+	stop_rdzv_traffic(a);
 	a->report_pending = 1;
 	send_report(a);
 	begin_stop(a, AGENT_AFTER_REJOIN, SIGTERM);
@@ -466,11 +488,21 @@ static void on_hb_timer(evutil_socket_t fd, short what, void *arg)
 		send_heartbeat(a);
 }
 
+/* start_round_traffic begins the heartbeats and the watch of the round
+ * just joined; nothing about an earlier round is left in flight. */
 static void start_round_traffic(struct agent *a)
 {
 	struct timeval tv = {
 	    (time_t)(a->cfg.heartbeat_interval_ms / 1000),
 	    (suseconds_t)(a->cfg.heartbeat_interval_ms % 1000) * 1000};
+	stop_rdzv_traffic(a);
+	/* a success report of an earlier round (sent from DONE, then the
+	 * round ended) is moot now; its body must not stand in for this
+	 * round's report */
+	op_cancel(&a->report);
+	json_decref(a->pending_report);
+	a->pending_report = NULL;
+	a->report_pending = 0;
 	if (!a->hb_timer)
 		a->hb_timer =
 		    event_new(a->base, -1, EV_PERSIST, on_hb_timer, a);
@@ -585,11 +617,13 @@ static void on_watch(void *arg, const struct client_reply *r)
 		return;
 	}
 	op_ok(&a->watch, "watch");
+	if (!answer_is_current(a, &a->watch, "watch"))
+		return; /* the current round has a watch of its own */
 	if (r->json)
 		jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	if ((r->status == 200 || r->status == 409 || r->status == 410) &&
 	    action && strcmp(action, "continue") != 0) {
-		reply_action(a, r);
+		reply_action(a, &a->watch, "watch", r);
 		return;
 	}
 	if (r->status != 200)
@@ -601,6 +635,7 @@ static void on_watch(void *arg, const struct client_reply *r)
 static void send_watch(struct agent *a)
 {
 	char path[768];
+	a->watch.round = a->r.round;
 	snprintf(path, sizeof(path),
 		 "/v1/jobs/%s/watch?round=%llu&node_id=%s&wait_ms=%d",
 		 a->cfg.run_id, (unsigned long long)a->r.round, a->node_id,
@@ -620,7 +655,7 @@ static void on_heartbeat(void *arg, const struct client_reply *r)
 	}
 	op_ok(&a->heartbeat, "heartbeat");
 	if (r->status == 200 || r->status == 409 || r->status == 410)
-		reply_action(a, r);
+		reply_action(a, &a->heartbeat, "heartbeat", r);
 	else
 		log_warn("heartbeat answered %ld: %s", r->status, r->error);
 }
@@ -629,6 +664,7 @@ static void send_heartbeat(struct agent *a)
 {
 	char path[512];
 	json_t *b = identity(a);
+	a->heartbeat.round = a->r.round;
 	json_object_set_new(b, "round", json_integer((json_int_t)a->r.round));
 	job_path(a, path, sizeof(path), "heartbeat");
 	a->heartbeat.call =
@@ -650,7 +686,7 @@ static void on_report(void *arg, const struct client_reply *r)
 	a->pending_report = NULL;
 	a->report_pending = 0;
 	if (r->status == 200 || r->status == 409 || r->status == 410)
-		reply_action(a, r);
+		reply_action(a, &a->report, "report", r);
 	else
 		log_warn("report answered %ld: %s", r->status, r->error);
 	agent_all_stopped(a); /* the stop may have been waiting for us */
@@ -661,6 +697,8 @@ static void send_report(struct agent *a)
 	char path[512];
 	if (!a->pending_report) {
 		json_t *b = identity(a);
+		/* retries resend this body: the round stays the one it names */
+		a->report.round = a->r.round;
 		json_object_set_new(b, "round",
 				    json_integer((json_int_t)a->r.round));
 		if (a->group_failed) {

@@ -79,6 +79,9 @@ struct agent_op {
 	struct event *retry;
 	uint64_t backoff_ms;
 	int warned;
+	/* the round the request in flight (or being retried) names: its
+	 * answer speaks of that round and of no other */
+	uint64_t round;
 	void (*send)(struct agent *a);
 };
 
