@@ -361,6 +361,33 @@ void agent_worker_finished(struct agent *a, struct agent_worker *w)
 		agent_all_stopped(a);
 }
 
+/*
+ * agent_workers_hung records the n workers progress.c found without
+ * progress (each still alive: it gets exit code -1 and no signal, the
+ * SIGTERM/SIGKILL of the stop that follows is ours, not its failure) and
+ * fails the group: stop, then the usual restart or exit.
+ */
+void agent_workers_hung(struct agent *a, struct agent_worker **hung, int n)
+{
+	if (a->state != AGENT_RUNNING)
+		return;
+	for (int i = 0; i < n; i++) {
+		struct agent_worker *w = hung[i];
+		json_t *f = report_hang(w, a->cfg.progress_timeout_ms);
+		log_warn("rank %d (pid %ld) showed no progress for %g s (no "
+			 "output, progress file untouched): taking it as hung",
+			 w->rank, (long)w->pid,
+			 (double)a->cfg.progress_timeout_ms / 1000);
+		if (f) {
+			json_object_set_new(f, "node_id",
+					    json_string(a->node_id));
+			json_array_append_new(a->failures, f);
+		}
+	}
+	a->group_failed = 1;
+	group_failed(a);
+}
+
 static void finish(struct agent *a)
 {
 	a->state = AGENT_EXITED;
@@ -958,6 +985,7 @@ void agent_free(struct agent *a)
 		event_free(a->hb_timer);
 	if (a->kill_timer)
 		event_free(a->kill_timer);
+	progress_release(a);
 	if (a->stopped_ev)
 		event_free(a->stopped_ev);
 	if (a->sigchld)

@@ -4,6 +4,7 @@
  * values replace inherited ones), two defaults that only apply when unset,
  * and dlaunch's own DLAUNCH_* variables.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 struct env_var {
 	const char *name;
-	char value[512];
+	char value[PATH_MAX + 64]; /* the longest: a path under --log-dir */
 };
 
 /* has_name tells whether "NAME=..." entry is for name. */
@@ -84,6 +85,9 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 	set(own, &n_own, "DLAUNCH_JOB_ID", "%s", e->job_id);
 	set(own, &n_own, "DLAUNCH_ROUND", "%llu", (unsigned long long)e->round);
 	set(own, &n_own, "DLAUNCH_NODE_ID", "%s", e->node_id);
+	if (e->progress_file)
+		set(own, &n_own, "DLAUNCH_PROGRESS_FILE", "%s",
+		    e->progress_file);
 
 	while (base && base[n_base])
 		n_base++;

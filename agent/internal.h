@@ -4,7 +4,8 @@
  *
  * agent.c runs the round loop (join, run, report, restart); workers.c
  * spawns, reaps and stops one round's workers; output.c moves their output;
- * report.c builds failure records and prints the root-cause report.
+ * progress.c notices workers that stopped making progress; report.c builds
+ * failure records and prints the root-cause report.
  */
 #ifndef DLAUNCH_AGENT_INTERNAL_H
 #define DLAUNCH_AGENT_INTERNAL_H
@@ -12,6 +13,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "dlaunch/agent.h"
 #include "dlaunch/agent_client.h"
@@ -46,6 +48,10 @@ struct agent_worker {
 	char error_file[PATH_MAX];
 	char tail[AGENT_TAIL_BYTES]; /* last bytes of stderr, a ring */
 	size_t tail_len, tail_pos;
+	/* progress (progress.c) */
+	char progress_file[PATH_MAX];	/* DLAUNCH_PROGRESS_FILE */
+	struct timespec progress_mtime; /* as last seen; 0: no file */
+	uint64_t last_progress_ms;	/* monotonic */
 };
 
 /* What the current round assigned to this node. */
@@ -106,6 +112,7 @@ struct agent {
 	int group_failed; /* a worker failed this round */
 	int reported;	  /* this round's outcome was sent */
 	struct event *kill_timer;
+	struct event *progress_timer; /* with --progress-timeout */
 	struct event *sigchld;
 	struct event **sigs;
 	int n_sigs;
@@ -135,14 +142,25 @@ void workers_kill_strays(struct agent *a);
 int output_open(struct agent_worker *w, int which, int *child_fd);
 void output_close(struct agent_stream *s);
 
+/* progress.c: hung-worker detection (cfg.progress_timeout_ms) */
+void progress_worker_started(struct agent_worker *w);
+int progress_arm(struct agent *a);
+void progress_release(struct agent *a);
+
 /* report.c: failure record of a finished worker (a new JSON object) */
 json_t *report_failure(const struct agent_worker *w);
+/* report_hang: failure record of a live worker that showed no progress
+ * for timeout_ms (a new JSON object) */
+json_t *report_hang(const struct agent_worker *w, uint64_t timeout_ms);
 /* report_print writes the root-cause report for the failures array (in the
  * server's form) to stderr. */
 void report_print(const char *job, json_t *failures, int n_total);
 
-/* agent.c: called by workers.c */
+/* agent.c: called by workers.c, output.c and progress.c */
 void agent_worker_finished(struct agent *a, struct agent_worker *w);
 void agent_all_stopped(struct agent *a);
+/* called by progress.c with the n workers found hung, longest silent
+ * first: records them as failed and stops the group */
+void agent_workers_hung(struct agent *a, struct agent_worker **hung, int n);
 
 #endif

@@ -7,7 +7,8 @@
  * into lines prefixed "[rankN]: ", to the console (unless redirected or
  * filtered out). Lines longer than AGENT_LINE_MAX_BYTES are cut into
  * pieces on the console; the log file always keeps the exact bytes. The
- * last bytes of stderr stay in memory for the failure report.
+ * last bytes of stderr stay in memory for the failure report. Every read
+ * counts as progress of the worker (progress.c).
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "dlaunch/buf.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
 #include "dlaunch/log.h"
@@ -226,6 +228,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		stream_eof(s);
 		return;
 	}
+	if (s->w->a->cfg.progress_timeout_ms)
+		s->w->last_progress_ms = clock_now_ms();
 	if (s->file_fd >= 0 &&
 	    fs_write_all(s->file_fd, chunk, (size_t)n) != 0) {
 		log_warn("writing log file of rank %d: %s; no longer logging "

@@ -4,7 +4,7 @@
  *
  * The message of a failure is the worker's TORCHELASTIC_ERROR_FILE when it
  * wrote one (the JSON form of PyTorch's @record), else the tail of its
- * stderr.
+ * stderr; a hung worker's (progress.c) says so, then gives that tail.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -127,6 +127,38 @@ json_t *report_failure(const struct agent_worker *w)
 	json_object_set_new(f, "time_ms",
 			    json_integer(ts_s ? (json_int_t)(ts_s * 1000)
 					      : (json_int_t)w->end_wall_ms));
+	json_object_set_new(f, "message", json_string(msg));
+	return f;
+}
+
+json_t *report_hang(const struct agent_worker *w, uint64_t timeout_ms)
+{
+	static const char head[] = "\nlast stderr output:\n";
+	char msg[AGENT_MESSAGE_MAX], tail[AGENT_TAIL_BYTES + 1];
+	json_t *f = json_object();
+	int k;
+	if (!f)
+		return NULL;
+	/* the first line says what happened; its stderr may say where */
+	k = snprintf(msg, sizeof(msg), "no progress for %g s (hung?)",
+		     (double)timeout_ms / 1000);
+	tail_text(w, tail, sizeof(tail));
+	if (*tail && k > 0 && (size_t)k + sizeof(head) < sizeof(msg)) {
+		/* what fits of the tail, its newest bytes */
+		size_t room = sizeof(msg) - (size_t)k - sizeof(head);
+		size_t len = strlen(tail);
+		const char *t = tail + (len > room ? len - room : 0);
+		memcpy(msg + k, head, sizeof(head) - 1);
+		memcpy(msg + (size_t)k + sizeof(head) - 1, t, strlen(t) + 1);
+	}
+	json_object_set_new(f, "rank", json_integer(w->rank));
+	json_object_set_new(f, "local_rank", json_integer(w->local_rank));
+	json_object_set_new(f, "pid", json_integer(w->pid));
+	/* alive when found: no exit status and no signal of its own */
+	json_object_set_new(f, "exitcode", json_integer(-1));
+	json_object_set_new(f, "signal", json_null());
+	json_object_set_new(f, "time_ms",
+			    json_integer((json_int_t)clock_wall_ms()));
 	json_object_set_new(f, "message", json_string(msg));
 	return f;
 }

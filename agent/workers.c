@@ -68,8 +68,15 @@ static int start_one(struct agent *a, struct agent_worker *w)
 		snprintf(err, sizeof(err), "log directory path too long");
 		goto fail;
 	}
-	/* a file from an earlier attempt must not pass for this one's */
+	/* the progress file exists once the worker first touches it */
+	if (snprintf(w->progress_file, sizeof(w->progress_file), "%s/progress",
+		     dir) >= (int)sizeof(w->progress_file)) {
+		snprintf(err, sizeof(err), "log directory path too long");
+		goto fail;
+	}
+	/* files from an earlier attempt must not pass for this one's */
 	unlink(w->error_file);
+	unlink(w->progress_file);
 
 	memset(&e, 0, sizeof(e));
 	e.rank = w->rank;
@@ -90,6 +97,7 @@ static int start_one(struct agent *a, struct agent_worker *w)
 	e.job_id = a->cfg.run_id;
 	e.round = a->r.round;
 	e.node_id = a->node_id;
+	e.progress_file = w->progress_file;
 	if (agent_env_build(environ, &e, &env) != 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
@@ -114,6 +122,7 @@ static int start_one(struct agent *a, struct agent_worker *w)
 	close(err_fd);
 	agent_env_free(env);
 	a->n_live++;
+	progress_worker_started(w);
 	log_debug("started rank %d (local %d) as pid %ld", w->rank,
 		  w->local_rank, (long)w->pid);
 	return 0;
@@ -154,6 +163,9 @@ int workers_start(struct agent *a)
 	}
 	for (i = 0; i < n; i++)
 		start_one(a, &a->workers[i]);
+	if (a->n_live > 0 && progress_arm(a) != 0)
+		log_warn("cannot start the progress timer: out of memory; "
+			 "hung workers go undetected this round");
 	for (i = 0; i < n; i++)
 		if (a->workers[i].spawn_failed)
 			agent_worker_finished(a, &a->workers[i]);

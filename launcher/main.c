@@ -165,6 +165,7 @@ int main(int argc, char **argv)
 	cfg.role = o.role;
 	cfg.max_restarts = o.max_restarts;
 	cfg.shutdown_timeout_ms = o.shutdown_timeout_ms;
+	cfg.progress_timeout_ms = o.progress_timeout_ms;
 	cfg.run_id = o.rdzv_id;
 	cfg.node_id = o.node_id;
 	cfg.nnodes = o.max_nodes;

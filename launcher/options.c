@@ -31,6 +31,7 @@ enum opt_id {
 	OPT_STANDALONE,
 	OPT_MAX_RESTARTS,
 	OPT_SHUTDOWN_TIMEOUT,
+	OPT_PROGRESS_TIMEOUT,
 	OPT_MONITOR_INTERVAL,
 	OPT_START_METHOD,
 	OPT_ROLE,
@@ -79,9 +80,9 @@ static const struct opt opts[] = {
      "the job's name; every node of the job uses the same"},
     {"rdzv-conf", 0, 1, OPT_RDZV_CONF, "K=V,...", NULL,
      "join_timeout (600), last_call_timeout (5), heartbeat_interval (1), "
-     "heartbeat_timeout (5), read_timeout (60): seconds, fractions or a "
-     "unit such as 500ms allowed; node_id (DLAUNCH_NODE_ID, else "
-     "HOST-PID)"},
+     "heartbeat_timeout (5), read_timeout (60), progress_timeout (0, as "
+     "--progress-timeout): seconds, fractions or a unit such as 500ms "
+     "allowed; node_id (DLAUNCH_NODE_ID, else HOST-PID)"},
     {"standalone", 0, 0, OPT_STANDALONE, NULL, NULL,
      "single node: run an embedded rendezvous on 127.0.0.1 at a free "
      "port (no server to start)"},
@@ -89,6 +90,10 @@ static const struct opt opts[] = {
      "restarts of the worker group (job-wide) before the job fails"},
     {"shutdown-timeout", 0, 1, OPT_SHUTDOWN_TIMEOUT, "DURATION", "30",
      "grace between SIGTERM and SIGKILL when stopping workers"},
+    {"progress-timeout", 0, 1, OPT_PROGRESS_TIMEOUT, "DURATION", "0: off",
+     "take a worker that shows no progress for this long as hung: it is "
+     "reported as failed, its group stopped and restarted; progress is "
+     "any output on stdout/stderr or a touch of $DLAUNCH_PROGRESS_FILE"},
     {"monitor-interval", 0, 1, OPT_MONITOR_INTERVAL, "SECONDS", "5",
      "accepted for torchrun compatibility; dlaunch learns of worker "
      "exits at once (SIGCHLD), so it has no effect"},
@@ -135,6 +140,8 @@ static const struct opt opts[] = {
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+/* the longest timeout --rdzv-conf and --progress-timeout take: a week */
+#define DURATION_MAX_MS (86400000ULL * 7)
 
 /* same_name compares an option name allowing '_' for '-'. */
 static int same_name(const char *given, size_t len, const char *name)
@@ -184,7 +191,7 @@ static int parse_rdzv_conf(const char *v, struct launcher_options *o, char *err,
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
-		uint64_t *dst = NULL, min = 1, max = 86400000ULL * 7;
+		uint64_t *dst = NULL, min = 1, max = DURATION_MAX_MS;
 		if (!eq)
 			return dl_errorf(err, es, DL_EINVAL,
 					 "--rdzv-conf '%s' is not KEY=VALUE",
@@ -201,6 +208,8 @@ static int parse_rdzv_conf(const char *v, struct launcher_options *o, char *err,
 			dst = &o->heartbeat_timeout_ms, min = 10;
 		else if (strcmp(tok, "read_timeout") == 0)
 			dst = &o->read_timeout_ms, min = 10;
+		else if (strcmp(tok, "progress_timeout") == 0)
+			dst = &o->progress_timeout_ms, min = 0;
 		if (dst) {
 			if (parse_duration_ms(val, 1000, min, max, dst) != 0)
 				return dl_errorf(err, es, DL_EINVAL,
@@ -230,7 +239,7 @@ static int parse_rdzv_conf(const char *v, struct launcher_options *o, char *err,
 		    "--rdzv-conf key '%s' is not supported (known: "
 		    "join_timeout, last_call_timeout, "
 		    "heartbeat_interval, heartbeat_timeout, "
-		    "read_timeout, node_id)",
+		    "read_timeout, progress_timeout, node_id)",
 		    tok);
 	}
 	return 0;
@@ -326,6 +335,15 @@ static int set_opt(const struct opt *op, const char *v,
 			return dl_errorf(
 			    err, es, DL_EINVAL,
 			    "--shutdown-timeout '%s' is not a duration", v);
+		break;
+	case OPT_PROGRESS_TIMEOUT:
+		if (parse_duration_ms(v, 1000, 0, DURATION_MAX_MS,
+				      &o->progress_timeout_ms) != 0)
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--progress-timeout '%s' is not a "
+					 "duration (seconds, or with a unit "
+					 "such as 500ms; 0: off)",
+					 v);
 		break;
 	case OPT_MONITOR_INTERVAL:
 		if (parse_double(v, 0, 86400, &d) != 0)

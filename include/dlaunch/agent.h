@@ -4,8 +4,9 @@
  * One agent runs the workers of one node on the caller's event loop: it
  * joins the rendezvous (or, in static mode, computes its place from the
  * command line), spawns the node's workers with the worker environment of
- * DESIGN.md section 1, forwards their output, watches them through SIGCHLD,
- * reports failures and successes and restarts them on a new round. It ends
+ * DESIGN.md section 1, forwards their output, watches them through SIGCHLD
+ * (and, with a progress timeout, for hangs), reports failures and
+ * successes and restarts them on a new round. It ends
  * by calling event_base_loopexit; agent_exit_status then says how.
  *
  * Besides the agent itself this header offers the pure pieces the launcher
@@ -45,6 +46,9 @@ struct agent_config {
 	const char *role;  /* ROLE_NAME */
 	int max_restarts;
 	uint64_t shutdown_timeout_ms;
+	/* a worker with no output and no touch of its DLAUNCH_PROGRESS_FILE
+	 * for this long is taken as hung (failed); 0: never */
+	uint64_t progress_timeout_ms;
 	const char *run_id; /* TORCHELASTIC_RUN_ID / job id */
 	const char *node_id;
 	/* static mode */
@@ -74,8 +78,8 @@ struct agent_config {
 };
 
 /* agent_config_init fills the defaults (static, 1 node, 1 worker, role
- * "default", shutdown 30 s, heartbeat 1 s/5 s, join 600 s, last call 5 s,
- * read 60 s, master 127.0.0.1:29500). */
+ * "default", shutdown 30 s, no progress timeout, heartbeat 1 s/5 s, join
+ * 600 s, last call 5 s, read 60 s, master 127.0.0.1:29500). */
 void agent_config_init(struct agent_config *cfg);
 
 /* agent_new prepares an agent on base; nothing starts until agent_start.
@@ -111,12 +115,14 @@ struct agent_worker_env {
 	const char *job_id;
 	uint64_t round;
 	const char *node_id;
+	const char *progress_file; /* DLAUNCH_PROGRESS_FILE; NULL: unset */
 };
 
 /*
  * agent_env_build returns a new NULL-terminated environment: base (the
  * agent's own, NULL-terminated) with the variables of DESIGN.md section 1
- * set from e (replacing inherited ones), plus
+ * set from e (replacing inherited ones; DLAUNCH_PROGRESS_FILE only when
+ * e->progress_file is set), plus
  * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base lacks it and
  * OMP_NUM_THREADS=1 when base lacks it and local_world_size > 1.
  * Free with agent_env_free. Returns 0 or DL_ENOMEM.

@@ -29,6 +29,8 @@ struct launcher_options {
 	uint64_t join_timeout_ms, last_call_timeout_ms;
 	uint64_t heartbeat_interval_ms, heartbeat_timeout_ms, read_timeout_ms;
 	char node_id[129];
+	/* --progress-timeout (or --rdzv-conf progress_timeout); 0: off */
+	uint64_t progress_timeout_ms;
 	int max_restarts;
 	uint64_t shutdown_timeout_ms;
 	const char *role;

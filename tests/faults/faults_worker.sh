@@ -199,16 +199,53 @@ else
 fi
 
 # ---- worker hang -------------------------------------------------------------
-# A stopped (SIGSTOP) test worker makes no progress but does not exit. The
-# agent can only notice that with a progress timeout of its own; torchrun
-# has none either (PyTorch relies on NCCL's timeout inside the workers).
-# dlaunch-train's collectives time out the same way: faults_trainer.sh
-# covers the hung trainer rank.
-what="worker hang (generic worker)"
-if "$BIN/dlaunch" --help 2>&1 | grep -Eiq 'progress|watchdog|hang|heartbeat-file'; then
-	skip "$what: dlaunch has a progress option this case does not know yet"
+# A stopped (SIGSTOP) worker makes no progress but does not exit; only the
+# agent's --progress-timeout notices (torchrun notices exits only, unless
+# the program arms PyTorch's elastic timers; faults_trainer covers
+# dlaunch-train's own collective timeout). The generic worker prints
+# nothing, so here it shows progress by touching $DLAUNCH_PROGRESS_FILE
+# every 100 ms; the stopped one no longer does: it is reported as hung, its
+# group is stopped (SIGTERM and SIGCONT, which a stopped process needs to
+# see it) and the job restarts.
+what="worker hang"
+new_case
+if start_rdzv; then
+	# shellcheck disable=SC2016 # expanded by the worker, not here
+	ticker='while [ ! -e "$FAULT_DIR/done" ]; do touch "$DLAUNCH_PROGRESS_FILE"; sleep 0.1; done'
+	for n in A B; do
+		# shellcheck disable=SC2046
+		start_agent "$n" "$BIN/dlaunch" $(agent_args hang 2 2) \
+			--progress-timeout 1 --shutdown-timeout 5 --no-python \
+			"$WORKER" bash -c "$ticker"
+	done
+	if wait_for 30 job_running_with hang 2 &&
+		wait_for 20 round_complete "$(job_round hang)" 4; then
+		ROUND0=$(job_round hang)
+		old="$(worker_pid A 0) $(worker_pid A 1) $(worker_pid B 0) $(worker_pid B 1)"
+		kill -STOP "$(worker_pid A 1)"
+		if wait_for 20 job_running_after hang "$ROUND0" 2 &&
+			wait_for 20 round_complete "$(job_round hang)" 4; then
+			ok "$what: the stopped worker is detected and a new round with all four workers forms"
+			# shellcheck disable=SC2086
+			check "$what: every worker of the old round is gone, the stopped one too" \
+				wait_for 10 pids_dead $old
+			check_eq "$what: one restart charged" 1 "$(job_field hang .restart_count)"
+			check_eq "$what: the failure is A's local rank 1, exit code -1, no signal" \
+				"A 1 -1 null" "$(job_field hang '.failures[0] | "\(.node_id) \(.local_rank) \(.exitcode) \(.signal)"')"
+			check "$what: the failure says no progress for 1 s" \
+				log_has <(job_field hang '.failures[0].message') '^no progress for 1 s \(hung\?\)'
+			check_members hang "$what: after"
+		else
+			not_ok "$what: no new round with four workers after the worker was stopped"
+			show_log "$TEST_TMP/agent.A.log"
+		fi
+	else
+		not_ok "$what: the job did not start"
+		show_log "$TEST_TMP/agent.A.log"
+	fi
+	finish_pair "$what" hang
 else
-	skip "$what: dlaunch has no worker progress timeout (a hung non-trainer worker is not detected); the trainer's collective timeout is tested in faults_trainer"
+	not_ok "$what: dlaunch-rdzv did not start"
 fi
 
 finish

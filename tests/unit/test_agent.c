@@ -1,5 +1,6 @@
 /*
- * test_agent.c - the agent's pure pieces: worker environment, std specs,
+ * test_agent.c - the agent's pure pieces: worker environment (the progress
+ * file included), std specs,
  * rank filters, line splitting, error-file parsing.
  */
 #include <setjmp.h>
@@ -99,7 +100,8 @@ static void test_env_exact(void **state)
 
 static void test_env_defaults_only_if_unset(void **state)
 {
-	char *base[] = {"OMP_NUM_THREADS=4", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
+	char *base[] = {"OMP_NUM_THREADS=4",
+			"TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
 			"NCCL_ASYNC_ERROR_HANDLING=0", NULL};
 	char *empty[] = {NULL};
 	struct agent_worker_env e = sample();
@@ -117,6 +119,36 @@ static void test_env_defaults_only_if_unset(void **state)
 	e.local_world_size = 1;
 	assert_int_equal(agent_env_build(empty, &e, &env), 0);
 	assert_null(env_get(env, "OMP_NUM_THREADS"));
+	agent_env_free(env);
+}
+
+static void test_env_progress_file(void **state)
+{
+	char *base[] = {"DLAUNCH_PROGRESS_FILE=/stale", NULL};
+	char *empty[] = {NULL};
+	char long_path[4000];
+	struct agent_worker_env e = sample();
+	char **env;
+	(void)state;
+	/* not set unless the agent names one */
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	assert_null(env_get(env, "DLAUNCH_PROGRESS_FILE"));
+	agent_env_free(env);
+	e.progress_file = "/logs/attempt_2/rank_9/progress";
+	assert_int_equal(agent_env_build(base, &e, &env), 0);
+	assert_string_equal(env_get(env, "DLAUNCH_PROGRESS_FILE"),
+			    "/logs/attempt_2/rank_9/progress");
+	assert_int_equal(env_count(env, "DLAUNCH_PROGRESS_FILE"), 1);
+	agent_env_free(env);
+	/* paths as long as the agent allows reach the worker whole */
+	memset(long_path, 'p', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	long_path[sizeof(long_path) - 1] = '\0';
+	e.progress_file = long_path;
+	e.error_file = long_path;
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	assert_string_equal(env_get(env, "DLAUNCH_PROGRESS_FILE"), long_path);
+	assert_string_equal(env_get(env, "TORCHELASTIC_ERROR_FILE"), long_path);
 	agent_env_free(env);
 }
 
@@ -234,6 +266,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_env_exact),
 	    cmocka_unit_test(test_env_defaults_only_if_unset),
+	    cmocka_unit_test(test_env_progress_file),
 	    cmocka_unit_test(test_std_spec),
 	    cmocka_unit_test(test_ranks),
 	    cmocka_unit_test(test_lines),

@@ -1,6 +1,7 @@
 /*
  * test_launcher.c - dlaunch's command line: both spellings, PET_*
- * variables, --nnodes ranges, --rdzv-conf, refusals, worker argv.
+ * variables, --nnodes ranges, --rdzv-conf, --progress-timeout, refusals,
+ * worker argv.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -173,6 +174,68 @@ static void test_static_and_signals(void **state)
 	assert_string_equal(o.rdzv_backend, "static");
 }
 
+static void test_progress_timeout(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	char *pet[] = {"PET_PROGRESS_TIMEOUT=45", NULL};
+	char *bad_pet[] = {"PET_PROGRESS_TIMEOUT=never", NULL};
+	(void)state;
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "p", NULL), 0);
+	assert_int_equal(o.progress_timeout_ms, 0); /* off */
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress-timeout", "30s", "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 30000);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress_timeout=1.5", "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 1500);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress-timeout", "500ms", "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 500);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress-timeout", "0", "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 0);
+	/* --rdzv-conf spelling; the later one wins */
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
+			       "progress_timeout=2m", "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 120000);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
+			       "progress_timeout=2m", "--progress-timeout", "3",
+			       "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 3000);
+	/* PET_PROGRESS_TIMEOUT, overridden by the command line */
+	assert_int_equal(parse(&o, pet, err, sizeof(err), "p", NULL), 0);
+	assert_int_equal(o.progress_timeout_ms, 45000);
+	assert_int_equal(parse(&o, pet, err, sizeof(err), "--progress-timeout",
+			       "250ms", "p", NULL),
+			 0);
+	assert_int_equal(o.progress_timeout_ms, 250);
+	/* refusals name the option */
+	assert_int_equal(parse(&o, bad_pet, err, sizeof(err), "p", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "PET_PROGRESS_TIMEOUT"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress-timeout", "-1", "p", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "--progress-timeout"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress-timeout", "30 s", "p", NULL),
+			 DL_EINVAL);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
+			       "progress_timeout=soon", "p", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "progress_timeout"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err),
+			       "--progress-timeout", "169h", "p", NULL),
+			 DL_EINVAL); /* a week at most */
+}
+
 static void test_worker_argv(void **state)
 {
 	struct launcher_options o;
@@ -218,6 +281,7 @@ int main(void)
 	    cmocka_unit_test(test_rdzv_conf),
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_static_and_signals),
+	    cmocka_unit_test(test_progress_timeout),
 	    cmocka_unit_test(test_worker_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
