@@ -157,3 +157,80 @@ int fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
 	*len = got;
 	return 0;
 }
+
+int fs_pwrite_all(int fd, const void *data, size_t n, off_t off)
+{
+	const char *p = data;
+	while (n > 0) {
+		ssize_t w = pwrite(fd, p, n, off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return DL_EIO;
+		}
+		p += w;
+		off += (off_t)w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+void fs_writeback_start(int fd, off_t off, off_t len)
+{
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+	int saved = errno;
+
+	(void)sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
+	errno = saved;
+#else
+	(void)fd;
+	(void)off;
+	(void)len;
+#endif
+}
+
+int fs_atomic_open(struct fs_atomic_file *f, const char *path, mode_t mode)
+{
+	f->fd = -1;
+	f->path = path;
+	if ((size_t)snprintf(f->tmp, sizeof(f->tmp), "%s.tmp.%ld", path,
+			     (long)getpid()) >= sizeof(f->tmp))
+		return DL_EINVAL;
+	f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	return f->fd < 0 ? DL_ESYS : 0;
+}
+
+int fs_atomic_commit(struct fs_atomic_file *f)
+{
+	int rc = 0, saved;
+
+	if (fsync(f->fd) != 0)
+		rc = DL_EIO;
+	saved = errno;
+	if (close(f->fd) != 0 && rc == 0) {
+		rc = DL_EIO;
+		saved = errno;
+	}
+	f->fd = -1;
+	if (rc == 0 && rename(f->tmp, f->path) != 0) {
+		rc = DL_ESYS;
+		saved = errno;
+	}
+	if (rc != 0) {
+		unlink(f->tmp);
+		errno = saved;
+		return rc;
+	}
+	return fs_fsync_dir(f->path);
+}
+
+void fs_atomic_abort(struct fs_atomic_file *f)
+{
+	int saved = errno;
+
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	unlink(f->tmp);
+	errno = saved;
+}

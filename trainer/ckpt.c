@@ -1,13 +1,20 @@
 /*
  * ckpt.c - checkpoint files of dlaunch-train: encoding, validation, durable
  * writes, retention and "newest valid" selection (format in ckpt.h).
+ *
+ * Checkpoints reach gigabytes, so files are streamed: a save writes the
+ * caller's arrays straight to the file and a load reads straight into the
+ * new state's arrays, checksumming on the way; neither holds an image of
+ * the whole file. ckpt_encode/ckpt_decode are the same format in memory.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlaunch/ckpt.h"
@@ -26,6 +33,11 @@
 #define CKPT_PREFIX	  "ckpt-"
 #define CKPT_SUFFIX	  ".dlck"
 #define CKPT_DIGITS	  12
+/* the metadata of the largest model (meta_bytes(MLP_MAX_LAYERS)) */
+#define CKPT_META_MAX (4 + 4 * (MLP_MAX_LAYERS + 1) + 4 + 6 * 8 + 4 + 4 + 8 + 8)
+/* bytes per read or write of the arrays: large enough that the system
+ * calls cost nothing, small enough to be checksummed while in the cache */
+#define CKPT_IO_CHUNK (8u << 20)
 
 int ckpt_state_alloc(struct ckpt_state *st, const struct mlp_shape *shape)
 {
@@ -75,25 +87,37 @@ static unsigned char *put64(unsigned char *p, uint64_t v)
 	return put(p, &v, 8);
 }
 
-static size_t payload_bytes(const struct ckpt_state *st)
+/* meta_bytes: the size of the payload's metadata (everything before the
+ * arrays) for a model of n_layers layers. */
+static size_t meta_bytes(size_t n_layers)
 {
-	return 4 + 4 * ((size_t)st->shape.n_layers + 1) + 4 + 6 * 8 + 4 + 4 +
-	       8 + 8 + (2 * st->n_params + st->n_buffers) * sizeof(float);
+	return 4 + 4 * (n_layers + 1) + 4 + 6 * 8 + 4 + 4 + 8 + 8;
 }
 
-int ckpt_encode(const struct ckpt_state *st, unsigned char **out, size_t *len)
+static size_t payload_bytes(const struct ckpt_state *st)
 {
-	size_t plen = payload_bytes(st);
-	unsigned char *data, *p;
-	uint32_t crc;
+	return meta_bytes((size_t)st->shape.n_layers) +
+	       (2 * st->n_params + st->n_buffers) * sizeof(float);
+}
 
-	if (st->n_params != mlp_param_count(&st->shape) ||
-	    st->n_buffers != mlp_buffer_count(&st->shape))
-		return DL_EINVAL;
-	data = malloc(CKPT_HEADER_BYTES + plen);
-	if (data == NULL)
-		return DL_ENOMEM;
-	p = data + CKPT_HEADER_BYTES;
+/* The arrays of a state in file order; the last may be empty. */
+struct span {
+	void *data;
+	size_t bytes;
+};
+
+static void state_arrays(const struct ckpt_state *st, struct span out[3])
+{
+	out[0] = (struct span){st->params, st->n_params * sizeof(float)};
+	out[1] = (struct span){st->momentum, st->n_params * sizeof(float)};
+	out[2] = (struct span){st->buffers, st->n_buffers * sizeof(float)};
+}
+
+/* encode_meta writes st's metadata (meta_bytes of its layers) at p. */
+static size_t encode_meta(const struct ckpt_state *st, unsigned char *p)
+{
+	unsigned char *start = p;
+
 	p = put32(p, (uint32_t)st->shape.n_layers);
 	for (int i = 0; i <= st->shape.n_layers; i++)
 		p = put32(p, (uint32_t)st->shape.widths[i]);
@@ -108,22 +132,143 @@ int ckpt_encode(const struct ckpt_state *st, unsigned char **out, size_t *len)
 	p = put32(p, st->has_momentum);
 	p = put64(p, st->n_params);
 	p = put64(p, st->n_buffers);
-	p = put(p, st->params, st->n_params * sizeof(float));
-	p = put(p, st->momentum, st->n_params * sizeof(float));
-	if (st->n_buffers)
-		put(p, st->buffers, st->n_buffers * sizeof(float));
+	return (size_t)(p - start);
+}
 
-	p = data;
+/* encode_header writes the header of a payload of plen bytes whose
+ * checksum is pcrc, its own checksum included. */
+static void encode_header(unsigned char *h, uint64_t plen, uint32_t pcrc)
+{
+	unsigned char *p = h;
+	uint32_t crc;
+
 	p = put(p, CKPT_MAGIC, 8);
 	p = put32(p, CKPT_VERSION);
 	p = put32(p, 0); /* header crc, filled below */
 	p = put64(p, plen);
-	p = put32(p, crc32c(0, data + CKPT_HEADER_BYTES, plen));
+	p = put32(p, pcrc);
 	put32(p, 0);
-	crc = crc32c(0, data, CKPT_HEADER_BYTES);
-	memcpy(data + 12, &crc, 4);
+	crc = crc32c(0, h, CKPT_HEADER_BYTES);
+	memcpy(h + 12, &crc, 4);
+}
+
+/* counts_match: st's counts are those of its shape (which is in range, so
+ * that its metadata fits CKPT_META_MAX). */
+static int counts_match(const struct ckpt_state *st)
+{
+	return st->shape.n_layers >= 1 &&
+	       st->shape.n_layers <= MLP_MAX_LAYERS &&
+	       st->n_params == mlp_param_count(&st->shape) &&
+	       st->n_buffers == mlp_buffer_count(&st->shape);
+}
+
+int ckpt_encode(const struct ckpt_state *st, unsigned char **out, size_t *len)
+{
+	size_t plen = payload_bytes(st);
+	unsigned char *data, *p;
+	struct span arr[3];
+
+	if (!counts_match(st))
+		return DL_EINVAL;
+	data = malloc(CKPT_HEADER_BYTES + plen);
+	if (data == NULL)
+		return DL_ENOMEM;
+	p = data + CKPT_HEADER_BYTES;
+	p += encode_meta(st, p);
+	state_arrays(st, arr);
+	for (int i = 0; i < 3; i++)
+		if (arr[i].bytes)
+			p = put(p, arr[i].data, arr[i].bytes);
+	encode_header(data, plen, crc32c(0, data + CKPT_HEADER_BYTES, plen));
 	*out = data;
 	*len = CKPT_HEADER_BYTES + plen;
+	return 0;
+}
+
+/*
+ * write_image streams st's file image to fd without building it: the
+ * metadata behind a blank header, then the arrays straight from st in
+ * CKPT_IO_CHUNK pieces, each checksummed just before it is written (while
+ * it is still in the cache) and its writeback started, and last the header
+ * at offset 0, now that the payload's checksum is known. The bytes are
+ * those of ckpt_encode. DL_EIO with errno set on a failed write.
+ */
+static int write_image(int fd, const struct ckpt_state *st)
+{
+	unsigned char head[CKPT_HEADER_BYTES + CKPT_META_MAX];
+	size_t mlen = encode_meta(st, head + CKPT_HEADER_BYTES);
+	uint32_t crc = crc32c(0, head + CKPT_HEADER_BYTES, mlen);
+	off_t off = (off_t)(CKPT_HEADER_BYTES + mlen);
+	struct span arr[3];
+	int rc;
+
+	memset(head, 0, CKPT_HEADER_BYTES);
+	rc = fs_write_all(fd, head, CKPT_HEADER_BYTES + mlen);
+	state_arrays(st, arr);
+	for (int i = 0; i < 3 && rc == 0; i++) {
+		const unsigned char *p = arr[i].data;
+
+		for (size_t done = 0, k; done < arr[i].bytes && rc == 0;
+		     done += k) {
+			k = arr[i].bytes - done;
+			if (k > CKPT_IO_CHUNK)
+				k = CKPT_IO_CHUNK;
+			crc = crc32c(crc, p + done, k);
+			rc = fs_write_all(fd, p + done, k);
+			fs_writeback_start(fd, off, (off_t)k);
+			off += (off_t)k;
+		}
+	}
+	if (rc != 0)
+		return rc;
+	encode_header(head, payload_bytes(st), crc);
+	return fs_pwrite_all(fd, head, CKPT_HEADER_BYTES, 0);
+}
+
+static void torn(char *err, size_t err_size, size_t have, uint64_t want)
+{
+	snprintf(err, err_size,
+		 "%zu payload bytes, the header announces %llu "
+		 "(torn or truncated write)",
+		 have, (unsigned long long)want);
+}
+
+/*
+ * check_header validates the header at h (at least min(len, header size)
+ * bytes) of a file of len bytes: magic, header checksum, version, and the
+ * payload size against the file's. Fills the payload's size and checksum;
+ * DL_ECORRUPT with err filled otherwise.
+ */
+static int check_header(const unsigned char *h, size_t len, uint64_t *plen,
+			uint32_t *pcrc, char *err, size_t err_size)
+{
+	unsigned char head[CKPT_HEADER_BYTES];
+	uint32_t version, hcrc, zero = 0;
+
+	if (len < CKPT_HEADER_BYTES || memcmp(h, CKPT_MAGIC, 8) != 0) {
+		snprintf(err, err_size, "not a dlaunch-train checkpoint");
+		return DL_ECORRUPT;
+	}
+	memcpy(&version, h + 8, 4);
+	memcpy(&hcrc, h + 12, 4);
+	memcpy(plen, h + 16, 8);
+	memcpy(pcrc, h + 24, 4);
+	memcpy(head, h, CKPT_HEADER_BYTES);
+	memcpy(head + 12, &zero, 4);
+	if (crc32c(0, head, CKPT_HEADER_BYTES) != hcrc) {
+		snprintf(err, err_size, "header checksum mismatch");
+		return DL_ECORRUPT;
+	}
+	if (version != CKPT_VERSION) {
+		snprintf(err, err_size,
+			 "format version %u (this build reads %u)", version,
+			 CKPT_VERSION);
+		return DL_ECORRUPT;
+	}
+	if (*plen != len - CKPT_HEADER_BYTES) {
+		torn(err, err_size, len - CKPT_HEADER_BYTES, *plen);
+		return DL_ECORRUPT;
+	}
 	return 0;
 }
 
@@ -140,118 +285,274 @@ static int get(struct reader *r, void *v, size_t n)
 	return 0;
 }
 
-int ckpt_decode(const unsigned char *data, size_t len, struct ckpt_state *st,
-		char *err, size_t err_size)
+/*
+ * parse_meta reads the metadata from the avail bytes at p, the start of a
+ * payload of plen bytes, into out's shape, counters and counts (no arrays),
+ * and its size into *mlen. -1 when it is inconsistent: a shape out of
+ * range, counts that do not match it, or arrays that do not fill the rest
+ * of the payload exactly.
+ */
+static int parse_meta(const unsigned char *p, size_t avail, uint64_t plen,
+		      struct ckpt_state *out, size_t *mlen)
 {
-	struct reader r;
-	struct mlp_shape shape;
-	uint32_t version, hcrc, pcrc, u32v, zero = 0;
-	uint64_t plen, n_params, n_buffers;
-	unsigned char head[CKPT_HEADER_BYTES];
-	struct ckpt_state tmp;
-	int rc = DL_ECORRUPT;
+	struct reader r = {p, p + avail};
+	uint64_t n_params, n_buffers;
+	uint32_t u32v;
 
-	memset(st, 0, sizeof(*st));
-	if (len < CKPT_HEADER_BYTES || memcmp(data, CKPT_MAGIC, 8) != 0) {
-		snprintf(err, err_size, "not a dlaunch-train checkpoint");
-		return DL_ECORRUPT;
-	}
-	memcpy(&version, data + 8, 4);
-	memcpy(&hcrc, data + 12, 4);
-	memcpy(&plen, data + 16, 8);
-	memcpy(&pcrc, data + 24, 4);
-	memcpy(head, data, CKPT_HEADER_BYTES);
-	memcpy(head + 12, &zero, 4);
-	if (crc32c(0, head, CKPT_HEADER_BYTES) != hcrc) {
-		snprintf(err, err_size, "header checksum mismatch");
-		return DL_ECORRUPT;
-	}
-	if (version != CKPT_VERSION) {
-		snprintf(err, err_size,
-			 "format version %u (this build reads %u)", version,
-			 CKPT_VERSION);
-		return DL_ECORRUPT;
-	}
-	if (plen != len - CKPT_HEADER_BYTES) {
-		snprintf(err, err_size,
-			 "%zu payload bytes, the header announces %llu "
-			 "(torn or truncated write)",
-			 len - CKPT_HEADER_BYTES, (unsigned long long)plen);
-		return DL_ECORRUPT;
-	}
-	if (crc32c(0, data + CKPT_HEADER_BYTES, (size_t)plen) != pcrc) {
-		snprintf(err, err_size, "payload checksum mismatch");
-		return DL_ECORRUPT;
-	}
-
-	r.p = data + CKPT_HEADER_BYTES;
-	r.end = data + len;
-	memset(&shape, 0, sizeof(shape));
-	memset(&tmp, 0, sizeof(tmp));
+	memset(out, 0, sizeof(*out));
 	if (get(&r, &u32v, 4) || u32v < 1 || u32v > MLP_MAX_LAYERS)
-		goto bad;
-	shape.n_layers = (int)u32v;
-	for (int i = 0; i <= shape.n_layers; i++) {
+		return -1;
+	out->shape.n_layers = (int)u32v;
+	for (int i = 0; i <= out->shape.n_layers; i++) {
 		if (get(&r, &u32v, 4) || u32v < 1 || u32v > MLP_MAX_WIDTH)
-			goto bad;
-		shape.widths[i] = (int)u32v;
+			return -1;
+		out->shape.widths[i] = (int)u32v;
 	}
 	if (get(&r, &u32v, 4) || u32v > 1)
-		goto bad;
-	shape.batch_norm = (int)u32v;
-	if (get(&r, &tmp.step, 8) || get(&r, &tmp.epoch, 8) ||
-	    get(&r, &tmp.epoch_offset, 8) || get(&r, &tmp.seed, 8) ||
-	    get(&r, &tmp.rng_key, 8) || get(&r, &tmp.rng_counter, 8) ||
-	    get(&r, &tmp.global_batch, 4) || get(&r, &tmp.has_momentum, 4) ||
+		return -1;
+	out->shape.batch_norm = (int)u32v;
+	if (get(&r, &out->step, 8) || get(&r, &out->epoch, 8) ||
+	    get(&r, &out->epoch_offset, 8) || get(&r, &out->seed, 8) ||
+	    get(&r, &out->rng_key, 8) || get(&r, &out->rng_counter, 8) ||
+	    get(&r, &out->global_batch, 4) || get(&r, &out->has_momentum, 4) ||
 	    get(&r, &n_params, 8) || get(&r, &n_buffers, 8))
-		goto bad;
-	if (n_params != mlp_param_count(&shape) ||
-	    n_buffers != mlp_buffer_count(&shape) ||
-	    (size_t)(r.end - r.p) != (2 * n_params + n_buffers) * sizeof(float))
-		goto bad;
-	rc = ckpt_state_alloc(st, &shape);
+		return -1;
+	*mlen = (size_t)(r.p - p);
+	if (n_params != mlp_param_count(&out->shape) ||
+	    n_buffers != mlp_buffer_count(&out->shape) ||
+	    plen - *mlen != (2 * n_params + n_buffers) * sizeof(float))
+		return -1;
+	out->n_params = (size_t)n_params;
+	out->n_buffers = (size_t)n_buffers;
+	return 0;
+}
+
+/* alloc_from allocates st's arrays for meta's shape and copies meta's
+ * counters into it. */
+static int alloc_from(struct ckpt_state *st, const struct ckpt_state *meta,
+		      char *err, size_t err_size)
+{
+	int rc = ckpt_state_alloc(st, &meta->shape);
+
 	if (rc != 0) {
 		snprintf(err, err_size, "out of memory");
 		return rc;
 	}
-	st->step = tmp.step;
-	st->epoch = tmp.epoch;
-	st->epoch_offset = tmp.epoch_offset;
-	st->seed = tmp.seed;
-	st->rng_key = tmp.rng_key;
-	st->rng_counter = tmp.rng_counter;
-	st->global_batch = tmp.global_batch;
-	st->has_momentum = tmp.has_momentum;
-	get(&r, st->params, st->n_params * sizeof(float));
-	get(&r, st->momentum, st->n_params * sizeof(float));
-	if (st->n_buffers)
-		get(&r, st->buffers, st->n_buffers * sizeof(float));
+	st->step = meta->step;
+	st->epoch = meta->epoch;
+	st->epoch_offset = meta->epoch_offset;
+	st->seed = meta->seed;
+	st->rng_key = meta->rng_key;
+	st->rng_counter = meta->rng_counter;
+	st->global_batch = meta->global_batch;
+	st->has_momentum = meta->has_momentum;
 	return 0;
-bad:
+}
+
+static int inconsistent(char *err, size_t err_size)
+{
 	snprintf(err, err_size, "inconsistent payload (model shape or sizes)");
 	return DL_ECORRUPT;
+}
+
+static int checksum_mismatch(char *err, size_t err_size)
+{
+	snprintf(err, err_size, "payload checksum mismatch");
+	return DL_ECORRUPT;
+}
+
+int ckpt_decode(const unsigned char *data, size_t len, struct ckpt_state *st,
+		char *err, size_t err_size)
+{
+	const unsigned char *payload = data + CKPT_HEADER_BYTES, *p;
+	struct ckpt_state meta;
+	struct span arr[3];
+	uint64_t plen;
+	uint32_t pcrc;
+	size_t mlen;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	rc = check_header(data, len, &plen, &pcrc, err, err_size);
+	if (rc != 0)
+		return rc;
+	if (crc32c(0, payload, (size_t)plen) != pcrc)
+		return checksum_mismatch(err, err_size);
+	if (parse_meta(payload, (size_t)plen, plen, &meta, &mlen) != 0)
+		return inconsistent(err, err_size);
+	rc = alloc_from(st, &meta, err, err_size);
+	if (rc != 0)
+		return rc;
+	p = payload + mlen;
+	state_arrays(st, arr);
+	for (int i = 0; i < 3; i++) {
+		if (arr[i].bytes)
+			memcpy(arr[i].data, p, arr[i].bytes);
+		p += arr[i].bytes;
+	}
+	return 0;
+}
+
+/* A payload being read from a file: what is left of it, what was read and
+ * the checksum of that. */
+struct source {
+	int fd;
+	uint64_t plen, got;
+	uint32_t crc;
+};
+
+/* source_read reads n bytes of the payload into buf and extends the
+ * checksum over them: DL_EIO (errno set) when read fails, DL_ECORRUPT with
+ * err filled when the file ends first (it shrank since it was measured). */
+static int source_read(struct source *s, void *buf, size_t n, char *err,
+		       size_t err_size)
+{
+	size_t got = 0;
+	int rc = fs_read_all(s->fd, buf, n, &got);
+
+	s->crc = crc32c(s->crc, buf, got);
+	s->got += got;
+	if (rc == 0 && got < n) {
+		torn(err, err_size, (size_t)s->got, s->plen);
+		rc = DL_ECORRUPT;
+	}
+	return rc;
+}
+
+/* source_read_into fills an array of the state in CKPT_IO_CHUNK reads,
+ * each checksummed while it is still in the cache. */
+static int source_read_into(struct source *s, void *data, size_t n, char *err,
+			    size_t err_size)
+{
+	unsigned char *p = data;
+	int rc = 0;
+
+	for (size_t done = 0, k; done < n && rc == 0; done += k) {
+		k = n - done < CKPT_IO_CHUNK ? n - done : CKPT_IO_CHUNK;
+		rc = source_read(s, p + done, k, err, err_size);
+	}
+	return rc;
+}
+
+/* source_drain checksums the rest of the payload, so that a damaged
+ * metadata block is reported as a checksum mismatch like ckpt_decode does
+ * (the checksum is checked before the contents). */
+static int source_drain(struct source *s, char *err, size_t err_size)
+{
+	size_t cap = CKPT_IO_CHUNK / 8;
+	unsigned char *buf = malloc(cap);
+	int rc = 0;
+
+	if (buf == NULL) {
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	while (rc == 0 && s->got < s->plen) {
+		size_t k =
+		    s->plen - s->got < cap ? (size_t)(s->plen - s->got) : cap;
+		rc = source_read(s, buf, k, err, err_size);
+	}
+	free(buf);
+	return rc;
+}
+
+/*
+ * read_image reads a checkpoint of len bytes from fd into st, validating
+ * as ckpt_decode does with the same messages, but without holding the
+ * file in memory: the header and metadata are read and checked first (the
+ * sizes against the file's before anything is allocated), then st's arrays
+ * are allocated once and the payload read straight into them, and the
+ * checksum compared last (st released on a mismatch). Returns 0,
+ * DL_ECORRUPT or DL_ENOMEM with err filled, or DL_EIO (errno set, err
+ * left alone) when reading fails.
+ */
+static int read_image(int fd, size_t len, struct ckpt_state *st, char *err,
+		      size_t err_size)
+{
+	unsigned char head[CKPT_HEADER_BYTES], meta_buf[CKPT_META_MAX];
+	struct source src = {fd, 0, 0, 0};
+	struct ckpt_state meta;
+	struct span arr[3];
+	size_t have, got, mlen, want;
+	uint32_t pcrc, n_layers;
+	int rc;
+
+	want = len < CKPT_HEADER_BYTES ? len : CKPT_HEADER_BYTES;
+	rc = fs_read_all(fd, head, want, &got);
+	if (rc != 0)
+		return rc;
+	rc = check_header(head, got < want ? got : len, &src.plen, &pcrc, err,
+			  err_size);
+	if (rc != 0)
+		return rc;
+
+	/* the metadata: its layer count says how long it is */
+	have = src.plen < 4 ? (size_t)src.plen : 4;
+	rc = source_read(&src, meta_buf, have, err, err_size);
+	if (rc == 0 && have == 4) {
+		memcpy(&n_layers, meta_buf, 4);
+		want = n_layers >= 1 && n_layers <= MLP_MAX_LAYERS
+			   ? meta_bytes(n_layers) - 4
+			   : 0;
+		if (want > src.plen - 4)
+			want = (size_t)(src.plen - 4);
+		rc = source_read(&src, meta_buf + 4, want, err, err_size);
+		have += want;
+	}
+	if (rc != 0)
+		return rc;
+	if (parse_meta(meta_buf, have, src.plen, &meta, &mlen) != 0) {
+		rc = source_drain(&src, err, err_size);
+		if (rc != 0)
+			return rc;
+		return src.crc != pcrc ? checksum_mismatch(err, err_size)
+				       : inconsistent(err, err_size);
+	}
+
+	rc = alloc_from(st, &meta, err, err_size);
+	if (rc != 0)
+		return rc;
+	state_arrays(st, arr);
+	for (int i = 0; i < 3 && rc == 0; i++)
+		rc = source_read_into(&src, arr[i].data, arr[i].bytes, err,
+				      err_size);
+	if (rc == 0 && src.crc != pcrc)
+		rc = checksum_mismatch(err, err_size);
+	if (rc != 0)
+		ckpt_state_release(st);
+	return rc;
 }
 
 int ckpt_load(const char *path, struct ckpt_state *st, char *err,
 	      size_t err_size)
 {
-	char *data = NULL, msg[256];
-	size_t len = 0;
-	int rc;
+	char msg[256] = "";
+	struct stat sb;
+	int fd, rc;
 
 	memset(st, 0, sizeof(*st));
-	rc = fs_read_file(path, CKPT_MAX_BYTES, &data, &len);
-	if (rc != 0) {
-		snprintf(err, err_size, "checkpoint %s: cannot read: %s", path,
-			 rc == DL_ENOTFOUND ? "no such file" : dl_strerror(rc));
-		return rc;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno == ENOENT ? DL_ENOTFOUND : DL_ESYS;
+	} else if (fstat(fd, &sb) != 0) {
+		rc = DL_ESYS;
+	} else if ((uint64_t)sb.st_size > CKPT_MAX_BYTES) {
+		rc = DL_ELIMIT;
+	} else {
+		/* doubles the readahead when the file is not cached */
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		rc = read_image(fd, (size_t)sb.st_size, st, msg, sizeof(msg));
 	}
-	rc =
-	    ckpt_decode((const unsigned char *)data, len, st, msg, sizeof(msg));
-	if (rc != 0)
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0)
+		return 0;
+	if (msg[0] != '\0')
 		snprintf(err, err_size, "checkpoint %s is damaged: %s", path,
 			 msg);
-	free(data);
+	else
+		snprintf(err, err_size, "checkpoint %s: cannot read: %s", path,
+			 rc == DL_ENOTFOUND ? "no such file" : dl_strerror(rc));
 	return rc;
 }
 
@@ -346,8 +647,7 @@ int ckpt_save(const char *dir, const struct ckpt_state *st, int keep,
 	      char *path, size_t path_size, char *err, size_t err_size)
 {
 	char target[PATH_MAX];
-	unsigned char *data = NULL;
-	size_t len = 0;
+	struct fs_atomic_file f;
 	int rc;
 
 	rc = ckpt_path(dir, st->step, target, sizeof(target));
@@ -363,14 +663,20 @@ int ckpt_save(const char *dir, const struct ckpt_state *st, int keep,
 			 strerror(errno));
 		return rc;
 	}
-	rc = ckpt_encode(st, &data, &len);
-	if (rc != 0) {
+	if (!counts_match(st)) {
 		snprintf(err, err_size, "checkpoint %s: cannot encode: %s",
-			 target, dl_strerror(rc));
-		return rc;
+			 target, dl_strerror(DL_EINVAL));
+		return DL_EINVAL;
 	}
-	rc = fs_write_file_atomic(target, data, len, 0644);
-	free(data);
+	/* streamed from st: no image of the whole file in memory */
+	rc = fs_atomic_open(&f, target, 0644);
+	if (rc == 0) {
+		rc = write_image(f.fd, st);
+		if (rc == 0)
+			rc = fs_atomic_commit(&f);
+		else
+			fs_atomic_abort(&f);
+	}
 	if (rc != 0) {
 		snprintf(err, err_size, "checkpoint %s: cannot write: %s",
 			 target, strerror(errno));

@@ -57,19 +57,28 @@ int ckpt_path(const char *dir, uint64_t step, char *out, size_t out_size);
 /*
  * ckpt_save writes st as the checkpoint of st->step into dir (created if
  * missing), then deletes all but the newest `keep` checkpoints and stale
- * temporary files. The written path goes into path (may be NULL).
+ * temporary files. The written path goes into path (may be NULL). The file
+ * is streamed from st's arrays (no copy of it in memory) and holds the
+ * bytes of ckpt_encode; a failed write removes its temporary file.
  */
 int ckpt_save(const char *dir, const struct ckpt_state *st, int keep,
 	      char *path, size_t path_size, char *err, size_t err_size);
 
-/* ckpt_encode / ckpt_decode: the file image (tests and ckpt_save). */
+/* ckpt_encode / ckpt_decode: the file image in memory (tests and the
+ * fuzzer; ckpt_save and ckpt_load stream the same format). ckpt_encode
+ * returns a malloc'd image in *out. */
 int ckpt_encode(const struct ckpt_state *st, unsigned char **out, size_t *len);
 /* ckpt_decode validates everything (magic, version, both checksums,
  * sizes, shape against the counts) and fills st (allocating its arrays). */
 int ckpt_decode(const unsigned char *data, size_t len, struct ckpt_state *st,
 		char *err, size_t err_size);
 
-/* ckpt_load reads and decodes one file. */
+/* ckpt_load reads one file into st with ckpt_decode's checks and
+ * verdicts, without holding the file in memory: the header and metadata
+ * are checked (sizes against the file's) before st's arrays are allocated
+ * and the payload read into them; the checksum is compared last and st
+ * left empty on any error. err: "checkpoint PATH is damaged: ..." or
+ * "checkpoint PATH: cannot read: ...". */
 int ckpt_load(const char *path, struct ckpt_state *st, char *err,
 	      size_t err_size);
 

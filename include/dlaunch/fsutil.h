@@ -7,6 +7,7 @@
 #ifndef DLAUNCH_FSUTIL_H
 #define DLAUNCH_FSUTIL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -25,5 +26,37 @@ int fs_write_file_atomic(const char *path, const void *data, size_t len,
 /* fs_read_file reads a whole file of at most max_bytes into a new
  * NUL-terminated buffer (*out, free() it). DL_ELIMIT when larger. */
 int fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+
+/* fs_pwrite_all writes n bytes to fd at offset off (the file offset is left
+ * alone), retrying on EINTR and short writes. DL_EIO with errno set. */
+int fs_pwrite_all(int fd, const void *data, size_t n, off_t off);
+/* fs_writeback_start asks the kernel to start writing len bytes of fd at
+ * off to the disk now, without waiting, so that a large file's writeback
+ * overlaps the writing of the rest instead of all landing on the final
+ * fsync. Only a hint: it guarantees nothing and reports nothing. */
+void fs_writeback_start(int fd, off_t off, off_t len);
+
+/*
+ * A durable replacement of a file written piece by piece, for contents too
+ * large to hold in one buffer (same recipe as fs_write_file_atomic):
+ * fs_atomic_open creates PATH.tmp.PID beside path; the caller writes it
+ * through f->fd (write, pwrite, ...); fs_atomic_commit fsyncs, closes and
+ * renames it over path, then fsyncs the directory; fs_atomic_abort closes
+ * and removes it. Exactly one of commit and abort follows a successful
+ * open. path is borrowed: it must outlive the commit.
+ */
+struct fs_atomic_file {
+	int fd;		    /* the temporary file, open for writing */
+	const char *path;   /* the final name */
+	char tmp[PATH_MAX]; /* the temporary name */
+};
+/* fs_atomic_open returns 0, DL_EINVAL (name too long) or DL_ESYS (errno). */
+int fs_atomic_open(struct fs_atomic_file *f, const char *path, mode_t mode);
+/* fs_atomic_commit returns 0 or DL_EIO / DL_ESYS with errno from the call
+ * that failed; the temporary file is removed when the rename did not
+ * happen (a failing directory fsync after it leaves path replaced). */
+int fs_atomic_commit(struct fs_atomic_file *f);
+/* fs_atomic_abort discards the temporary file; errno is preserved. */
+void fs_atomic_abort(struct fs_atomic_file *f);
 
 #endif
