@@ -64,7 +64,12 @@ cleanup() {
 	for p in "${BG_PIDS[@]}"; do
 		wait_for 5 bash -c "! kill -0 -- -$p" || kill -KILL -- "-$p" 2>/dev/null
 	done
-	rm -rf "$TEST_TMP"
+	# DLAUNCH_KEEP_TMP=1 keeps the test's files for a post-mortem
+	if [ "${DLAUNCH_KEEP_TMP:-0}" = 1 ]; then
+		echo "# kept $TEST_TMP"
+	else
+		rm -rf "$TEST_TMP"
+	fi
 }
 trap cleanup EXIT
 
