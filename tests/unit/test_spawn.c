@@ -137,7 +137,14 @@ static void test_signals_reset(void **state)
 	signal(SIGUSR1, SIG_DFL);
 	sigprocmask(SIG_UNBLOCK, &block, NULL);
 	assert_non_null(strstr(out, "SigBlk:\t0000000000000000"));
-	assert_non_null(strstr(out, "SigIgn:\t0000000000000000"));
+	/* Signals 32 and 33 are glibc's own (thread cancellation, setxid):
+	 * its sigaction refuses to change them, and a parent such as make may
+	 * leave them ignored; every glibc program installs its handlers for
+	 * them at start. Every other signal must be back to its default. */
+	const char *ign = strstr(out, "SigIgn:\t");
+	assert_non_null(ign);
+	unsigned long long mask = strtoull(ign + 8, NULL, 16);
+	assert_true((mask & ~0x180000000ull) == 0);
 }
 
 static void test_signal_names(void **state)
