@@ -9,6 +9,7 @@
  */
 #ifndef DLAUNCH_AGENT_INTERNAL_H
 #define DLAUNCH_AGENT_INTERNAL_H
+#include "dlaunch/spawn.h"
 #include <jansson.h>
 #include <limits.h>
 #include <stdint.h>
@@ -38,7 +39,8 @@ struct agent_stream {
 struct agent_worker {
 	struct agent *a;
 	int local_rank, rank;
-	pid_t pid; /* 0: never started */
+	pid_t pid;		  /* 0: never started */
+	struct spawn_child child; /* between spawn_start and spawn_finish */
 	int reaped;
 	int wstatus;	  /* from waitpid */
 	int spawn_failed; /* exec never happened; message in tail */

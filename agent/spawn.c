@@ -5,13 +5,15 @@
  * before anything is forked. The child only makes async-signal-safe calls
  * (sigaction, sigprocmask, setsid, prctl, getppid, dup2, close_range,
  * execve, write, _exit); if execve fails, its errno is written to a
- * close-on-exec pipe whose read end the parent blocks on: EOF means the
- * exec succeeded.
+ * close-on-exec pipe whose read end the parent reads in spawn_finish: EOF
+ * means the exec succeeded.
  */
 #include "dlaunch/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,14 +173,71 @@ static void child(const struct spawn_opts *o, const char *path, int errfd,
 	child_fail(errfd, errno);
 }
 
-int spawn_process(const struct spawn_opts *o, pid_t *pid, char *err,
-		  size_t err_size)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/* The sanitizers' interceptors keep state that a child sharing our memory
+ * must not touch: sanitizer builds copy the process. */
+static pid_t start_child(const struct spawn_opts *o, const char *path,
+			 int errfd, pid_t parent, int devnull)
+{
+	pid_t p = fork();
+	if (p == 0)
+		child(o, path, errfd, parent, devnull);
+	return p;
+}
+#else
+struct child_args {
+	const struct spawn_opts *o;
+	const char *path;
+	int errfd, devnull;
+	pid_t parent;
+};
+
+static int child_entry(void *arg)
+{
+	struct child_args *ca = arg;
+	child(ca->o, ca->path, ca->errfd, ca->parent, ca->devnull);
+	return 127;
+}
+
+/*
+ * start_child runs child() in a new process that shares our memory until
+ * it execs (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page tables
+ * are copied, which made fork the largest cost of starting many workers.
+ * We are suspended meanwhile, so the child may use our memory and one
+ * static stack serves every spawn. All signals stay blocked around the
+ * clone so no handler of ours can run on the child's stack; child()
+ * resets every disposition before it unblocks them.
+ */
+static pid_t start_child(const struct spawn_opts *o, const char *path,
+			 int errfd, pid_t parent, int devnull)
+{
+	static char stack[64 * 1024] __attribute__((aligned(64)));
+	struct child_args ca = {o, path, errfd, devnull, parent};
+	sigset_t all, old;
+	pid_t p;
+	int saved;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	p = clone(child_entry, stack + sizeof(stack),
+		  CLONE_VM | CLONE_VFORK | SIGCHLD, &ca);
+	saved = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return p;
+}
+#endif
+
+int spawn_start(const struct spawn_opts *o, struct spawn_child *c, char *err,
+		size_t err_size)
 {
 	char path[4096];
-	int pipefd[2] = {-1, -1}, devnull = -1, rc, child_errno = 0;
-	ssize_t n;
+	int pipefd[2] = {-1, -1}, devnull = -1, rc;
 	pid_t p, parent = getpid();
 
+	c->pid = -1;
+	c->status_fd = -1;
+	c->file = o->file;
 	rc = spawn_resolve(o->file, path, sizeof(path), err, err_size);
 	if (rc)
 		return rc;
@@ -196,34 +255,20 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid, char *err,
 			goto out;
 		}
 	}
-	p = fork();
+	p = start_child(o, path, pipefd[1], parent, devnull);
 	if (p < 0) {
 		snprintf(err, err_size, "cannot run '%s': fork: %s", o->file,
 			 strerror(errno));
 		rc = DL_ESYS;
 		goto out;
 	}
-	if (p == 0)
-		child(o, path, pipefd[1], parent, devnull);
+	/* closed before the next spawn, so no later child holds this pipe
+	 * open and its EOF still means "exec happened" */
 	close(pipefd[1]);
 	pipefd[1] = -1;
-	do
-		n = read(pipefd[0], &child_errno, sizeof(child_errno));
-	while (n < 0 && errno == EINTR);
-	if (n > 0) {
-		/* exec failed: the child exits at once; reap it here so no
-		 * zombie is left and the caller's SIGCHLD handler finds
-		 * nothing of ours */
-		while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
-			;
-		snprintf(err, err_size, "cannot run '%s': %s", o->file,
-			 n == (ssize_t)sizeof(child_errno)
-			     ? strerror(child_errno)
-			     : "exec failed");
-		rc = child_errno == ENOENT ? DL_ENOTFOUND : DL_ESYS;
-		goto out;
-	}
-	*pid = p;
+	c->pid = p;
+	c->status_fd = pipefd[0];
+	pipefd[0] = -1;
 	rc = 0;
 out:
 	if (pipefd[0] >= 0)
@@ -233,6 +278,41 @@ out:
 	if (devnull >= 0)
 		close(devnull);
 	return rc;
+}
+
+int spawn_finish(struct spawn_child *c, pid_t *pid, char *err, size_t err_size)
+{
+	int child_errno = 0, rc = 0;
+	ssize_t n;
+
+	do
+		n = read(c->status_fd, &child_errno, sizeof(child_errno));
+	while (n < 0 && errno == EINTR);
+	close(c->status_fd);
+	c->status_fd = -1;
+	if (n > 0) {
+		/* exec failed: the child exits at once; reap it here so no
+		 * zombie is left and the caller's SIGCHLD handler finds
+		 * nothing of ours */
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		snprintf(err, err_size, "cannot run '%s': %s", c->file,
+			 n == (ssize_t)sizeof(child_errno)
+			     ? strerror(child_errno)
+			     : "exec failed");
+		rc = child_errno == ENOENT ? DL_ENOTFOUND : DL_ESYS;
+	} else {
+		*pid = c->pid;
+	}
+	return rc;
+}
+
+int spawn_process(const struct spawn_opts *o, pid_t *pid, char *err,
+		  size_t err_size)
+{
+	struct spawn_child c;
+	int rc = spawn_start(o, &c, err, err_size);
+	return rc ? rc : spawn_finish(&c, pid, err, err_size);
 }
 
 static const struct {

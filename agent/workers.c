@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dlaunch/buf.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
@@ -115,16 +116,14 @@ static int start_one(struct agent *a, struct agent_worker *w)
 	o.stdin_fd = -1;
 	o.stdout_fd = out_fd;
 	o.stderr_fd = err_fd;
-	rc = spawn_process(&o, &w->pid, err, sizeof(err));
+	rc = spawn_start(&o, &w->child, err, sizeof(err));
 	if (rc)
 		goto fail;
+	/* the child has its copies; spawn_finish (finish_one) waits for its
+	 * exec once every worker has been forked */
 	close(out_fd);
 	close(err_fd);
 	agent_env_free(env);
-	a->n_live++;
-	progress_worker_started(w);
-	log_debug("started rank %d (local %d) as pid %ld", w->rank,
-		  w->local_rank, (long)w->pid);
 	return 0;
 fail:
 	log_error("rank %d: %s", w->rank, err);
@@ -137,6 +136,26 @@ fail:
 	agent_env_free(env);
 	spawn_failed(w, err);
 	return DL_ESYS;
+}
+
+/* finish_one waits for a forked worker's exec; a failed exec counts as a
+ * failed start. */
+static void finish_one(struct agent *a, struct agent_worker *w)
+{
+	char err[PATH_MAX + 256];
+	if (w->spawn_failed)
+		return;
+	if (spawn_finish(&w->child, &w->pid, err, sizeof(err)) != 0) {
+		log_error("rank %d: %s", w->rank, err);
+		output_close(&w->out[0]);
+		output_close(&w->out[1]);
+		spawn_failed(w, err);
+		return;
+	}
+	a->n_live++;
+	progress_worker_started(w);
+	log_debug("started rank %d (local %d) as pid %ld", w->rank,
+		  w->local_rank, (long)w->pid);
 }
 
 /*
@@ -161,8 +180,11 @@ int workers_start(struct agent *a)
 		w->out[0].fd = w->out[1].fd = -1;
 		w->out[0].file_fd = w->out[1].file_fd = -1;
 	}
+	/* fork them all, then wait for their execs: they exec in parallel */
 	for (i = 0; i < n; i++)
 		start_one(a, &a->workers[i]);
+	for (i = 0; i < n; i++)
+		finish_one(a, &a->workers[i]);
 	if (a->n_live > 0 && progress_arm(a) != 0)
 		log_warn("cannot start the progress timer: out of memory; "
 			 "hung workers go undetected this round");
@@ -234,22 +256,78 @@ void workers_kill_all(struct agent *a)
 	workers_kill_strays(a);
 }
 
+/* kill_if_stray SIGKILLs our child pid unless it is a live worker. */
+static void kill_if_stray(struct agent *a, pid_t pid)
+{
+	for (int i = 0; i < a->n_workers; i++)
+		if (a->workers[i].pid == pid && !a->workers[i].reaped)
+			return;
+	log_debug("killing stray process %lld", (long long)pid);
+	kill(pid, SIGKILL);
+}
+
+/* strays_from_children kills the strays listed in our threads'
+ * /proc/self/task/TID/children files (one small read per thread instead
+ * of one per process on the machine). Returns -1 when the kernel offers
+ * no such files (CONFIG_PROC_CHILDREN off). */
+static int strays_from_children(struct agent *a)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int seen = 0;
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		char path[300], list[4096], *p, *end;
+		struct buf all;
+		ssize_t n;
+		int fd;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children",
+			 de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		seen = 1;
+		/* a long list arrives in several reads */
+		buf_init(&all, 1 << 20);
+		while ((n = read(fd, list, sizeof(list))) > 0)
+			if (buf_append(&all, list, (size_t)n) != 0)
+				break;
+		close(fd);
+		for (p = all.data; p && *p; p = end) {
+			long long pid = strtoll(p, &end, 10);
+			if (end == p)
+				break;
+			if (pid > 0)
+				kill_if_stray(a, (pid_t)pid);
+		}
+		buf_release(&all);
+	}
+	closedir(d);
+	return seen ? 0 : -1;
+}
+
 /*
  * workers_kill_strays kills children of the agent that are not workers of
  * the round: descendants reparented to us (we are a subreaper) after their
- * own parent died. Read from /proc; a process that is gone meanwhile is
- * simply skipped.
+ * own parent died. A process that is gone meanwhile is simply skipped.
  */
 void workers_kill_strays(struct agent *a)
 {
-	DIR *d = opendir("/proc");
+	DIR *d;
 	struct dirent *de;
 	pid_t self = getpid();
+	if (strays_from_children(a) == 0)
+		return;
+	/* no children files: every process's parent, from /proc/PID/stat */
+	d = opendir("/proc");
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
 		char path[300], stat[512], *rp;
-		int fd, is_worker = 0;
+		int fd;
 		ssize_t n;
 		int64_t pid, ppid;
 		if (parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0)
@@ -279,14 +357,7 @@ void workers_kill_strays(struct agent *a)
 		}
 		if (ppid != self || rp[2] == 'Z')
 			continue;
-		for (int i = 0; i < a->n_workers; i++)
-			if (a->workers[i].pid == (pid_t)pid &&
-			    !a->workers[i].reaped)
-				is_worker = 1;
-		if (is_worker)
-			continue;
-		log_debug("killing stray process %lld", (long long)pid);
-		kill((pid_t)pid, SIGKILL);
+		kill_if_stray(a, (pid_t)pid);
 	}
 	closedir(d);
 }

@@ -42,6 +42,24 @@ int spawn_resolve(const char *file, char *out, size_t out_size, char *err,
 int spawn_process(const struct spawn_opts *o, pid_t *pid, char *err,
 		  size_t err_size);
 
+/*
+ * The same in two steps, so that a caller starting many processes lets
+ * them exec in parallel: spawn_start forks and returns at once (the child
+ * is on its way to exec; o's descriptors may be closed by the caller right
+ * after), spawn_finish waits until it has exec'd and returns what
+ * spawn_process would. Every successful spawn_start must be followed by
+ * one spawn_finish, before the caller reaps any child. c->file borrows
+ * o->file.
+ */
+struct spawn_child {
+	pid_t pid;
+	int status_fd; /* exec-status pipe, read end; -1 once finished */
+	const char *file;
+};
+int spawn_start(const struct spawn_opts *o, struct spawn_child *c, char *err,
+		size_t err_size);
+int spawn_finish(struct spawn_child *c, pid_t *pid, char *err, size_t err_size);
+
 /* spawn_signal_name returns "SIGKILL" etc. for sig, or "SIG<n>". The result
  * is a static string or written into tmp (at least 16 bytes). */
 const char *spawn_signal_name(int sig, char *tmp, size_t tmp_size);

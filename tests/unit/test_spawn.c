@@ -101,6 +101,51 @@ static void test_exec_error_reported(void **state)
 	unlink(path);
 }
 
+/* Two-step spawns: several children forked before any exec is waited for;
+ * a failed exec among them is reported for that child alone, and its
+ * status pipe does not leak into the others. */
+static void test_start_then_finish(void **state)
+{
+	char bad[] = "/tmp/dlaunch-spawn-XXXXXX";
+	char *ok_argv[] = {"/bin/sh", "-c", "exit 7", NULL};
+	char *bad_argv[] = {bad, NULL};
+	struct spawn_opts ok, ko;
+	struct spawn_child c[3];
+	char err[256];
+	pid_t pid[3];
+	int status, fd = mkstemp(bad);
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd,
+			       "\x7f"
+			       "ELF garbage",
+			       12),
+			 12);
+	close(fd);
+	chmod(bad, 0755);
+	memset(&ok, 0, sizeof(ok));
+	ok.file = ok_argv[0];
+	ok.argv = ok_argv;
+	ok.stdin_fd = ok.stdout_fd = ok.stderr_fd = -1;
+	ko = ok;
+	ko.file = bad;
+	ko.argv = bad_argv;
+	assert_int_equal(spawn_start(&ok, &c[0], err, sizeof(err)), 0);
+	assert_int_equal(spawn_start(&ko, &c[1], err, sizeof(err)), 0);
+	assert_int_equal(spawn_start(&ok, &c[2], err, sizeof(err)), 0);
+	assert_int_equal(spawn_finish(&c[0], &pid[0], err, sizeof(err)), 0);
+	assert_int_not_equal(spawn_finish(&c[1], &pid[1], err, sizeof(err)), 0);
+	assert_non_null(strstr(err, bad));
+	assert_int_equal(spawn_finish(&c[2], &pid[2], err, sizeof(err)), 0);
+	for (int i = 0; i < 3; i += 2) {
+		assert_int_equal(waitpid(pid[i], &status, 0), pid[i]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+	}
+	/* the failed one was reaped by spawn_finish: nothing is left */
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	unlink(bad);
+}
+
 static void test_own_group_and_fds(void **state)
 {
 	char out[512];
@@ -170,6 +215,7 @@ int main(void)
 	    cmocka_unit_test(test_missing_program),
 	    cmocka_unit_test(test_exec_error_reported),
 	    cmocka_unit_test(test_own_group_and_fds),
+	    cmocka_unit_test(test_start_then_finish),
 	    cmocka_unit_test(test_signals_reset),
 	    cmocka_unit_test(test_signal_names),
 	};
