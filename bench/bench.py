@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -98,12 +99,26 @@ def timed_run(cmd, logpath, env=None, timeout=300, cwd=None):
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                              start_new_session=True)
+        # p.wait(timeout=...) polls with growing sleeps (0.5 ms doubling to
+        # 50 ms), which rounds a 10 ms run up to 16 or 32 ms; a blocking
+        # wait is exact, and a timer thread enforces the timeout
+        expired = threading.Event()
+
+        def expire():
+            expired.set()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, expire)
+        timer.start()
         try:
-            rc = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(p)
-            return time.monotonic() - t0, "timeout"
-        return time.monotonic() - t0, rc
+            rc = p.wait()
+        finally:
+            timer.cancel()
+        secs = time.monotonic() - t0
+        return secs, "timeout" if expired.is_set() else rc
 
 
 def kill_group(p, sig=signal.SIGKILL):
