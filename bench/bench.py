@@ -1282,6 +1282,10 @@ TABLE_BEGIN = "<!-- bench:table:begin (bench/bench.py report writes this) -->"
 TABLE_END = "<!-- bench:table:end -->"
 
 
+def first_load(metas):
+    return min(metas, key=lambda x: x["date"]).get("loadavg_at_start", 0)
+
+
 def run_note(results):
     """One line saying where and how the numbers in the table were made."""
     metas = [d["meta"] for d in results.values() if d and "meta" in d]
@@ -1293,9 +1297,14 @@ def run_note(results):
     m = max(metas, key=lambda x: x["date"])
     note = (f"Runs from {dates[0]} to {dates[-1]}, commit {m['commit']}, "
             f"{'/'.join(modes)} mode, {m['host_cpus']} CPUs ({m['cpu']}), "
-            f"kernel {m['kernel']}; 1-minute load average when each "
-            f"benchmark started: {min(loads):.1f} to {max(loads):.1f}.")
-    busy = max(loads) > 0.5 * (m["host_cpus"] or 1)
+            f"kernel {m['kernel']}; 1-minute load average when the first "
+            f"benchmark started: {first_load(metas):.1f} (later ones include "
+            f"their predecessors': {min(loads):.1f} to {max(loads):.1f}).")
+    # the load average decays over a minute, so a benchmark started after
+    # another sees its predecessor's processes: only the first one tells
+    # whether something else was running
+    first = min(metas, key=lambda x: x["date"])
+    busy = first.get("loadavg_at_start", 0) > 0.5 * (m["host_cpus"] or 1)
     if "quick" in modes or busy:
         note += (" **Preliminary:** " +
                  ("quick mode (fewer sizes and repetitions)" if "quick" in
