@@ -145,6 +145,21 @@ static void op_ok(struct agent_op *op, const char *what)
 	op->backoff_ms = BACKOFF_FIRST_MS;
 }
 
+/* op_answered takes the steps every answer starts with: the call is over;
+ * a transport failure or 5xx is retried with backoff (returns 0: nothing
+ * more to do now), anything else resets the backoff (returns 1). */
+static int op_answered(struct agent_op *op, const char *what,
+		       const struct client_reply *r)
+{
+	op->call = NULL;
+	if (client_retryable(r)) {
+		op_retry(op, what, r);
+		return 0;
+	}
+	op_ok(op, what);
+	return 1;
+}
+
 /* -------------------------------------------------------------- state */
 
 static void exit_with(struct agent *a, int status)
@@ -541,12 +556,8 @@ static void on_join(void *arg, const struct client_reply *r)
 {
 	struct agent *a = arg;
 	char err[256];
-	a->join.call = NULL;
-	if (client_retryable(r)) {
-		op_retry(&a->join, "join", r);
+	if (!op_answered(&a->join, "join", r))
 		return;
-	}
-	op_ok(&a->join, "join");
 	if (a->state != AGENT_JOINING)
 		return;
 	if (r->status == 202) {
@@ -638,12 +649,8 @@ static void on_watch(void *arg, const struct client_reply *r)
 {
 	struct agent *a = arg;
 	const char *action = NULL;
-	a->watch.call = NULL;
-	if (client_retryable(r)) {
-		op_retry(&a->watch, "watch", r);
+	if (!op_answered(&a->watch, "watch", r))
 		return;
-	}
-	op_ok(&a->watch, "watch");
 	if (!answer_is_current(a, &a->watch, "watch"))
 		return; /* the current round has a watch of its own */
 	if (r->json)
@@ -675,12 +682,8 @@ static void send_watch(struct agent *a)
 static void on_heartbeat(void *arg, const struct client_reply *r)
 {
 	struct agent *a = arg;
-	a->heartbeat.call = NULL;
-	if (client_retryable(r)) {
-		op_retry(&a->heartbeat, "heartbeat", r);
+	if (!op_answered(&a->heartbeat, "heartbeat", r))
 		return;
-	}
-	op_ok(&a->heartbeat, "heartbeat");
 	if (r->status == 200 || r->status == 409 || r->status == 410)
 		reply_action(a, &a->heartbeat, "heartbeat", r);
 	else
@@ -703,12 +706,8 @@ static void send_heartbeat(struct agent *a)
 static void on_report(void *arg, const struct client_reply *r)
 {
 	struct agent *a = arg;
-	a->report.call = NULL;
-	if (client_retryable(r)) {
-		op_retry(&a->report, "report", r);
+	if (!op_answered(&a->report, "report", r))
 		return;
-	}
-	op_ok(&a->report, "report");
 	json_decref(a->pending_report);
 	a->pending_report = NULL;
 	a->report_pending = 0;
