@@ -15,28 +15,9 @@
 #include <unistd.h>
 
 #include "dlaunch/data.h"
+#include "memfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int memfile(const uint8_t *p, size_t n, char *path, size_t path_size)
-{
-	int fd = memfd_create("fuzz_idx", 0);
-
-	if (fd < 0)
-		return -1;
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w <= 0) {
-			close(fd);
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	snprintf(path, path_size, "/proc/self/fd/%d", fd);
-	return fd;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
