@@ -20,8 +20,9 @@ static void crc_init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-					  crc_table[0][crc_table[t - 1][i] & 0xff];
+			crc_table[t][i] =
+			    (crc_table[t - 1][i] >> 8) ^
+			    crc_table[0][crc_table[t - 1][i] & 0xff];
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	crc_have_hw = __builtin_cpu_supports("sse4.2");
@@ -35,8 +36,10 @@ static uint32_t crc_sw(uint32_t c, const unsigned char *p, size_t n)
 		memcpy(&w, p, 8);
 		w ^= c;
 		c = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
-		    crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
-		    crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+		    crc_table[5][(w >> 16) & 0xff] ^
+		    crc_table[4][(w >> 24) & 0xff] ^
+		    crc_table[3][(w >> 32) & 0xff] ^
+		    crc_table[2][(w >> 40) & 0xff] ^
 		    crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
 		p += 8;
 		n -= 8;

@@ -79,7 +79,8 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 		return;
 	n += m;
 	if ((size_t)n > sizeof(line) - 2) {
-		/* truncated: mark it so nobody mistakes it for the whole line */
+		/* truncated: mark it so nobody mistakes it for the whole line
+		 */
 		memcpy(line + sizeof(line) - 5, "...", 3);
 		n = (int)sizeof(line) - 2;
 	}

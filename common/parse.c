@@ -174,9 +174,8 @@ int parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t min_ms,
 		      uint64_t max_ms, uint64_t *out_ms)
 {
 	static const struct unit units[] = {
-		{"ms", 1},	    {"s", 1000},     {"sec", 1000},
-		{"m", 60000},   {"min", 60000},  {"h", 3600000},
-		{"us", 0.001},  {NULL, 0},
+	    {"ms", 1},	    {"s", 1000},    {"sec", 1000}, {"m", 60000},
+	    {"min", 60000}, {"h", 3600000}, {"us", 0.001}, {NULL, 0},
 	};
 	return parse_scaled(s, units, (double)default_unit_ms, min_ms, max_ms,
 			    out_ms);
@@ -185,17 +184,17 @@ int parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t min_ms,
 int parse_size_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	static const struct unit units[] = {
-		{"b", 1},
-		{"k", 1024.0},
-		{"kb", 1024.0},
-		{"kib", 1024.0},
-		{"m", 1024.0 * 1024},
-		{"mb", 1024.0 * 1024},
-		{"mib", 1024.0 * 1024},
-		{"g", 1024.0 * 1024 * 1024},
-		{"gb", 1024.0 * 1024 * 1024},
-		{"gib", 1024.0 * 1024 * 1024},
-		{NULL, 0},
+	    {"b", 1},
+	    {"k", 1024.0},
+	    {"kb", 1024.0},
+	    {"kib", 1024.0},
+	    {"m", 1024.0 * 1024},
+	    {"mb", 1024.0 * 1024},
+	    {"mib", 1024.0 * 1024},
+	    {"g", 1024.0 * 1024 * 1024},
+	    {"gb", 1024.0 * 1024 * 1024},
+	    {"gib", 1024.0 * 1024 * 1024},
+	    {NULL, 0},
 	};
 	return parse_scaled(s, units, 1, min, max, out);
 }

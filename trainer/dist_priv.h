@@ -16,7 +16,7 @@
 #include "dlaunch/error.h"
 
 /* set_err fills a caller's message buffer (NULL allowed) */
-#define set_err(err, err_size, ...) \
+#define set_err(err, err_size, ...)                                            \
 	((void)dl_errorf((err), (err_size), 0, __VA_ARGS__))
 
 #define DIST_MAX_WORLD	   1024	      /* full mesh: one socket per peer */

@@ -13,9 +13,9 @@
 #include <stddef.h>
 
 struct buf {
-	char *data;       /* owned; NULL until the first append */
-	size_t len;       /* bytes in use */
-	size_t cap;       /* bytes allocated (including the NUL) */
+	char *data;	  /* owned; NULL until the first append */
+	size_t len;	  /* bytes in use */
+	size_t cap;	  /* bytes allocated (including the NUL) */
 	size_t max_bytes; /* ceiling for len */
 };
 
@@ -29,9 +29,9 @@ int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *data, size_t n);
 int buf_append_str(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+    __attribute__((format(printf, 2, 0)));
 
 /* buf_consume drops the first n bytes (all of them if n >= len). */
 void buf_consume(struct buf *b, size_t n);

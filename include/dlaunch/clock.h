@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-uint64_t clock_now_ms(void); /* CLOCK_MONOTONIC, milliseconds */
-uint64_t clock_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
+uint64_t clock_now_ms(void);  /* CLOCK_MONOTONIC, milliseconds */
+uint64_t clock_now_ns(void);  /* CLOCK_MONOTONIC, nanoseconds */
 uint64_t clock_wall_ms(void); /* CLOCK_REALTIME, ms since the epoch */
 
 /* clock_format_wall writes wall_ms as "2026-11-21T10:00:00.123Z" (UTC) into

@@ -28,17 +28,17 @@ int log_level_parse(const char *s, enum log_level *out);
 int log_enabled(enum log_level level);
 
 void log_msg(enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+    __attribute__((format(printf, 2, 0)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
-#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
-#define log_debug(...) \
-	do { \
-		if (log_enabled(LOG_DEBUG)) \
-			log_msg(LOG_DEBUG, __VA_ARGS__); \
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)                                                         \
+	do {                                                                   \
+		if (log_enabled(LOG_DEBUG))                                    \
+			log_msg(LOG_DEBUG, __VA_ARGS__);                       \
 	} while (0)
 
 #endif

@@ -55,13 +55,12 @@ static void test_parse_int(void **state)
 	assert_int_equal(parse_int("2147483648", -10, 2147483647, &v),
 			 DL_ERANGE);
 	assert_int_equal(parse_int("-", -10, 10, &v), DL_EINVAL);
-	assert_int_equal(parse_i64("-9223372036854775808", INT64_MIN,
-				   INT64_MAX, &w),
-			 0);
+	assert_int_equal(
+	    parse_i64("-9223372036854775808", INT64_MIN, INT64_MAX, &w), 0);
 	assert_true(w == INT64_MIN);
-	assert_int_equal(parse_i64("-9223372036854775809", INT64_MIN,
-				   INT64_MAX, &w),
-			 DL_ERANGE);
+	assert_int_equal(
+	    parse_i64("-9223372036854775809", INT64_MIN, INT64_MAX, &w),
+	    DL_ERANGE);
 }
 
 static void test_parse_double_bool(void **state)
@@ -113,9 +112,9 @@ static void test_parse_duration(void **state)
 			 DL_EINVAL);
 	assert_int_equal(parse_duration_ms("5 s", 1000, 0, UINT64_MAX, &ms),
 			 DL_EINVAL);
-	assert_int_equal(parse_duration_ms("3fortnights", 1000, 0, UINT64_MAX,
-					   &ms),
-			 DL_EINVAL);
+	assert_int_equal(
+	    parse_duration_ms("3fortnights", 1000, 0, UINT64_MAX, &ms),
+	    DL_EINVAL);
 	assert_int_equal(parse_duration_ms("99999999999999999999h", 1000, 0,
 					   UINT64_MAX, &ms),
 			 DL_ERANGE);
@@ -147,44 +146,38 @@ static void test_parse_host_port(void **state)
 	char host[64];
 	uint16_t port = 0;
 	(void)state;
-	assert_int_equal(parse_host_port("head:29400", 0, 0, host, sizeof(host),
-					 &port),
-			 0);
+	assert_int_equal(
+	    parse_host_port("head:29400", 0, 0, host, sizeof(host), &port), 0);
 	assert_string_equal(host, "head");
 	assert_int_equal(port, 29400);
-	assert_int_equal(parse_host_port("[::1]:80", 0, 0, host, sizeof(host),
-					 &port),
-			 0);
+	assert_int_equal(
+	    parse_host_port("[::1]:80", 0, 0, host, sizeof(host), &port), 0);
 	assert_string_equal(host, "::1");
 	assert_int_equal(port, 80);
-	assert_int_equal(parse_host_port("node7", 29400, 0, host, sizeof(host),
-					 &port),
-			 0);
+	assert_int_equal(
+	    parse_host_port("node7", 29400, 0, host, sizeof(host), &port), 0);
 	assert_int_equal(port, 29400);
-	assert_int_equal(parse_host_port("127.0.0.1:0", 0, 1, host,
-					 sizeof(host), &port),
-			 0);
+	assert_int_equal(
+	    parse_host_port("127.0.0.1:0", 0, 1, host, sizeof(host), &port), 0);
 	assert_int_equal(port, 0);
-	assert_int_equal(parse_host_port("127.0.0.1:0", 0, 0, host,
-					 sizeof(host), &port),
-			 DL_ERANGE);
-	assert_int_equal(parse_host_port("h:65536", 0, 0, host, sizeof(host),
-					 &port),
-			 DL_ERANGE);
-	assert_int_equal(parse_host_port(":80", 0, 0, host, sizeof(host),
-					 &port),
-			 DL_EINVAL);
+	assert_int_equal(
+	    parse_host_port("127.0.0.1:0", 0, 0, host, sizeof(host), &port),
+	    DL_ERANGE);
+	assert_int_equal(
+	    parse_host_port("h:65536", 0, 0, host, sizeof(host), &port),
+	    DL_ERANGE);
+	assert_int_equal(
+	    parse_host_port(":80", 0, 0, host, sizeof(host), &port), DL_EINVAL);
 	assert_int_equal(parse_host_port("h", 0, 0, host, sizeof(host), &port),
 			 DL_EINVAL);
-	assert_int_equal(parse_host_port("a;rm -rf:1", 0, 0, host,
-					 sizeof(host), &port),
-			 DL_EINVAL);
-	assert_int_equal(parse_host_port("::1", 0, 0, host, sizeof(host),
-					 &port),
-			 DL_EINVAL);
-	assert_int_equal(parse_host_port("[::1", 0, 0, host, sizeof(host),
-					 &port),
-			 DL_EINVAL);
+	assert_int_equal(
+	    parse_host_port("a;rm -rf:1", 0, 0, host, sizeof(host), &port),
+	    DL_EINVAL);
+	assert_int_equal(
+	    parse_host_port("::1", 0, 0, host, sizeof(host), &port), DL_EINVAL);
+	assert_int_equal(
+	    parse_host_port("[::1", 0, 0, host, sizeof(host), &port),
+	    DL_EINVAL);
 	assert_int_equal(parse_host_port("averyveryverylonghostname:1", 0, 0,
 					 host, 8, &port),
 			 DL_EINVAL);
@@ -240,56 +233,48 @@ static void test_jsonh(void **state)
 			   "\"f\":1.5,\"flag\":true,\"t\":\"500ms\","
 			   "\"big\":9223372036854775807}";
 	(void)state;
-	assert_int_equal(jsonh_parse(body, strlen(body), 8, &o, err,
-				     sizeof(err)),
-			 0);
-	assert_int_equal(jsonh_get_str(o, "node_id", 1, 64, &s, err,
-				       sizeof(err)),
-			 0);
+	assert_int_equal(
+	    jsonh_parse(body, strlen(body), 8, &o, err, sizeof(err)), 0);
+	assert_int_equal(
+	    jsonh_get_str(o, "node_id", 1, 64, &s, err, sizeof(err)), 0);
 	assert_string_equal(s, "n1");
-	assert_int_equal(jsonh_get_str(o, "node_id", 1, 1, &s, err,
-				       sizeof(err)),
-			 DL_ELIMIT);
-	assert_int_equal(jsonh_get_str(o, "nproc", 1, 64, &s, err,
-				       sizeof(err)),
+	assert_int_equal(
+	    jsonh_get_str(o, "node_id", 1, 1, &s, err, sizeof(err)), DL_ELIMIT);
+	assert_int_equal(jsonh_get_str(o, "nproc", 1, 64, &s, err, sizeof(err)),
 			 DL_EINVAL);
 	assert_non_null(strstr(err, "nproc"));
-	assert_int_equal(jsonh_get_u64(o, "nproc", 1, 1, 1024, &u, err,
-				       sizeof(err)),
-			 0);
+	assert_int_equal(
+	    jsonh_get_u64(o, "nproc", 1, 1, 1024, &u, err, sizeof(err)), 0);
 	assert_int_equal(u, 4);
-	assert_int_equal(jsonh_get_u64(o, "neg", 1, 0, 10, &u, err,
-				       sizeof(err)),
-			 DL_ERANGE);
+	assert_int_equal(
+	    jsonh_get_u64(o, "neg", 1, 0, 10, &u, err, sizeof(err)), DL_ERANGE);
 	assert_int_equal(jsonh_get_u64(o, "f", 1, 0, 10, &u, err, sizeof(err)),
 			 DL_EINVAL);
-	assert_int_equal(jsonh_get_u64(o, "big", 1, 0, 10, &u, err,
-				       sizeof(err)),
-			 DL_ERANGE);
+	assert_int_equal(
+	    jsonh_get_u64(o, "big", 1, 0, 10, &u, err, sizeof(err)), DL_ERANGE);
 	u = 99;
-	assert_int_equal(jsonh_get_u64(o, "absent", 0, 0, 10, &u, err,
-				       sizeof(err)),
-			 0);
+	assert_int_equal(
+	    jsonh_get_u64(o, "absent", 0, 0, 10, &u, err, sizeof(err)), 0);
 	assert_int_equal(u, 99);
-	assert_int_equal(jsonh_get_u64(o, "absent", 1, 0, 10, &u, err,
-				       sizeof(err)),
-			 DL_EINVAL);
+	assert_int_equal(
+	    jsonh_get_u64(o, "absent", 1, 0, 10, &u, err, sizeof(err)),
+	    DL_EINVAL);
 	assert_int_equal(jsonh_get_bool(o, "flag", 1, &bv, err, sizeof(err)),
 			 0);
 	assert_int_equal(bv, 1);
 	assert_int_equal(jsonh_get_bool(o, "nproc", 1, &bv, err, sizeof(err)),
 			 DL_EINVAL);
-	assert_int_equal(jsonh_get_duration_ms(o, "f", 1, 0, 10000, &u, err,
-					       sizeof(err)),
-			 0);
+	assert_int_equal(
+	    jsonh_get_duration_ms(o, "f", 1, 0, 10000, &u, err, sizeof(err)),
+	    0);
 	assert_int_equal(u, 1500);
-	assert_int_equal(jsonh_get_duration_ms(o, "t", 1, 0, 10000, &u, err,
-					       sizeof(err)),
-			 0);
+	assert_int_equal(
+	    jsonh_get_duration_ms(o, "t", 1, 0, 10000, &u, err, sizeof(err)),
+	    0);
 	assert_int_equal(u, 500);
-	assert_int_equal(jsonh_get_duration_ms(o, "neg", 1, 0, 10000, &u, err,
-					       sizeof(err)),
-			 DL_ERANGE);
+	assert_int_equal(
+	    jsonh_get_duration_ms(o, "neg", 1, 0, 10000, &u, err, sizeof(err)),
+	    DL_ERANGE);
 
 	struct buf b;
 	buf_init(&b, 1024);
@@ -309,9 +294,9 @@ static void test_jsonh(void **state)
 			 DL_EINVAL);
 	assert_int_equal(jsonh_parse("[1]", 3, 8, &o, err, sizeof(err)),
 			 DL_EINVAL);
-	assert_int_equal(jsonh_parse("{\"a\":1,\"a\":2}", 13, 8, &o, err,
-				     sizeof(err)),
-			 DL_EINVAL);
+	assert_int_equal(
+	    jsonh_parse("{\"a\":1,\"a\":2}", 13, 8, &o, err, sizeof(err)),
+	    DL_EINVAL);
 	char deep[2001];
 	for (int i = 0; i < 1000; i++) {
 		deep[i] = '[';
@@ -409,18 +394,18 @@ static void test_log_and_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_u64),
-		cmocka_unit_test(test_parse_int),
-		cmocka_unit_test(test_parse_double_bool),
-		cmocka_unit_test(test_parse_duration),
-		cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_parse_host_port),
-		cmocka_unit_test(test_buf),
-		cmocka_unit_test(test_jsonh),
-		cmocka_unit_test(test_crc32c),
-		cmocka_unit_test(test_clock),
-		cmocka_unit_test(test_fsutil),
-		cmocka_unit_test(test_log_and_errors),
+	    cmocka_unit_test(test_parse_u64),
+	    cmocka_unit_test(test_parse_int),
+	    cmocka_unit_test(test_parse_double_bool),
+	    cmocka_unit_test(test_parse_duration),
+	    cmocka_unit_test(test_parse_size),
+	    cmocka_unit_test(test_parse_host_port),
+	    cmocka_unit_test(test_buf),
+	    cmocka_unit_test(test_jsonh),
+	    cmocka_unit_test(test_crc32c),
+	    cmocka_unit_test(test_clock),
+	    cmocka_unit_test(test_fsutil),
+	    cmocka_unit_test(test_log_and_errors),
 	};
 	log_init("test_common");
 	return cmocka_run_group_tests(tests, NULL, NULL);
