@@ -173,9 +173,18 @@ static void child(const struct spawn_opts *o, const char *path, int errfd,
 	child_fail(errfd, errno);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 /* The sanitizers' interceptors keep state that a child sharing our memory
- * must not touch: sanitizer builds copy the process. */
+ * must not touch: sanitizer builds (gcc's macros, clang's __has_feature)
+ * copy the process. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPAWN_COPY_PROCESS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SPAWN_COPY_PROCESS 1
+#endif
+#endif
+
+#ifdef SPAWN_COPY_PROCESS
 static pid_t start_child(const struct spawn_opts *o, const char *path,
 			 int errfd, pid_t parent, int devnull)
 {
