@@ -26,12 +26,16 @@ check_eq() {
 	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (expected '$2', got '$3')"; fi
 }
 
-# wait_for SECONDS CMD...: poll CMD every 20 ms until it succeeds; 1 on timeout
+# wait_for SECONDS CMD...: poll CMD every 20 ms until it succeeds; 1 on
+# timeout. The deadline is in microseconds ($EPOCHREALTIME): bash's
+# $SECONDS counts whole seconds, so "wait 1 s" could give up after 10 ms.
 wait_for() {
 	local limit=$1; shift
-	local deadline=$((SECONDS + limit))
+	local now=${EPOCHREALTIME//[.,]/}
+	local deadline=$((now + limit * 1000000))
 	while ! "$@" 2>/dev/null; do
-		[ $SECONDS -ge $deadline ] && return 1
+		now=${EPOCHREALTIME//[.,]/}
+		[ "$now" -ge "$deadline" ] && return 1
 		sleep 0.02
 	done
 	return 0
