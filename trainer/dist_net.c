@@ -208,6 +208,22 @@ static void tune_data_socket(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* wait_ready waits until fd is ready for events or the deadline passes:
+ * 0 (also on EINTR: the caller retries), DL_ETIMEDOUT or DL_ESYS. */
+static int wait_ready(int fd, short events, uint64_t deadline_ms)
+{
+	struct pollfd pfd = {fd, events, 0};
+	int left = remaining_ms(deadline_ms), rc;
+	if (left == 0)
+		return DL_ETIMEDOUT;
+	rc = poll(&pfd, 1, left);
+	if (rc == 0)
+		return DL_ETIMEDOUT;
+	if (rc < 0 && errno != EINTR)
+		return DL_ESYS;
+	return 0;
+}
+
 /* write_full/read_full: bootstrap I/O on a non-blocking socket, bounded
  * by an absolute deadline. 0, DL_ETIMEDOUT, DL_ECLOSED or DL_ESYS. */
 static int write_full(int fd, const void *data, size_t len,
@@ -227,15 +243,9 @@ static int write_full(int fd, const void *data, size_t len,
 			return errno == EPIPE || errno == ECONNRESET
 				   ? DL_ECLOSED
 				   : DL_ESYS;
-		struct pollfd pfd = {fd, POLLOUT, 0};
-		int left = remaining_ms(deadline_ms);
-		if (left == 0)
-			return DL_ETIMEDOUT;
-		int rc = poll(&pfd, 1, left);
-		if (rc == 0)
-			return DL_ETIMEDOUT;
-		if (rc < 0 && errno != EINTR)
-			return DL_ESYS;
+		int rc = wait_ready(fd, POLLOUT, deadline_ms);
+		if (rc != 0)
+			return rc;
 	}
 	return 0;
 }
@@ -256,15 +266,9 @@ static int read_full(int fd, void *data, size_t len, uint64_t deadline_ms)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return errno == ECONNRESET ? DL_ECLOSED : DL_ESYS;
-		struct pollfd pfd = {fd, POLLIN, 0};
-		int left = remaining_ms(deadline_ms);
-		if (left == 0)
-			return DL_ETIMEDOUT;
-		int rc = poll(&pfd, 1, left);
-		if (rc == 0)
-			return DL_ETIMEDOUT;
-		if (rc < 0 && errno != EINTR)
-			return DL_ESYS;
+		int rc = wait_ready(fd, POLLIN, deadline_ms);
+		if (rc != 0)
+			return rc;
 	}
 	return 0;
 }
