@@ -48,17 +48,38 @@ TEST_LIBS  := -lcmocka
 
 # CUDA is optional: found on PATH or in /usr/local/cuda; NO_CUDA=1 skips it.
 # Sanitizer builds leave it out (ASan and the CUDA runtime do not mix).
-NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+ifndef NVCC
+NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
 ifeq ($(SANITIZE),1)
 NO_CUDA := 1
 endif
 ifeq ($(NO_CUDA),1)
 NVCC :=
 endif
+# The toolkit's root comes from nvcc itself (its --dryrun prints TOP=), so a
+# wrapper script or symlink on PATH still finds the real headers; a toolkit
+# without cuda_runtime.h, nccl.h or cublas_v2.h builds the CPU parts only.
 ifneq ($(NVCC),)
-CUDA_HOME     := $(patsubst %/bin/nvcc,%,$(NVCC))
+ifndef CUDA_HOME
+CUDA_HOME := $(realpath $(patsubst TOP=%,%,$(filter TOP=%,$(shell \
+	$(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1))))
+endif
+ifeq ($(CUDA_HOME),)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+endif
+ifneq ($(words $(wildcard $(addprefix $(CUDA_HOME)/include/, \
+	cuda_runtime.h nccl.h cublas_v2.h))),3)
+$(warning CUDA: $(NVCC) has no cuda_runtime.h, nccl.h and cublas_v2.h under \
+	'$(CUDA_HOME)/include'; building without CUDA (set CUDA_HOME to fix))
+NVCC :=
+endif
+endif
+ifneq ($(NVCC),)
 CUDA_CPPFLAGS := -I$(CUDA_HOME)/include -DDLAUNCH_HAVE_CUDA=1
-CUDA_LIBS     := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+CUDA_LIBDIR   := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib) \
+	$(CUDA_HOME)/lib64)
+CUDA_LIBS     := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) \
 	-lcublas -lnccl -lcudart
 NVCCFLAGS     ?= -O2 -g -std=c++17 -Xcompiler -Wall \
 	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
