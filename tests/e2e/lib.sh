@@ -23,7 +23,7 @@ check() {
 
 # check_eq WHAT EXPECTED ACTUAL
 check_eq() {
-	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (expected '$2', got '$3')"; fi
+	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (expected '$2', got '$3')"; return 1; fi
 }
 
 # wait_for SECONDS CMD...: poll CMD every 20 ms until it succeeds; 1 on

@@ -71,6 +71,10 @@ start_job() {
 wait_job() {
 	local pid=$1 limit=$2
 	if ! wait_for "$limit" bash -c "! kill -0 $pid"; then
+		# what was still running, for the failure that follows
+		echo "# job $pid still running after ${limit}s:"
+		ps -o pid=,ppid=,stat=,etime=,args= -p "$(leftovers | paste -sd,)" \
+			2>/dev/null | sed 's/^/#   /'
 		kill -TERM -- "-$pid" 2>/dev/null
 		wait_for 5 bash -c "! kill -0 $pid" || kill -KILL -- "-$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null

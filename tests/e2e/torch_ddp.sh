@@ -73,7 +73,8 @@ wait_job "$pid_nodeA" 120
 rc_a=$JOB_RC
 wait_job "$pid_nodeB" 15
 cat "$TEST_TMP"/ddp2.node?.log >"$TEST_TMP/ddp2.log"
-check_eq "ddp 2 nodes: both agents exit 0" "0 0" "$rc_a $JOB_RC"
+check_eq "ddp 2 nodes: both agents exit 0" "0 0" "$rc_a $JOB_RC" ||
+	show_log "$TEST_TMP/ddp2.log"
 check "ddp 2 nodes: both ranks reach >= $THRESHOLD% after one epoch" accuracy_ok "$TEST_TMP/ddp2.log" 2 1
 if ! accuracy_ok "$TEST_TMP/ddp2.log" 2 1; then show_log "$TEST_TMP/ddp2.log"; fi
 check_no_leftovers "ddp 2 nodes"
