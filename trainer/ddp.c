@@ -51,8 +51,9 @@ static int ddp_grads_ready(void *ctx, int layer)
 
 	if (t->d == NULL || b < 0)
 		return 0;
-	/* on a GPU, NCCL runs on the compute stream (train_ddp_new), so the
-	 * kernels that wrote these gradients are ordered before it */
+	/* on a GPU, NCCL is ordered after the compute stream's work so far
+	 * (train_ddp_new's dist_set_stream), so after the kernels that wrote
+	 * these gradients, and runs beside the backward kernels that follow */
 	rc = dist_iall_reduce(t->d, mlp_grads(t->m) + t->bucket_begin[b],
 			      t->bucket_end[b] - t->bucket_begin[b],
 			      DIST_FLOAT32, DIST_SUM, &req);

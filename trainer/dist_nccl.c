@@ -9,9 +9,15 @@
  * against the group's timeout, and a communicator that does not settle in
  * time is aborted (ncclCommAbort), which fails the group.
  *
- * Operations go on the stream from dist_set_stream, else on the library's
- * own. Blocking operations wait for that stream (bounded the same way);
- * asynchronous ones record an event that dist_wait polls. Nothing here
+ * Operations run on the library's own stream. After dist_set_stream they
+ * are first ordered after the work already queued on the caller's stream
+ * (an event recorded there, waited on by ours), and kernels the caller
+ * queues later do not wait for them: a gradient all-reduce issued from the
+ * backward pass overlaps the backward kernels that follow it, as DDP's
+ * separate communication stream does. Blocking operations wait for our
+ * stream (bounded the same way); asynchronous ones record an event that
+ * dist_wait polls, and the caller may touch the buffers again only after
+ * that wait. Nothing here
  * runs unless the NCCL backend was asked for, so a CUDA build still runs
  * the TCP backend on a machine without a GPU.
  */
@@ -33,9 +39,10 @@ _Static_assert(sizeof(ncclUniqueId) == DIST_NCCL_ID_BYTES,
 
 struct dist_nccl {
 	ncclComm_t comm;
-	cudaStream_t own_stream;
-	cudaStream_t stream; /* own_stream or the user's */
-	int *barrier_buf;    /* one int on the device */
+	cudaStream_t stream;	 /* ours: every operation runs on it */
+	cudaStream_t after;	 /* the caller's stream, or NULL */
+	cudaEvent_t after_event; /* recorded on `after` before each op */
+	int *barrier_buf;	 /* one int on the device */
 };
 
 static void pause_briefly(void)
@@ -111,12 +118,23 @@ static int wait_done(struct dist *d, cudaEvent_t ev, const char *what)
 	}
 }
 
-static int nccl_ready(struct dist *d)
+/* nccl_ready: 0 when an operation may be enqueued, after ordering our
+ * stream behind the work queued so far on the caller's. */
+static int nccl_ready(struct dist *d, const char *what)
 {
+	struct dist_nccl *n = d->nccl;
+	cudaError_t ce = cudaSuccess;
 	if (d->failed)
 		return d->failed;
-	if (d->nccl == NULL || d->nccl->comm == NULL)
+	if (n == NULL || n->comm == NULL)
 		return DL_ECLOSED;
+	if (n->after) {
+		ce = cudaEventRecord(n->after_event, n->after);
+		if (ce == cudaSuccess)
+			ce = cudaStreamWaitEvent(n->stream, n->after_event, 0);
+	}
+	if (ce != cudaSuccess)
+		return nccl_fail(d, DL_EIO, what, cudaGetErrorString(ce));
 	return 0;
 }
 
@@ -201,8 +219,11 @@ int dist_nccl_init(struct dist *d, char *err, size_t err_size)
 	d->nccl = n;
 	ce = cudaSetDevice(d->cfg.cuda_device);
 	if (ce == cudaSuccess)
-		ce = cudaStreamCreateWithFlags(&n->own_stream,
+		ce = cudaStreamCreateWithFlags(&n->stream,
 					       cudaStreamNonBlocking);
+	if (ce == cudaSuccess)
+		ce = cudaEventCreateWithFlags(&n->after_event,
+					      cudaEventDisableTiming);
 	if (ce == cudaSuccess)
 		ce = cudaMalloc((void **)&n->barrier_buf, sizeof(int));
 	if (ce == cudaSuccess)
@@ -214,7 +235,6 @@ int dist_nccl_init(struct dist *d, char *err, size_t err_size)
 			 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce));
 		return DL_ENOTSUP;
 	}
-	n->stream = n->own_stream;
 	memcpy(&id, d->nccl_id, sizeof(id));
 	config.blocking = 0;
 	res = ncclCommInitRankConfig(&n->comm, d->world, id, d->rank, &config);
@@ -252,8 +272,10 @@ void dist_nccl_free(struct dist *d)
 	}
 	if (n->barrier_buf)
 		cudaFree(n->barrier_buf);
-	if (n->own_stream)
-		cudaStreamDestroy(n->own_stream);
+	if (n->after_event)
+		cudaEventDestroy(n->after_event);
+	if (n->stream)
+		cudaStreamDestroy(n->stream);
 	free(n);
 	d->nccl = NULL;
 }
@@ -261,14 +283,13 @@ void dist_nccl_free(struct dist *d)
 void dist_nccl_set_stream(struct dist *d, void *stream)
 {
 	if (d->nccl)
-		d->nccl->stream =
-		    stream ? (cudaStream_t)stream : d->nccl->own_stream;
+		d->nccl->after = (cudaStream_t)stream;
 }
 
 int dist_nccl_send(struct dist *d, const void *buf, size_t count,
 		   enum dist_dtype dtype, int peer, struct dist_req *req)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "send");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res = ncclSend(buf, count, nccl_type(dtype), peer,
@@ -279,7 +300,7 @@ int dist_nccl_send(struct dist *d, const void *buf, size_t count,
 int dist_nccl_recv(struct dist *d, void *buf, size_t count,
 		   enum dist_dtype dtype, int peer, struct dist_req *req)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "recv");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res = ncclRecv(buf, count, nccl_type(dtype), peer,
@@ -290,7 +311,7 @@ int dist_nccl_recv(struct dist *d, void *buf, size_t count,
 int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
 			enum dist_dtype dtype, int root)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "broadcast");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res = ncclBroadcast(buf, buf, count, nccl_type(dtype),
@@ -301,7 +322,7 @@ int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
 int dist_nccl_reduce(struct dist *d, const void *send, void *recv, size_t count,
 		     enum dist_dtype dtype, enum dist_op op, int root)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "reduce");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res =
@@ -314,7 +335,7 @@ int dist_nccl_all_reduce(struct dist *d, const void *send, void *recv,
 			 size_t count, enum dist_dtype dtype, enum dist_op op,
 			 struct dist_req *req)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "all_reduce");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res =
@@ -326,7 +347,7 @@ int dist_nccl_all_reduce(struct dist *d, const void *send, void *recv,
 int dist_nccl_all_gather(struct dist *d, const void *send, void *recv,
 			 size_t count, enum dist_dtype dtype)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "all_gather");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res = ncclAllGather(send, recv, count, nccl_type(dtype),
@@ -336,7 +357,7 @@ int dist_nccl_all_gather(struct dist *d, const void *send, void *recv,
 
 int dist_nccl_barrier(struct dist *d)
 {
-	int rc = nccl_ready(d);
+	int rc = nccl_ready(d, "barrier");
 	if (rc != 0)
 		return rc;
 	ncclResult_t res =

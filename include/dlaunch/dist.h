@@ -93,8 +93,10 @@ enum dist_backend dist_get_backend(const struct dist *d);
 size_t dist_dtype_size(enum dist_dtype dtype);
 const char *dist_backend_name(enum dist_backend backend);
 
-/* dist_set_stream: NCCL only; operations are enqueued on this cudaStream_t
- * (NULL: the library's own stream). Ignored by TCP. */
+/* dist_set_stream: NCCL only; each later operation is ordered after the
+ * work queued on this cudaStream_t so far, and runs on the library's own
+ * stream, beside what is queued on it afterwards (NULL: no ordering).
+ * Ignored by TCP. */
 void dist_set_stream(struct dist *d, void *cuda_stream);
 
 /* Point to point: count elements of dtype to/from peer. */
