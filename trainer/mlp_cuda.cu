@@ -1,7 +1,8 @@
 /*
  * mlp_cuda.cu - the GPU backend of the trainer's kernels (train_backend.h):
  * cuBLAS for the matrix products, small kernels for the rest, everything
- * ordered on one CUDA stream that NCCL also uses (see ddp.c). The model
+ * ordered on one CUDA stream; NCCL runs on its own stream, ordered after
+ * this one's work at each call (dist_set_stream, see ddp.c). The model
  * logic is the same as on the CPU (mlp.c); only these kernels differ.
  *
  * Reductions that feed parameters (bias and batch-norm sums) use one
