@@ -257,8 +257,10 @@ static int console_allowed(const struct agent *a, int local_rank)
 /*
  * output_open creates the pipe of one stream of w: *child_fd is the write
  * end for the child (close-on-exec; the spawn dups it), the read end is
- * watched on the loop. Opens the log file when the stream is redirected
- * or teed. The directory <log_dir>/attempt_K/rank_R must exist.
+ * watched on the loop. Opens the log file when the user named a --log-dir
+ * (the design's promise: it keeps every attempt's output), and when the
+ * stream is redirected or teed (into a temporary directory otherwise). The
+ * directory <log_dir>/attempt_K/rank_R must exist.
  */
 int output_open(struct agent_worker *w, int which, int *child_fd)
 {
@@ -276,7 +278,7 @@ int output_open(struct agent_worker *w, int which, int *child_fd)
 	/* as in torchrun, a teed stream reaches the console even when it is
 	 * also redirected */
 	s->console = (!redirect || tee) && console_allowed(a, w->local_rank);
-	if (redirect || tee) {
+	if (redirect || tee || !a->log_dir_temp) {
 		if (snprintf(path, sizeof(path), "%s/attempt_%d/rank_%d/%s.log",
 			     a->log_dir, a->r.restart_count, w->rank,
 			     which == AGENT_STD_OUT ? "stdout" : "stderr") >=

@@ -109,8 +109,8 @@ static const struct opt opts[] = {
      "interpreter for *.py programs and -m"},
     {"run-path", 0, 0, OPT_RUN_PATH, NULL, NULL, NULL},
     {"log-dir", 0, 1, OPT_LOG_DIR, "DIR", "a temporary directory",
-     "keeps attempt_K/rank_R/{stdout,stderr}.log (with --redirects or "
-     "--tee) and error.json"},
+     "keeps attempt_K/rank_R/{stdout,stderr}.log and error.json of "
+     "every worker (the console shows output unless --redirects)"},
     {"redirects", 'r', 1, OPT_REDIRECTS, "MODE|LR:MODE,...", "0",
      "send workers' output only to the log files: 1 stdout, 2 stderr, "
      "3 both; for all local ranks or per local rank"},

@@ -56,6 +56,19 @@ check "static: error file kept under --log-dir attempt_1/rank_1" \
 	test -s "$TEST_TMP/logs/attempt_1/rank_1/error.json"
 unset AGENT_OUT
 
+# -- --log-dir alone: the console shows the output and the files keep it
+timeout 60 "$DL" --nproc-per-node 2 --log-dir "$TEST_TMP/kept" \
+	sh -c 'echo "out of $RANK"; echo "err of $RANK" >&2' >"$TEST_TMP/kept.out" 2>&1
+check_eq "--log-dir alone: job succeeds" 0 $?
+for r in 0 1; do
+	check "--log-dir alone: rank $r's stdout on the console and in its stdout.log" \
+		bash -c "grep -q '^\[rank$r\]: out of $r\$' '$TEST_TMP/kept.out' &&
+			grep -qx 'out of $r' '$TEST_TMP/kept/attempt_0/rank_$r/stdout.log'"
+	check "--log-dir alone: rank $r's stderr on the console and in its stderr.log" \
+		bash -c "grep -q '^\[rank$r\]: err of $r\$' '$TEST_TMP/kept.out' &&
+			grep -qx 'err of $r' '$TEST_TMP/kept/attempt_0/rank_$r/stderr.log'"
+done
+
 # -- a missing program: clear error naming it, no hang
 start=$SECONDS
 timeout 20 "$DL" --nproc-per-node 2 dlaunch-no-such-prog >"$TEST_TMP/missing.out" 2>&1
