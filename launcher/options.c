@@ -477,10 +477,11 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 	int k, rc;
 
 	defaults(o);
-	/* PET_* first: the command line overrides them */
+	/* PET_* first: the command line overrides them; a refused option
+	 * is refused from its variable too (set_opt names it) */
 	for (i = 0; i < N_OPTS; i++) {
 		const char *v;
-		if (!opts[i].help || opts[i].id == OPT_HELP)
+		if (opts[i].id == OPT_HELP)
 			continue;
 		pet_name(opts[i].name, pet, sizeof(pet));
 		v = env_get(envp, pet);

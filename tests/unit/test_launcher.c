@@ -82,6 +82,28 @@ static void test_pet_env(void **state)
 	assert_non_null(strstr(err, "PET_MAX_RESTARTS"));
 }
 
+/* an option dlaunch refuses is refused from its PET_* variable too, never
+ * silently ignored; a false boolean asks for nothing */
+static void test_pet_refused(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	char *run_path[] = {"PET_RUN_PATH=1", NULL};
+	char *run_path_off[] = {"PET_RUN_PATH=0", NULL};
+	char *logs_specs[] = {"PET_LOGS_SPECS=foo", NULL};
+	(void)state;
+	assert_int_equal(parse(&o, run_path, err, sizeof(err), "prog", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "--run-path is not supported"));
+	assert_non_null(strstr(err, "PET_RUN_PATH"));
+	assert_int_equal(parse(&o, logs_specs, err, sizeof(err), "prog", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "--logs-specs is not supported"));
+	assert_non_null(strstr(err, "PET_LOGS_SPECS"));
+	assert_int_equal(
+	    parse(&o, run_path_off, err, sizeof(err), "prog", NULL), 0);
+}
+
 static void test_rdzv_conf(void **state)
 {
 	struct launcher_options o;
@@ -278,6 +300,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_spellings),
 	    cmocka_unit_test(test_pet_env),
+	    cmocka_unit_test(test_pet_refused),
 	    cmocka_unit_test(test_rdzv_conf),
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_static_and_signals),
