@@ -808,7 +808,13 @@ int rdzv_watch(struct rdzv_state *st, const char *job, const char *node_id,
 			  strcmp(w->info.incarnation, incarnation) == 0))
 			w->last_seen_ms = now_ms;
 	}
-	fill_reply(j, action_for(j, node_id), reply);
+	/* an anonymous watcher (a dashboard, a script) is told whether the
+	 * round it named is still the job's: continue, or restart */
+	fill_reply(j,
+		   node_id	       ? action_for(j, node_id)
+		   : j->round == round ? RDZV_ACTION_CONTINUE
+				       : RDZV_ACTION_RESTART,
+		   reply);
 	if (job_is_ended(j) || j->round != round)
 		return RDZV_DONE;
 	return RDZV_WAIT;

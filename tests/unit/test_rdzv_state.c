@@ -310,6 +310,16 @@ static void test_completion(void **state)
 	assert_int_equal(rdzv_watch(st, "job1", "n1", "inc-n1", 1, 1100, &r,
 				    err, sizeof(err)),
 			 RDZV_WAIT);
+	/* an anonymous watcher of the running round: continue; of an
+	 * earlier round: restart, at once */
+	assert_int_equal(
+	    rdzv_watch(st, "job1", NULL, NULL, 1, 1100, &r, err, sizeof(err)),
+	    RDZV_WAIT);
+	assert_int_equal(r.action, RDZV_ACTION_CONTINUE);
+	assert_int_equal(
+	    rdzv_watch(st, "job1", NULL, NULL, 0, 1100, &r, err, sizeof(err)),
+	    RDZV_DONE);
+	assert_int_equal(r.action, RDZV_ACTION_RESTART);
 	assert_int_equal(report(st, "n2", 1, 1, 1200, &r), 0);
 	assert_int_equal(r.action, RDZV_ACTION_STOP);
 	assert_string_equal(state_of(st), "SUCCEEDED");
@@ -318,6 +328,10 @@ static void test_completion(void **state)
 			 RDZV_DONE);
 	assert_int_equal(r.action, RDZV_ACTION_STOP);
 	assert_int_equal(r.state, RDZV_JOB_SUCCEEDED);
+	assert_int_equal(
+	    rdzv_watch(st, "job1", NULL, NULL, 1, 1300, &r, err, sizeof(err)),
+	    RDZV_DONE);
+	assert_int_equal(r.action, RDZV_ACTION_STOP);
 	/* a stranger's heartbeat to the ended job: 410 */
 	assert_int_equal(hb(st, "n9", 1, 1300, &r), DL_EGONE);
 	rdzv_state_free(st);
