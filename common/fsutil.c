@@ -234,3 +234,50 @@ void fs_atomic_abort(struct fs_atomic_file *f)
 	unlink(f->tmp);
 	errno = saved;
 }
+
+int fs_read_token(const char *path, char **out, char *err, size_t err_size)
+{
+	char *data = NULL, *start, *end, *p;
+	size_t len;
+	int rc = fs_read_file(path, 4096, &data, &len);
+
+	*out = NULL;
+	if (rc)
+		return dl_errorf(err, err_size, rc,
+				 "cannot read token file %s: %s", path,
+				 rc == DL_ELIMIT      ? "larger than 4 KiB"
+				 : rc == DL_ENOTFOUND ? "no such file"
+						      : strerror(errno));
+	if (len != strlen(data)) { /* a NUL byte inside */
+		free(data);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "token file %s holds a NUL byte", path);
+	}
+	start = data + strspn(data, " \t");
+	end = start + strcspn(start, "\r\n");
+	/* whatever follows the first line must be blank */
+	if (end[strspn(end, " \t\r\n")] != '\0') {
+		free(data);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "token file %s has more than one line", path);
+	}
+	while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*end = '\0';
+	for (p = start; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			free(data);
+			return dl_errorf(err, err_size, DL_EINVAL,
+					 "token file %s holds a control "
+					 "character",
+					 path);
+		}
+	if (!*start) {
+		free(data);
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "token file %s is empty", path);
+	}
+	memmove(data, start, (size_t)(end - start) + 1);
+	*out = data;
+	return 0;
+}

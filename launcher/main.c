@@ -59,28 +59,6 @@ static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
 	return 0;
 }
 
-static int read_token(const char *path, char **out, char *err, size_t es)
-{
-	size_t len;
-	char *t;
-	if (fs_read_file(path, 4096, &t, &len) != 0) {
-		snprintf(err, es, "cannot read token file %s: %s", path,
-			 errno ? strerror(errno) : "too large");
-		return DL_EIO;
-	}
-	while (len &&
-	       (t[len - 1] == '\n' || t[len - 1] == '\r' || t[len - 1] == ' '))
-		t[--len] = '\0';
-	if (!len || strpbrk(t, "\r\n")) {
-		free(t);
-		snprintf(err, es, "token file %s is empty or has several lines",
-			 path);
-		return DL_EINVAL;
-	}
-	*out = t;
-	return 0;
-}
-
 /* check_program finds the program (and the script of a *.py) before any
  * node joins, so a typo is a usage error, not a failed job. */
 static int check_program(struct launcher_options *o, char **wargv, char *err,
@@ -152,7 +130,7 @@ int main(int argc, char **argv)
 		return usage_error(err);
 	}
 	if (o.token_file &&
-	    read_token(o.token_file, &token, err, sizeof(err)) != 0) {
+	    fs_read_token(o.token_file, &token, err, sizeof(err)) != 0) {
 		free(wargv);
 		return usage_error(err);
 	}

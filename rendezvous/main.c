@@ -15,8 +15,6 @@
 #include "dlaunch/parse.h"
 #include "dlaunch/rdzv_server.h"
 
-#define TOKEN_MAX 4096
-
 static const char usage[] =
     "usage: dlaunch-rdzv [options]\n"
     "\n"
@@ -75,33 +73,6 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* read_token takes the first line of path, without surrounding blanks. */
-static char *read_token(const char *path)
-{
-	char *data = NULL, *start, *end;
-	size_t len;
-	int rc = fs_read_file(path, TOKEN_MAX, &data, &len);
-	if (rc) {
-		fprintf(stderr, "dlaunch-rdzv: cannot read token file %s: %s\n",
-			path, dl_strerror(rc));
-		return NULL;
-	}
-	start = data;
-	while (*start == ' ' || *start == '\t')
-		start++;
-	end = start + strcspn(start, "\r\n");
-	while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	*end = '\0';
-	if (!*start) {
-		fprintf(stderr, "dlaunch-rdzv: token file %s is empty\n", path);
-		free(data);
-		return NULL;
-	}
-	memmove(data, start, (size_t)(end - start) + 1);
-	return data;
-}
-
 static int bad_value(const char *opt, const char *value, const char *want)
 {
 	fprintf(stderr, "dlaunch-rdzv: invalid %s '%s' (%s)\n", opt, value,
@@ -141,9 +112,10 @@ int main(int argc, char **argv)
 		case OPT_LISTEN: cfg.listen = optarg; break;
 		case OPT_TOKEN_FILE:
 			free(token);
-			token = read_token(optarg);
-			if (!token)
+			if (fs_read_token(optarg, &token, err, sizeof(err))) {
+				fprintf(stderr, "dlaunch-rdzv: %s\n", err);
 				return 2;
+			}
 			break;
 		case OPT_TLS_CERT: cfg.tls_cert_file = optarg; break;
 		case OPT_TLS_KEY: cfg.tls_key_file = optarg; break;

@@ -27,6 +27,14 @@ int fs_write_file_atomic(const char *path, const void *data, size_t len,
  * NUL-terminated buffer (*out, free() it). DL_ELIMIT when larger. */
 int fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 
+/* fs_read_token reads a bearer token: the file's one line without the
+ * blanks around it (a final newline is fine, blank lines after it too).
+ * An empty file, a second non-blank line, a control character or a file
+ * over 4 KiB is refused with a message in err. Both dlaunch-rdzv's
+ * --token-file and dlaunch's --rdzv-token-file read through it, so one
+ * file means one token to both. *out: free() it. */
+int fs_read_token(const char *path, char **out, char *err, size_t err_size);
+
 /* fs_pwrite_all writes n bytes to fd at offset off (the file offset is left
  * alone), retrying on EINTR and short writes. DL_EIO with errno set. */
 int fs_pwrite_all(int fd, const void *data, size_t n, off_t off);

@@ -374,6 +374,67 @@ static void test_fsutil(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* token_case writes contents (n bytes) to path and reads it as a token */
+static int token_case(const char *path, const char *contents, size_t n,
+		      char **tok, char *err, size_t es)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(contents, 1, n, f), n);
+	assert_int_equal(fclose(f), 0);
+	return fs_read_token(path, tok, err, es);
+}
+
+#define TOKEN_OK(contents, want)                                               \
+	do {                                                                   \
+		assert_int_equal(token_case(path, contents,                    \
+					    sizeof(contents) - 1, &tok, err,   \
+					    sizeof(err)),                      \
+				 0);                                           \
+		assert_string_equal(tok, want);                                \
+		free(tok);                                                     \
+	} while (0)
+#define TOKEN_BAD(contents, code, text)                                        \
+	do {                                                                   \
+		assert_int_equal(token_case(path, contents,                    \
+					    sizeof(contents) - 1, &tok, err,   \
+					    sizeof(err)),                      \
+				 code);                                        \
+		assert_null(tok);                                              \
+		assert_non_null(strstr(err, text));                            \
+	} while (0)
+
+static void test_read_token(void **state)
+{
+	char path[] = "/tmp/dlaunch-token.XXXXXX";
+	char err[256], big[5000];
+	char *tok;
+	int fd = mkstemp(path);
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	TOKEN_OK("s3cret", "s3cret");
+	TOKEN_OK("s3cret\n", "s3cret");
+	TOKEN_OK("  s3cret \t\r\n\n  \n", "s3cret");
+	TOKEN_OK("a b", "a b"); /* inner blanks are the token's own */
+	TOKEN_BAD("", DL_EINVAL, "is empty");
+	TOKEN_BAD(" \n\n", DL_EINVAL, "is empty");
+	TOKEN_BAD("one\ntwo\n", DL_EINVAL, "more than one line");
+	TOKEN_BAD("\nsecond", DL_EINVAL, "more than one line");
+	TOKEN_BAD("to\x01ken", DL_EINVAL, "control character");
+	TOKEN_BAD("tok\0en", DL_EINVAL, "NUL byte");
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(
+	    token_case(path, big, sizeof(big), &tok, err, sizeof(err)),
+	    DL_ELIMIT);
+	assert_non_null(strstr(err, "larger than 4 KiB"));
+	unlink(path);
+	assert_int_equal(fs_read_token(path, &tok, err, sizeof(err)),
+			 DL_ENOTFOUND);
+	assert_non_null(strstr(err, "no such file"));
+	assert_non_null(strstr(err, path));
+}
+
 static void test_log_and_errors(void **state)
 {
 	enum log_level l;
@@ -405,6 +466,7 @@ int main(void)
 	    cmocka_unit_test(test_crc32c),
 	    cmocka_unit_test(test_clock),
 	    cmocka_unit_test(test_fsutil),
+	    cmocka_unit_test(test_read_token),
 	    cmocka_unit_test(test_log_and_errors),
 	};
 	log_init("test_common");
