@@ -556,6 +556,16 @@ static void on_join(void *arg, const struct client_reply *r)
 {
 	struct agent *a = arg;
 	char err[256];
+	if (r->misconfigured && a->state == AGENT_JOINING) {
+		/* retrying would wait out the join timeout for nothing */
+		a->join.call = NULL;
+		log_error("cannot talk to rendezvous at %s: %s (check "
+			  "--rdzv-endpoint and --rdzv-ca)",
+			  client_base_url(a->client), r->error);
+		exit_with(a, 1);
+		agent_all_stopped(a);
+		return;
+	}
 	if (!op_answered(&a->join, "join", r))
 		return;
 	if (a->state != AGENT_JOINING)
@@ -640,7 +650,9 @@ static void send_join(struct agent *a)
 			JOIN_WAIT_MS + a->cfg.read_timeout_ms, on_join, a);
 	json_decref(b);
 	if (!a->join.call) {
-		struct client_reply r = {1, "out of memory", 0, NULL, "", 0};
+		struct client_reply r = {.transport_failed = 1,
+					 .error = "out of memory",
+					 .body = ""};
 		op_retry(&a->join, "join", &r);
 	}
 }
@@ -793,7 +805,8 @@ static void send_fetch(struct agent *a)
 	a->fetch.call = client_call(a->client, "GET", path, NULL,
 				    a->cfg.read_timeout_ms, on_fetch, a);
 	if (!a->fetch.call) {
-		struct client_reply r = {1, "", 0, NULL, "", 0};
+		struct client_reply r = {
+		    .transport_failed = 1, .error = "", .body = ""};
 		on_fetch(a, &r);
 	}
 }

@@ -162,6 +162,11 @@ static void finish(struct client_call *call, CURLcode code)
 	r.body_len = call->resp.len;
 	if (code != CURLE_OK) {
 		r.transport_failed = 1;
+		r.misconfigured = code == CURLE_PEER_FAILED_VERIFICATION ||
+				  code == CURLE_SSL_CACERT_BADFILE ||
+				  code == CURLE_SSL_CERTPROBLEM ||
+				  code == CURLE_UNSUPPORTED_PROTOCOL ||
+				  code == CURLE_URL_MALFORMAT;
 		snprintf(msg, sizeof(msg), "%s",
 			 call->errbuf[0] ? call->errbuf
 					 : curl_easy_strerror(code));

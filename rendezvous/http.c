@@ -355,8 +355,9 @@ void http_request_cb(struct evhttp_request *req, void *arg)
 	if (ep != RDZV_EP_HEALTHZ && !authorized(srv, req)) {
 		send_error(
 		    srv, req, ep, 401,
-		    "missing or wrong bearer token (set DLAUNCH_TOKEN or "
-		    "--token-file to the server's token)",
+		    "missing or wrong bearer token (the server's --token-file "
+		    "or DLAUNCH_TOKEN; dlaunch takes it with "
+		    "--rdzv-token-file)",
 		    start_ns);
 		return;
 	}

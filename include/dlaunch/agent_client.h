@@ -19,6 +19,9 @@ struct client_call;
 
 struct client_reply {
 	int transport_failed; /* no HTTP answer: see error */
+	int misconfigured;    /* a transport failure retrying cannot mend:
+				 the server's certificate does not verify,
+				 the CA file is unusable, the URL is bad */
 	const char *error;    /* transport error text, or the server's
 				 {"error": ...} message, or "" */
 	long status;	      /* HTTP status (0 when transport_failed) */
