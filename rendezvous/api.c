@@ -36,7 +36,18 @@ struct rdzv_api {
 	struct rdzv_journal *journal;
 	char (*wake)[RDZV_NAME_MAX + 1]; /* jobs to wake at commit */
 	size_t nwake, wake_cap;
+	/* unsaved: a change the journal could not take (a full or failing
+	 * disk). Until a rewrite of the whole state succeeds, no answer that
+	 * acknowledges a change leaves: such requests get 503 and retry. */
+	int unsaved;
+	uint64_t rewrite_at_ms; /* the next rewrite attempt */
+	uint64_t now_ms;	/* of the event being handled */
 };
+
+#define REWRITE_RETRY_MS 1000
+#define NOT_DURABLE                                                            \
+	"the rendezvous cannot journal state changes (is its --state-dir "     \
+	"full or failing?); nothing was acknowledged: retry"
 
 struct rdzv_api *rdzv_api_new(struct rdzv_state *st,
 			      struct rdzv_journal *journal)
@@ -172,11 +183,29 @@ static void journal_changes(struct rdzv_api *api)
 	char name[RDZV_NAME_MAX + 1];
 	unsigned what;
 	while ((what = rdzv_state_pop_changed(api->st, name))) {
-		if ((what & RDZV_CHANGED_JOB) && api->journal)
-			rdzv_journal_job(api->journal, api->st, name);
+		/* while unsaved, the rewrite below takes every change */
+		if ((what & RDZV_CHANGED_JOB) && api->journal &&
+		    !api->unsaved &&
+		    rdzv_journal_job(api->journal, api->st, name) != 0) {
+			api->unsaved = 1;
+			api->rewrite_at_ms = 0;
+		}
 		if (what & RDZV_CHANGED_WAKE)
 			want_wake(api, name);
 	}
+	if (api->unsaved && api->now_ms >= api->rewrite_at_ms) {
+		if (rdzv_journal_rewrite(api->journal, api->st) == 0) {
+			api->unsaved = 0;
+			log_info("event=journal_recovered");
+		} else {
+			api->rewrite_at_ms = api->now_ms + REWRITE_RETRY_MS;
+		}
+	}
+}
+
+int rdzv_api_durable(const struct rdzv_api *api)
+{
+	return !api->unsaved;
 }
 
 void rdzv_api_commit(struct rdzv_api *api,
@@ -195,6 +224,7 @@ void rdzv_api_commit(struct rdzv_api *api,
 
 void rdzv_api_tick(struct rdzv_api *api, uint64_t now_ms)
 {
+	api->now_ms = now_ms;
 	rdzv_state_tick(api->st, now_ms);
 	journal_changes(api);
 }
@@ -685,9 +715,12 @@ static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
 				resp->status = 429;
 			return;
 		}
-		if (api->journal)
-			rdzv_journal_kv(api->journal, api->st, job, key,
-					req->body, req->body_len);
+		if (api->journal && !api->unsaved &&
+		    rdzv_journal_kv(api->journal, api->st, job, key, req->body,
+				    req->body_len) != 0) {
+			api->unsaved = 1;
+			api->rewrite_at_ms = 0;
+		}
 		reply_json(resp, 200, json_object());
 		return;
 	}
@@ -756,8 +789,8 @@ static int method_ok(enum rdzv_endpoint ep, const char *method)
 	}
 }
 
-void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
-		     struct rdzv_response *resp)
+static void handle(struct rdzv_api *api, const struct rdzv_request *req,
+		   struct rdzv_response *resp)
 {
 	enum rdzv_endpoint ep = rdzv_api_route(req->path);
 	char job[RDZV_NAME_MAX + 1], key[RDZV_NAME_MAX + 1] = "";
@@ -777,6 +810,10 @@ void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
 		snprintf(err, sizeof(err), "method %.16s not allowed on %.200s",
 			 req->method, req->path);
 		reply_error(resp, 405, err, NULL);
+		return;
+	}
+	if (ep == RDZV_EP_HEALTHZ && api->unsaved) {
+		reply_error(resp, 503, NOT_DURABLE, NULL);
 		return;
 	}
 	if (ep == RDZV_EP_HEALTHZ) {
@@ -853,6 +890,27 @@ void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
 	journal_changes(api);
 }
 
+/* acknowledges: whether a 2xx answer (or a parked poll) to this request
+ * tells the client its change took effect */
+static int acknowledges(enum rdzv_endpoint ep, const char *method)
+{
+	return ep == RDZV_EP_JOIN || ep == RDZV_EP_REPORT ||
+	       ep == RDZV_EP_LEAVE ||
+	       (ep == RDZV_EP_KV && strcmp(method, "PUT") == 0);
+}
+
+void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
+		     struct rdzv_response *resp)
+{
+	api->now_ms = req->now_ms;
+	handle(api, req, resp);
+	if (api->unsaved && acknowledges(resp->endpoint, req->method) &&
+	    (resp->poll.kind != RDZV_POLL_NONE || resp->status < 300)) {
+		resp->poll.kind = RDZV_POLL_NONE;
+		reply_error(resp, 503, NOT_DURABLE, NULL);
+	}
+}
+
 int rdzv_api_poll_check(struct rdzv_api *api, const struct rdzv_poll *poll,
 			uint64_t now_ms, int expired,
 			struct rdzv_response *resp)
@@ -863,12 +921,17 @@ int rdzv_api_poll_check(struct rdzv_api *api, const struct rdzv_poll *poll,
 	size_t len;
 	int rc;
 
+	api->now_ms = now_ms;
 	switch (poll->kind) {
 	case RDZV_POLL_JOIN:
 		rc = rdzv_join_check(api->st, poll->job, poll->node_id,
 				     poll->incarnation, &r, err, sizeof(err));
 		if (rc < 0) {
 			reply_state_error(resp, rc, err, &r);
+			return 1;
+		}
+		if (rc == RDZV_DONE && api->unsaved) {
+			reply_error(resp, 503, NOT_DURABLE, NULL);
 			return 1;
 		}
 		if (rc == RDZV_DONE) {

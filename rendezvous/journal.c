@@ -277,6 +277,7 @@ static int compact(struct rdzv_journal *jr, const struct rdzv_state *st)
 		return rc;
 	}
 	jr->compactions++;
+	jr->broken = 0; /* the journal file took a truncate and an fsync */
 	log_info("event=journal_compacted snapshot_bytes=%" PRIu64
 		 " seq=%" PRIu64,
 		 jr->snapshot_bytes, seq);
@@ -343,6 +344,11 @@ int rdzv_journal_kv(struct rdzv_journal *jr, const struct rdzv_state *st,
 	if (!rc && jr->bytes > compact_threshold(jr))
 		compact(jr, st);
 	return rc;
+}
+
+int rdzv_journal_rewrite(struct rdzv_journal *jr, const struct rdzv_state *st)
+{
+	return compact(jr, st);
 }
 
 static char *path_join(const char *dir, const char *name)

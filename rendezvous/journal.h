@@ -40,6 +40,11 @@ int rdzv_journal_kv(struct rdzv_journal *jr, const struct rdzv_state *st,
 		    const char *job, const char *key, const void *data,
 		    size_t len);
 
+/* rdzv_journal_rewrite writes the whole state as a new snapshot and
+ * empties the journal: after a failed append (a full or failing disk) it
+ * is how the server becomes durable again. */
+int rdzv_journal_rewrite(struct rdzv_journal *jr, const struct rdzv_state *st);
+
 /* Counters for /metrics. */
 uint64_t rdzv_journal_bytes(const struct rdzv_journal *jr);
 uint64_t rdzv_journal_compactions(const struct rdzv_journal *jr);

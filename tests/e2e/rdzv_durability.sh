@@ -81,4 +81,49 @@ check_eq "with the last value" 60000 "$(wc -c <"$TEST_TMP/body")"
 req GET /v1/jobs/dur1 >/dev/null
 check_eq "and the job" "RESTARTING 3" "$(body_field '"\(.state) \(.round)"')"
 rdzv_stop
+
+# a full disk: a change the journal cannot take is not acknowledged (503,
+# /healthz 503) and the server keeps serving; once there is room again the
+# retried request succeeds and the change survives a kill -9
+FULL=$TEST_TMP/full
+mkdir -p "$FULL"
+if ! mount -t tmpfs -o size=2m tmpfs "$FULL" 2>/dev/null; then
+	skip "full disk: cannot mount a small tmpfs here (needs root)"
+	finish
+fi
+trap 'umount -l "$FULL" 2>/dev/null; cleanup' EXIT
+rdzv_start "$TEST_TMP/rdzv6.log" --state-dir "$FULL/state" || { not_ok "server starts on the tmpfs"; finish; }
+JOB=disk
+JOB_CONF='"min_nodes":1,"max_nodes":1,"max_restarts":3,"heartbeat_timeout":"30s"'
+check_eq "full disk: a job forms while there is room" 200 \
+	"$(req POST /v1/jobs/disk/join "{\"node_id\":\"d1\",\"incarnation\":\"inc-d1\",\"nproc\":1,\"wait_ms\":0,$JOB_CONF}")"
+dd if=/dev/zero of="$FULL/filler" bs=4k status=none 2>/dev/null # to ENOSPC
+# values larger than a page: the journal's last page cannot take them
+v1=$(head -c 20000 /dev/zero | tr '\0' 1)
+v2=$(head -c 20000 /dev/zero | tr '\0' 2)
+check_eq "full disk: heartbeats are still served" 200 "$(hb d1 1)"
+check_eq "full disk: a KV put is refused with 503" 503 "$(req PUT /v1/jobs/disk/kv/key "$v1")"
+check "full disk: the answer says why" grep -q "cannot journal state changes" "$TEST_TMP/body"
+check_eq "full disk: a failure report is refused with 503" 503 \
+	"$(req POST /v1/jobs/disk/report '{"node_id":"d1","incarnation":"inc-d1","round":1,"status":"failed","failures":[{"rank":0,"exitcode":3}]}')"
+check_eq "full disk: /healthz says 503" 503 "$(req GET /healthz)"
+check_eq "full disk: reads are still served" 200 "$(req GET /v1/jobs/disk)"
+check "full disk: the server logs the failed append" grep -q "cannot append to journal" "$TEST_TMP/rdzv6.log"
+rm -f "$FULL/filler"
+# the next attempt rewrites the whole state (at most once a second)
+put_v2() { [ "$(req PUT /v1/jobs/disk/kv/key "$v2")" = 200 ]; }
+check "room again: the retried KV put succeeds" wait_for 10 put_v2
+check_eq "room again: /healthz says 200" 200 "$(req GET /healthz)"
+check "room again: the server logs its recovery" grep -q "event=journal_recovered" "$TEST_TMP/rdzv6.log"
+req GET /v1/jobs/disk >/dev/null
+before=$(body_field '"\(.state) \(.round) \(.restart_count)"')
+check_eq "room again: the refused report had been kept in memory" "RESTARTING 2 1" "$before"
+kill -KILL "$RDZV_PID"; wait "$RDZV_PID" 2>/dev/null
+rdzv_start "$TEST_TMP/rdzv7.log" --state-dir "$FULL/state" || { not_ok "server restarts on the tmpfs"; finish; }
+req GET /v1/jobs/disk >/dev/null
+check_eq "after kill -9: the job as it was" "$before" \
+	"$(body_field '"\(.state) \(.round) \(.restart_count)"')"
+check_eq "after kill -9: the KV value acknowledged last" 200 "$(req GET /v1/jobs/disk/kv/key)"
+check_eq "after kill -9: which is v2" "$v2" "$(cat "$TEST_TMP/body")"
+rdzv_stop
 finish
