@@ -230,6 +230,13 @@ int job_is_open(const struct job *j)
 	return j->state == RDZV_JOB_WAITING || j->state == RDZV_JOB_RESTARTING;
 }
 
+unsigned job_master_port(const struct job *j)
+{
+	if (!j->nmembers || !j->members[0].info.master_port)
+		return 29500;
+	return j->members[0].info.master_port;
+}
+
 int job_is_ended(const struct job *j)
 {
 	return j->state == RDZV_JOB_SUCCEEDED || j->state == RDZV_JOB_FAILED;
@@ -426,8 +433,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	log_info("job=%s round=%" PRIu64 " event=round_closed nnodes=%zu "
 		 "world_size=%" PRIu64 " master=%s:%u spares=%zu",
 		 j->name, j->round, j->nmembers, j->world_size,
-		 j->members[0].info.addr,
-		 (unsigned)j->members[0].info.master_port, j->nwaiters);
+		 j->members[0].info.addr, job_master_port(j), j->nwaiters);
 	return 0;
 }
 

@@ -86,5 +86,7 @@ struct job *state_add_job(struct rdzv_state *st, const char *name,
 int job_is_open(const struct job *j);
 int job_is_ended(const struct job *j);
 int job_reserve(void **arr, size_t *cap, size_t need, size_t elem);
+/* job_master_port: the port node rank 0 offered, else torchrun's 29500 */
+unsigned job_master_port(const struct job *j);
 
 #endif

@@ -12,7 +12,6 @@
 #include "dlaunch/jsonh.h"
 
 /* torchrun's default when node rank 0 offered no port */
-#define DEFAULT_MASTER_PORT 29500
 
 static json_t *member_json(const struct member *m)
 {
@@ -21,13 +20,6 @@ static json_t *member_json(const struct member *m)
 			 "addr", m->info.addr, "nproc",
 			 (json_int_t)m->info.nproc, "rank_offset",
 			 (json_int_t)m->rank_offset);
-}
-
-static unsigned master_port(const struct job *j)
-{
-	if (!j->nmembers || !j->members[0].info.master_port)
-		return DEFAULT_MASTER_PORT;
-	return j->members[0].info.master_port;
 }
 
 json_t *rdzv_assignment_json(const struct rdzv_state *st, const char *job,
@@ -51,7 +43,7 @@ json_t *rdzv_assignment_json(const struct rdzv_state *st, const char *job,
 	    "nproc", (json_int_t)m->info.nproc, "rank_offset",
 	    (json_int_t)m->rank_offset, "world_size", (json_int_t)j->world_size,
 	    "master_addr", j->members[0].info.addr, "master_port",
-	    (json_int_t)master_port(j), "restart_count",
+	    (json_int_t)job_master_port(j), "restart_count",
 	    (json_int_t)j->restart_count, "max_restarts",
 	    (json_int_t)j->cfg.max_restarts, "heartbeat_interval_ms",
 	    (json_int_t)j->cfg.heartbeat_interval_ms, "heartbeat_timeout_ms",
@@ -112,7 +104,7 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 		json_object_set_new(out, "master_addr",
 				    json_string(j->members[0].info.addr));
 		json_object_set_new(out, "master_port",
-				    json_integer(master_port(j)));
+				    json_integer(job_master_port(j)));
 	}
 	return out;
 }
