@@ -10,7 +10,8 @@
  * in flight is allowed, and the blocking one simply starts after them.
  * On the NCCL backend every operation is enqueued on the CUDA stream;
  * blocking ones then wait for the stream, asynchronous ones record an event
- * that dist_wait waits for.
+ * that dist_wait waits for (isend and irecv first wait in a queue that
+ * goes out as one NCCL group: see dist_nccl.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -286,15 +287,17 @@ void dist_free(struct dist *d)
 		log_warn("dist: rank %d: freeing the group with requests not "
 			 "waited for",
 			 d->rank);
+#ifdef DLAUNCH_HAVE_CUDA
+	/* before the requests go: it issues those still queued and
+	 * releases their events */
+	if (d->backend == DIST_BACKEND_NCCL)
+		dist_nccl_free(d);
+#endif
 	while (d->all != NULL) {
 		struct dist_req *req = d->all;
 		d->all = req->next_all;
 		free(req);
 	}
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		dist_nccl_free(d);
-#endif
 	dist_net_close(d);
 	free(d->scratch);
 	pthread_cond_destroy(&d->cv);

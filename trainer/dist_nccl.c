@@ -17,9 +17,17 @@
  * separate communication stream does. Blocking operations wait for our
  * stream (bounded the same way); asynchronous ones record an event that
  * dist_wait polls, and the caller may touch the buffers again only after
- * that wait. Nothing here
- * runs unless the NCCL backend was asked for, so a CUDA build still runs
- * the TCP backend on a machine without a GPU.
+ * that wait.
+ *
+ * isend and irecv are not issued one by one: NCCL runs separately issued
+ * sends and receives one after another on the GPU, so two ranks that
+ * each isend then irecv to the other would both wait forever in their
+ * send. They are queued instead, and the whole queue is issued as one
+ * NCCL group (ncclGroupStart/End), in which calls progress together, at
+ * the first point that needs them: a dist_wait on any of them, any other
+ * operation, or dist_free. Nothing here runs unless the NCCL backend was
+ * asked for, so a CUDA build still runs the TCP backend on a machine
+ * without a GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +51,8 @@ struct dist_nccl {
 	cudaStream_t after;	 /* the caller's stream, or NULL */
 	cudaEvent_t after_event; /* recorded on `after` before each op */
 	int *barrier_buf;	 /* one int on the device */
+	/* isend/irecv not yet issued, in posting order (next_queued) */
+	struct dist_req *p2p_head, *p2p_tail;
 };
 
 static void pause_briefly(void)
@@ -118,16 +128,23 @@ static int wait_done(struct dist *d, cudaEvent_t ev, const char *what)
 	}
 }
 
-/* nccl_ready: 0 when an operation may be enqueued, after ordering our
- * stream behind the work queued so far on the caller's. */
-static int nccl_ready(struct dist *d, const char *what)
+/* usable: 0 when the communicator may take work; otherwise the group's
+ * failure (or DL_ECLOSED once the communicator is gone). */
+static int usable(struct dist *d)
+{
+	if (d->failed)
+		return d->failed;
+	if (d->nccl == NULL || d->nccl->comm == NULL)
+		return DL_ECLOSED;
+	return 0;
+}
+
+/* order_after_caller: makes our stream wait for the work queued so far
+ * on the caller's stream (dist_set_stream), if there is one. */
+static int order_after_caller(struct dist *d, const char *what)
 {
 	struct dist_nccl *n = d->nccl;
 	cudaError_t ce = cudaSuccess;
-	if (d->failed)
-		return d->failed;
-	if (n == NULL || n->comm == NULL)
-		return DL_ECLOSED;
 	if (n->after) {
 		ce = cudaEventRecord(n->after_event, n->after);
 		if (ce == cudaSuccess)
@@ -161,16 +178,10 @@ static ncclRedOp_t nccl_op(enum dist_op op)
 	return ncclSum;
 }
 
-/* finish: after an operation was enqueued: settle it, then either
- * record req's event (asynchronous) or wait for the stream. */
-static int finish(struct dist *d, ncclResult_t res, const char *what,
-		  struct dist_req *req)
+/* record_done: records on our stream the event that tells dist_wait
+ * that req's operation, enqueued just before, has finished. */
+static int record_done(struct dist *d, struct dist_req *req, const char *what)
 {
-	int rc = settle(d, res, what);
-	if (rc != 0)
-		return rc;
-	if (req == NULL)
-		return wait_done(d, NULL, what);
 	cudaEvent_t ev;
 	cudaError_t ce = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
 	if (ce == cudaSuccess) {
@@ -182,6 +193,110 @@ static int finish(struct dist *d, ncclResult_t res, const char *what,
 		return nccl_fail(d, DL_EIO, what, cudaGetErrorString(ce));
 	req->cuda_event = ev;
 	return 0;
+}
+
+/* flush_p2p: issues every queued isend/irecv in one NCCL group, where
+ * they progress together whatever order each peer posted its own in
+ * (calls to the same peer still run in posting order), and records each
+ * one's completion event. On our non-blocking communicator ncclGroupEnd
+ * may answer ncclInProgress while NCCL is still putting the group on the
+ * stream: settle waits for that (bounded, aborting past the timeout)
+ * before the events are recorded behind it. Every request leaves the
+ * queue; one that could not be issued keeps the error in its status. */
+static int flush_p2p(struct dist *d)
+{
+	struct dist_nccl *n = d->nccl;
+	struct dist_req *head, *req, *next;
+	ncclResult_t res, call = ncclSuccess;
+	int rc;
+	if (n == NULL || n->p2p_head == NULL)
+		return 0;
+	head = n->p2p_head;
+	n->p2p_head = n->p2p_tail = NULL;
+	rc = usable(d);
+	if (rc == 0) {
+		res = ncclGroupStart();
+		if (res == ncclSuccess) {
+			for (req = head; req != NULL; req = req->next_queued) {
+				ncclDataType_t type = nccl_type(req->dtype);
+				ncclResult_t one =
+				    req->kind == DIST_REQ_SEND
+					? ncclSend(req->buf, req->count, type,
+						   req->peer, n->comm,
+						   n->stream)
+					: ncclRecv(req->buf, req->count, type,
+						   req->peer, n->comm,
+						   n->stream);
+				if (one != ncclSuccess &&
+				    one != ncclInProgress &&
+				    call == ncclSuccess)
+					call = one;
+			}
+			/* closes the group even when a call failed */
+			res = ncclGroupEnd();
+		}
+		rc = settle(d, res, "isend/irecv");
+		if (rc == 0 && call != ncclSuccess)
+			rc = nccl_fail(d, DL_EIO, "isend/irecv",
+				       ncclGetErrorString(call));
+	}
+	for (req = head; req != NULL; req = next) {
+		next = req->next_queued;
+		req->next_queued = NULL;
+		req->nccl_queued = 0;
+		if (rc == 0)
+			rc = record_done(d, req, "isend/irecv");
+		if (rc != 0)
+			req->status = rc;
+	}
+	return rc;
+}
+
+/* nccl_ready: 0 when an operation may be enqueued, after the queued
+ * isend/irecv (they come first on our stream) and with our stream
+ * ordered behind the work queued so far on the caller's. */
+static int nccl_ready(struct dist *d, const char *what)
+{
+	int rc = flush_p2p(d);
+	if (rc == 0)
+		rc = usable(d);
+	if (rc == 0)
+		rc = order_after_caller(d, what);
+	return rc;
+}
+
+/* queue_p2p: puts an isend or irecv in the queue that flush_p2p issues.
+ * Its place behind the caller's stream is taken now, when it is posted:
+ * the wait on the caller's work goes on our stream ahead of the group. */
+static int queue_p2p(struct dist *d, struct dist_req *req, const char *what)
+{
+	struct dist_nccl *n = d->nccl;
+	int rc = usable(d);
+	if (rc == 0)
+		rc = order_after_caller(d, what);
+	if (rc != 0)
+		return rc;
+	req->nccl_queued = 1;
+	req->next_queued = NULL;
+	if (n->p2p_tail)
+		n->p2p_tail->next_queued = req;
+	else
+		n->p2p_head = req;
+	n->p2p_tail = req;
+	return 0;
+}
+
+/* finish: after an operation was enqueued: settle it, then either
+ * record req's event (asynchronous) or wait for the stream. */
+static int finish(struct dist *d, ncclResult_t res, const char *what,
+		  struct dist_req *req)
+{
+	int rc = settle(d, res, what);
+	if (rc != 0)
+		return rc;
+	if (req == NULL)
+		return wait_done(d, NULL, what);
+	return record_done(d, req, what);
 }
 
 int dist_nccl_new_id(struct dist *d, char *err, size_t err_size)
@@ -259,6 +374,9 @@ void dist_nccl_free(struct dist *d)
 	struct dist_nccl *n = d->nccl;
 	if (n == NULL)
 		return;
+	/* isend/irecv never waited for still go out, so that peers waiting
+	 * on them finish; finalizing waits for them (bounded) */
+	(void)flush_p2p(d);
 	if (n->comm) {
 		if (d->failed) {
 			ncclCommAbort(n->comm);
@@ -269,6 +387,11 @@ void dist_nccl_free(struct dist *d)
 			else if (n->comm)
 				ncclCommAbort(n->comm);
 		}
+	}
+	for (struct dist_req *req = d->all; req != NULL; req = req->next_all) {
+		if (req->cuda_event)
+			cudaEventDestroy(req->cuda_event);
+		req->cuda_event = NULL;
 	}
 	if (n->barrier_buf)
 		cudaFree(n->barrier_buf);
@@ -289,6 +412,8 @@ void dist_nccl_set_stream(struct dist *d, void *stream)
 int dist_nccl_send(struct dist *d, const void *buf, size_t count,
 		   enum dist_dtype dtype, int peer, struct dist_req *req)
 {
+	if (req != NULL)
+		return queue_p2p(d, req, "isend");
 	int rc = nccl_ready(d, "send");
 	if (rc != 0)
 		return rc;
@@ -300,6 +425,8 @@ int dist_nccl_send(struct dist *d, const void *buf, size_t count,
 int dist_nccl_recv(struct dist *d, void *buf, size_t count,
 		   enum dist_dtype dtype, int peer, struct dist_req *req)
 {
+	if (req != NULL)
+		return queue_p2p(d, req, "irecv");
 	int rc = nccl_ready(d, "recv");
 	if (rc != 0)
 		return rc;
@@ -370,6 +497,8 @@ int dist_nccl_wait(struct dist_req *req)
 {
 	struct dist *d = req->d;
 	int rc = 0;
+	if (req->nccl_queued)
+		(void)flush_p2p(d); /* req gets its event or its error */
 	if (req->cuda_event) {
 		rc = d->nccl && d->nccl->comm
 			 ? wait_done(d, req->cuda_event, "wait")
@@ -377,6 +506,8 @@ int dist_nccl_wait(struct dist_req *req)
 				 : DL_ECLOSED;
 		cudaEventDestroy(req->cuda_event);
 		req->cuda_event = NULL;
+	} else {
+		rc = req->status;
 	}
 	return rc;
 }

@@ -52,9 +52,11 @@ struct dist_req {
 	int peer;
 	int status;
 	int done;
-	struct dist_req *next_queued;	      /* TCP: the progress queue */
+	/* TCP: the progress queue; NCCL: the isend/irecv not yet issued */
+	struct dist_req *next_queued;
 	struct dist_req *prev_all, *next_all; /* every unwaited request */
 	void *cuda_event;    /* NCCL: recorded after the operation */
+	int nccl_queued;     /* NCCL: waits in the queue for its group */
 	struct dist_p2p p2p; /* TCP send/recv: its progress */
 	int p2p_started;
 };
@@ -137,7 +139,11 @@ void dist_reduce_to(enum dist_dtype dtype, enum dist_op op, void *out,
 void dist_reduce_scale(enum dist_dtype dtype, void *x, size_t n, int divisor);
 
 #ifdef DLAUNCH_HAVE_CUDA
-/* dist_nccl.c: the NCCL backend; operations mirror the public API. */
+/* dist_nccl.c: the NCCL backend; operations mirror the public API.
+ * dist_nccl_send/recv with a req queue it (isend/irecv) until a
+ * dist_nccl_wait, another operation or dist_nccl_free issues the queue
+ * as one NCCL group. dist_nccl_free runs while d->all still holds the
+ * requests not waited for (it releases their events, not them). */
 int dist_nccl_new_id(struct dist *d, char *err, size_t err_size);
 int dist_nccl_init(struct dist *d, char *err, size_t err_size);
 void dist_nccl_free(struct dist *d);

@@ -34,6 +34,9 @@
  *   every later operation returns that error at once; free the group. The
  *   timeout bounds each wait for progress, not a whole operation.
  * - NCCL: blocking operations return once the stream has finished them.
+ *   isend/irecv are queued and issued together, as one NCCL group, by
+ *   the first dist_wait, other operation or dist_free after them; they
+ *   do not start before that.
  * - DLAUNCH_DIST_TIMEOUT (a duration: "300", "30s", "500ms") sets
  *   timeout_ms in dist_config_from_env.
  * - Limits: world size at most 1024 (the TCP backend keeps one socket per
