@@ -24,7 +24,9 @@
  * - Reductions give every rank the same bits (one fixed operand order).
  *   DIST_AVG sums, then divides by the world size: integer division,
  *   truncating toward zero, for integer types. Integer sums wrap. uint8
- *   is accepted by every operation, reductions included.
+ *   is accepted by every operation, reductions included. On NCCL, AVG of
+ *   a floating type is NCCL's: each operand is multiplied by 1/world
+ *   before the sum, which may differ from sum / world in the last bits.
  * - dist_reduce: ranks other than root may pass recv = NULL; a recv they
  *   do pass may be used as scratch (its content afterwards is unspecified).
  * - dist_all_gather: send may be recv + rank * count (in place).

@@ -1,5 +1,7 @@
 /*
- * test_dist.c - unit tests of the collective library's TCP backend.
+ * test_dist.c - unit tests of the collective library: the TCP backend,
+ * and the NCCL backend on device memory where the build has CUDA and the
+ * machine a GPU (the test_nccl_* cases; skipped otherwise).
  *
  * Every operation is checked against a serial reference at world sizes
  * 1 to 4 (2 to 4 for point to point), from one element through small odd
@@ -42,6 +44,23 @@
 
 #define MAX_WORLD	  8
 #define GROUP_DEADLINE_MS 90000
+#define NCCL_TIMEOUT_MS	  60000 /* communicator set-up takes seconds */
+
+#ifdef DLAUNCH_HAVE_CUDA
+/* The CUDA runtime calls of the NCCL cases. trainer/dist.mk gives this
+ * file the DLAUNCH_HAVE_CUDA define but not the toolkit's include path,
+ * so they are declared here. cudaError_t and cudaMemcpyKind are enums
+ * without negative values, which GCC makes unsigned int: these match
+ * cuda_runtime_api.h (a file including both compiles). 0 is cudaSuccess. */
+unsigned cudaGetDeviceCount(int *count);
+unsigned cudaMalloc(void **ptr, size_t bytes);
+unsigned cudaFree(void *ptr);
+unsigned cudaMemcpy(void *dst, const void *src, size_t bytes, unsigned kind);
+unsigned cudaDeviceSynchronize(void);
+const char *cudaGetErrorString(unsigned err);
+#define CUDA_MEMCPY_HOST_TO_DEVICE 1
+#define CUDA_MEMCPY_DEVICE_TO_HOST 2
+#endif
 
 #define CHECK(cond)                                                            \
 	do {                                                                   \
@@ -65,6 +84,8 @@
 	} while (0)
 
 static int test_rank = -1; /* in a child: its rank, for messages */
+/* in a child on the NCCL backend: operations work on device memory */
+static int on_device;
 
 /* ---- process harness ---- */
 
@@ -93,6 +114,7 @@ static struct dist_config make_cfg(uint16_t port, int rank, int world,
 	cfg.rank = rank;
 	cfg.world_size = world;
 	cfg.backend = DIST_BACKEND_TCP;
+	cfg.cuda_device = rank; /* NCCL: one device per rank */
 	cfg.timeout_ms = timeout_ms;
 	return cfg;
 }
@@ -164,6 +186,7 @@ static int run_body(const struct dist_config *cfg, int listen_fd, void *arg)
 	struct body_call *call = arg;
 	struct dist *d = NULL;
 	char err[512] = "";
+	on_device = cfg->backend == DIST_BACKEND_NCCL;
 	int rc = dist_init_listener(cfg, listen_fd, &d, err, sizeof(err));
 	if (rc != 0) {
 		fprintf(stderr, "rank %d: dist_init: %s: %s\n", cfg->rank,
@@ -175,9 +198,10 @@ static int run_body(const struct dist_config *cfg, int listen_fd, void *arg)
 	return rc;
 }
 
-/* run_group: world ranks each run body on a fresh group; asserts that
- * every one of them passed. */
-static void run_group(int world, uint64_t timeout_ms, body_fn body, void *arg)
+/* run_group_on: world ranks each run body on a fresh group of the
+ * backend; asserts that every one of them passed. */
+static void run_group_on(enum dist_backend backend, int world,
+			 uint64_t timeout_ms, body_fn body, void *arg)
 {
 	pid_t pids[MAX_WORLD];
 	int codes[MAX_WORLD];
@@ -186,6 +210,7 @@ static void run_group(int world, uint64_t timeout_ms, body_fn body, void *arg)
 	int lfd = listen_loopback(&port);
 	for (int r = 0; r < world; r++) {
 		struct dist_config cfg = make_cfg(port, r, world, timeout_ms);
+		cfg.backend = backend;
 		pids[r] = spawn(&cfg, lfd, run_body, &call);
 	}
 	close(lfd);
@@ -196,6 +221,11 @@ static void run_group(int world, uint64_t timeout_ms, body_fn body, void *arg)
 				world, r, codes[r]);
 		assert_int_equal(codes[r], 0);
 	}
+}
+
+static void run_group(int world, uint64_t timeout_ms, body_fn body, void *arg)
+{
+	run_group_on(DIST_BACKEND_TCP, world, timeout_ms, body, arg);
 }
 
 /* ---- data and serial references ---- */
@@ -236,7 +266,11 @@ static size_t large_count(size_t es)
 }
 
 /* expected_ok: compares element i of got with the serial reduction of
- * every rank's input (integer-valued, so any order is exact). */
+ * every rank's input (integer-valued, so any order is exact). One
+ * exception: NCCL's ncclAvg multiplies each floating-point operand by
+ * 1/world before summing, which can round differently from the sum
+ * divided by world, so on device AVG of floats is compared within a
+ * few units in the last place. */
 static int expected_ok(enum dist_dtype dtype, enum dist_op op, int world,
 		       const void *got, size_t i, unsigned seed)
 {
@@ -259,12 +293,17 @@ static int expected_ok(enum dist_dtype dtype, enum dist_op op, int world,
 		float want = (float)acc;
 		if (op == DIST_AVG)
 			want = want / (float)world;
+		if (op == DIST_AVG && on_device)
+			return fabs((double)((const float *)got)[i] - want) <
+			       1e-4;
 		return memcmp(&want, (const float *)got + i, 4) == 0;
 	}
 	case DIST_FLOAT64: {
 		double want = (double)acc;
 		if (op == DIST_AVG)
 			want = want / (double)world;
+		if (op == DIST_AVG && on_device)
+			return fabs(((const double *)got)[i] - want) < 1e-12;
 		return memcmp(&want, (const double *)got + i, 8) == 0;
 	}
 	case DIST_INT32:
@@ -337,12 +376,54 @@ static const enum dist_dtype large_dtypes[] = {DIST_FLOAT32, DIST_FLOAT64,
 
 /* The memory an operation works on (op) and the host copy the checks
  * read (host). On the TCP backend they are the same memory, and put and
- * get do nothing. Bodies fill host, put, run, get and check host. */
+ * get do nothing; on NCCL (on_device) op is device memory and put and
+ * get copy. Bodies fill host, put, run, get and check host. */
 struct tbuf {
 	unsigned char *host;
 	unsigned char *op;
 	size_t bytes;
 };
+
+#ifdef DLAUNCH_HAVE_CUDA
+static int cuda_ok(const char *what, unsigned ce)
+{
+	if (ce == 0)
+		return 1;
+	fprintf(stderr, "rank %d: %s: %s\n", test_rank, what,
+		cudaGetErrorString(ce));
+	return 0;
+}
+#endif
+
+/* tbuf_put: host to op. The copy runs on CUDA's default stream, which the
+ * library's own stream does not wait for: the device is synchronised
+ * before an operation may read the bytes. 0 on success. */
+static int tbuf_put(struct tbuf *b)
+{
+#ifdef DLAUNCH_HAVE_CUDA
+	if (on_device)
+		return !(
+		    cuda_ok("upload", cudaMemcpy(b->op, b->host, b->bytes,
+						 CUDA_MEMCPY_HOST_TO_DEVICE)) &&
+		    cuda_ok("upload", cudaDeviceSynchronize()));
+#endif
+	(void)b;
+	return 0;
+}
+
+/* tbuf_get: op to host, once the device has finished everything. */
+static int tbuf_get(struct tbuf *b)
+{
+#ifdef DLAUNCH_HAVE_CUDA
+	if (on_device)
+		return !(cuda_ok("download", cudaDeviceSynchronize()) &&
+			 cuda_ok("download",
+				 cudaMemcpy(b->host, b->op, b->bytes,
+					    CUDA_MEMCPY_DEVICE_TO_HOST)));
+#endif
+	(void)b;
+	return 0;
+}
 
 /* tbuf_new: bytes of memory (at least one), filled with a pattern that
  * no input holds, so that bytes an operation failed to write show. */
@@ -354,23 +435,27 @@ static int tbuf_new(struct tbuf *b, size_t bytes)
 	if (b->host == NULL)
 		return 1;
 	memset(b->host, 0xa5, bytes);
-	return 0;
-}
-
-static int tbuf_put(struct tbuf *b)
-{
-	(void)b;
-	return 0;
-}
-
-static int tbuf_get(struct tbuf *b)
-{
-	(void)b;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (on_device) {
+		void *dev = NULL;
+		if (!cuda_ok("cudaMalloc", cudaMalloc(&dev, bytes + 1))) {
+			free(b->host);
+			b->host = b->op = NULL;
+			return 1;
+		}
+		b->op = dev;
+		return tbuf_put(b);
+	}
+#endif
 	return 0;
 }
 
 static void tbuf_free(struct tbuf *b)
 {
+#ifdef DLAUNCH_HAVE_CUDA
+	if (on_device && b->op != NULL)
+		cudaFree(b->op);
+#endif
 	free(b->host);
 	b->host = b->op = NULL;
 }
@@ -1067,27 +1152,158 @@ static void test_master_port_busy(void **state)
 	close(lfd);
 }
 
-static void test_nccl_backend(void **state)
+/* rank_nccl_init: a world of one on the NCCL backend. */
+static int rank_nccl_init(const struct dist_config *cfg, int listen_fd,
+			  void *arg)
 {
-	struct dist_config cfg = make_cfg(0, 0, 1, 1000);
 	struct dist *d = NULL;
 	char err[256] = "";
-	(void)state;
-	cfg.backend = DIST_BACKEND_NCCL;
-	int rc = dist_init(&cfg, &d, err, sizeof(err));
+	(void)arg;
+	int rc = dist_init_listener(cfg, listen_fd, &d, err, sizeof(err));
 #ifdef DLAUNCH_HAVE_CUDA
 	/* this build has NCCL; without a GPU the init fails cleanly */
 	if (rc == 0) {
-		assert_int_equal(dist_get_backend(d), DIST_BACKEND_NCCL);
+		CHECK(dist_get_backend(d) == DIST_BACKEND_NCCL);
 		dist_free(d);
-		return;
+		return 0;
 	}
-	assert_true(err[0] != 0);
+	CHECK(err[0] != 0);
 #else
-	assert_int_equal(rc, DL_ENOTSUP);
-	assert_non_null(strstr(err, "nccl"));
+	CHECK(rc == DL_ENOTSUP);
+	CHECK(strstr(err, "nccl") != NULL);
 #endif
-	assert_null(d);
+	CHECK(d == NULL);
+	return 0;
+}
+
+/* In a child, like every use of CUDA here: CUDA initialised in this
+ * process would not survive into the ranks it forks later. */
+static void test_nccl_backend(void **state)
+{
+	struct dist_config cfg = make_cfg(0, 0, 1, NCCL_TIMEOUT_MS);
+	pid_t pid;
+	int code;
+	(void)state;
+	cfg.backend = DIST_BACKEND_NCCL;
+	pid = spawn(&cfg, -1, rank_nccl_init, NULL);
+	reap(&pid, 1, &code, clock_now_ms() + GROUP_DEADLINE_MS);
+	assert_int_equal(code, 0);
+}
+
+/* ---- the NCCL backend on device memory (skipped without a GPU) ---- */
+
+#ifdef DLAUNCH_HAVE_CUDA
+static int rank_count_gpus(const struct dist_config *cfg, int listen_fd,
+			   void *arg)
+{
+	int n = 0;
+	(void)cfg;
+	(void)listen_fd;
+	(void)arg;
+	if (cudaGetDeviceCount(&n) != 0)
+		return 0;
+	return n < 100 ? n : 100;
+}
+#endif
+
+/* gpu_count: how many CUDA devices the ranks could use (0 in a build
+ * without CUDA), asked once, in a child: this process must not
+ * initialise CUDA before it forks the ranks. */
+static int gpu_count(void)
+{
+	static int count = -1;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (count < 0) {
+		struct dist_config cfg = make_cfg(0, 0, 1, 1000);
+		pid_t pid = spawn(&cfg, -1, rank_count_gpus, NULL);
+		reap(&pid, 1, &count, clock_now_ms() + 60000);
+		if (count > 100) {
+			fprintf(stderr, "counting CUDA devices failed (%d)\n",
+				count);
+			count = 0;
+		}
+	}
+#endif
+	return count < 0 ? 0 : count;
+}
+
+/* nccl_worlds: runs body on the NCCL backend at each world size from
+ * min_world to 4 that the devices allow (one device per rank); skips
+ * the test when there are fewer than min_world devices. */
+static void nccl_worlds(int min_world, body_fn body, void *arg)
+{
+	int gpus = gpu_count();
+	if (gpus < min_world) {
+		fprintf(stderr, "%d CUDA device(s), %d needed: skipped\n", gpus,
+			min_world);
+		skip();
+	}
+	for (int w = min_world; w <= 4 && w <= gpus; w++)
+		run_group_on(DIST_BACKEND_NCCL, w, NCCL_TIMEOUT_MS, body, arg);
+}
+
+static void test_nccl_all_reduce(void **state)
+{
+	(void)state;
+	nccl_worlds(1, body_all_reduce_matrix, NULL);
+	nccl_worlds(1, body_all_reduce_large, NULL);
+}
+
+static void test_nccl_broadcast(void **state)
+{
+	(void)state;
+	nccl_worlds(1, body_broadcast, NULL);
+}
+
+static void test_nccl_reduce(void **state)
+{
+	(void)state;
+	nccl_worlds(1, body_reduce, NULL);
+}
+
+static void test_nccl_all_gather(void **state)
+{
+	(void)state;
+	nccl_worlds(1, body_all_gather, NULL);
+}
+
+static void test_nccl_send_recv(void **state)
+{
+	(void)state;
+	nccl_worlds(2, body_send_recv, NULL);
+}
+
+/* the crossing order: every rank posts its isend before its irecv */
+static void test_nccl_isend_irecv(void **state)
+{
+	(void)state;
+	nccl_worlds(2, body_isend_irecv, NULL);
+}
+
+static void test_nccl_async(void **state)
+{
+	(void)state;
+	nccl_worlds(1, body_async, NULL);
+}
+
+static void test_nccl_barrier(void **state)
+{
+	int *arrived = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	(void)state;
+	assert_true(arrived != MAP_FAILED);
+	if (gpu_count() < 2) {
+		munmap(arrived, 4096);
+		fprintf(stderr, "%d CUDA device(s), 2 needed: skipped\n",
+			gpu_count());
+		skip();
+	}
+	for (int w = 2; w <= 4 && w <= gpu_count(); w++) {
+		memset(arrived, 0, 4096);
+		run_group_on(DIST_BACKEND_NCCL, w, NCCL_TIMEOUT_MS,
+			     body_barrier, arrived);
+	}
+	munmap(arrived, 4096);
 }
 
 /* ---- failures across processes ---- */
@@ -1546,6 +1762,14 @@ int main(void)
 	    cmocka_unit_test(test_world_one_and_bad_args),
 	    cmocka_unit_test(test_master_port_busy),
 	    cmocka_unit_test(test_nccl_backend),
+	    cmocka_unit_test(test_nccl_all_reduce),
+	    cmocka_unit_test(test_nccl_broadcast),
+	    cmocka_unit_test(test_nccl_reduce),
+	    cmocka_unit_test(test_nccl_all_gather),
+	    cmocka_unit_test(test_nccl_send_recv),
+	    cmocka_unit_test(test_nccl_isend_irecv),
+	    cmocka_unit_test(test_nccl_async),
+	    cmocka_unit_test(test_nccl_barrier),
 	    cmocka_unit_test(test_peer_dies),
 	    cmocka_unit_test(test_peer_silent),
 	    cmocka_unit_test(test_rank_never_arrives),
