@@ -1,8 +1,9 @@
 #!/bin/bash
 # faults_checker.sh - the checker checks: every other case trusts
-# lib_check.sh to fail when a process is left, a rank is held twice or the
-# server's members overlap, so here it is shown each of those and must say
-# so (and stay quiet on clean input). No dlaunch binary is needed.
+# lib_check.sh to fail when a process is left, a rank is held twice, the
+# server's members overlap, the workers hold other ranks than the server
+# assigned or a checkpoint is damaged, so here it is shown each of those and
+# must say so (and stay quiet on clean input). No dlaunch binary is needed.
 source "$(dirname "$0")/lib_faults.sh"
 
 # a stray: a marked process the "job" left behind
@@ -55,4 +56,39 @@ bad='{"world_size": 9, "members": [
  {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0}]}'
 check "checker: a wrong world size is found" \
 	bash -c "grep -q 'world_size 9 but members hold 2' <<<'$(echo "$bad" | members_problems)'"
+
+# the workers' records against the server's detail of their round
+printf '%s\n' "4 0 300 A 0 4 0 h:1 k" "4 1 301 A 1 4 0 h:1 k" "4 2 302 B 0 4 0 h:1 k" \
+	"4 3 303 B 1 4 0 h:1 k" "3 0 299 B 0 2 0 h:1 k" >"$TEST_TMP/ranks.log"
+detail='{"round": 4, "world_size": 4, "members": [
+ {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0},
+ {"node_id": "B", "node_rank": 1, "nproc": 2, "rank_offset": 2}]}'
+check_eq "checker: workers holding the ranks the server assigned give no problem" "" \
+	"$(workers_vs_members_problems k "$detail")"
+check_eq "checker: only the workers of the detail's round are compared" 4 \
+	"$(workers_of_round k "$detail" | wc -l)"
+swapped='{"round": 4, "world_size": 4, "members": [
+ {"node_id": "B", "node_rank": 0, "nproc": 2, "rank_offset": 0},
+ {"node_id": "A", "node_rank": 1, "nproc": 2, "rank_offset": 2}]}'
+check "checker: a worker holding another rank than the server assigned is found" \
+	bash -c "grep -q 'worker 300 of node A local rank 0 holds rank 0, the server assigned 2' <<<'$(workers_vs_members_problems k "$swapped")'"
+only_a='{"round": 4, "world_size": 4, "members": [
+ {"node_id": "A", "node_rank": 0, "nproc": 2, "rank_offset": 0}]}'
+check "checker: a worker of a node that is not a member is found" \
+	bash -c "grep -q 'worker 302 of node B, which is not a member' <<<'$(workers_vs_members_problems k "$only_a")'"
+rm -f "$TEST_TMP/ranks.log"
+
+# checkpoints: a damaged one is reported, once; nothing to say without any
+mkdir -p "$TEST_TMP/ck"
+out=$(check_ckpts "inner")
+check_eq "checker: no checkpoint, nothing claimed" "" "$out"
+printf 'DLTRCKPT but not a checkpoint' >"$TEST_TMP/ck/ckpt-000000000001.dlck"
+out=$(check_ckpts "inner")
+check "checker: a damaged checkpoint is reported as not ok" \
+	bash -c "grep -q '^not ok - inner: damaged checkpoints left: ck/ckpt-000000000001.dlck' <<<'$out'"
+rm -rf "$TEST_TMP/ck"
+
+# a dead-check without pids proves nothing: it must not pass
+if pids_dead; then not_ok "checker: pids_dead with no pid fails"; else ok "checker: pids_dead with no pid fails"; fi
+if pids_dead ""; then not_ok "checker: pids_dead with an empty pid fails"; else ok "checker: pids_dead with an empty pid fails"; fi
 finish

@@ -69,7 +69,7 @@ if start_pair kill9; then
 	fi
 	finish_pair "$what" kill9
 else
-	not_ok "$what: the job did not start"
+	abort_case "$what" "the job did not start"
 fi
 
 # ---- worker exit 1 -------------------------------------------------------
@@ -93,31 +93,41 @@ if start_pair exit1; then
 	fi
 	finish_pair "$what" exit1
 else
-	not_ok "$what: the job did not start"
+	abort_case "$what" "the job did not start"
 fi
 
 # ---- worker with grandchildren --------------------------------------------
 what="worker with grandchildren"
+# grandchildren_recorded N: N pids in the grandchildren file (each of the
+# four workers records its child and its orphaned grandchild)
+grandchildren_recorded() {
+	[ "$(grep -c '^[0-9][0-9]*$' "$TEST_TMP/grandchildren" 2>/dev/null)" -ge "$1" ]
+}
 if start_pair grandkids FAULT_GRANDCHILDREN=1; then
-	wait_for 10 bash -c "[ \$(wc -l <'$TEST_TMP/grandchildren') -ge 8 ]"
-	gc0=$(cat "$TEST_TMP/grandchildren")
-	kill -KILL "$(worker_pid A 0)"
-	if wait_for 20 job_running_after grandkids "$ROUND0" 2 &&
-		wait_for 20 round_complete "$(job_round grandkids)" 4; then
-		ok "$what: a new round forms after one worker is killed"
-		# shellcheck disable=SC2086
-		if wait_for 10 pids_dead $gc0; then
-			ok "$what: the old round's children and orphaned grandchildren are gone"
-		else
+	if wait_for 10 grandchildren_recorded 8; then
+		gc0=$(head -n 8 "$TEST_TMP/grandchildren" | tr '\n' ' ')
+		check "$what: the 8 children and grandchildren of the 4 workers run before the kill" \
+			bash -c "for p in $gc0; do kill -0 \$p || exit 1; done"
+		kill -KILL "$(worker_pid A 0)"
+		if wait_for 20 job_running_after grandkids "$ROUND0" 2 &&
+			wait_for 20 round_complete "$(job_round grandkids)" 4; then
+			ok "$what: a new round forms after one worker is killed"
 			# shellcheck disable=SC2086
-			not_ok "$what: children of the old round's workers survive the restart: $(describe_pids $(for p in $gc0; do alive "$p" && echo "$p"; done))"
+			if wait_for 10 pids_dead $gc0; then
+				ok "$what: the old round's 8 children and orphaned grandchildren are gone"
+			else
+				# shellcheck disable=SC2086
+				not_ok "$what: children of the old round's workers survive the restart: $(describe_pids $(for p in $gc0; do alive "$p" && echo "$p"; done))"
+			fi
+		else
+			not_ok "$what: no new round after the kill"
 		fi
 	else
-		not_ok "$what: no new round after the kill"
+		not_ok "$what: the workers did not record 8 children and grandchildren in 10 s (got $(wc -l <"$TEST_TMP/grandchildren" 2>/dev/null || echo 0))"
 	fi
 	finish_pair "$what" grandkids
 else
-	not_ok "$what: the job did not start"
+	abort_case "$what" "the job did not start"
 fi
 
 # ---- repeated worker kills, heartbeats in flight ---------------------------------
@@ -159,7 +169,7 @@ if start_rdzv; then
 	all_workers_done
 	wait_agent A 30 && wait_agent B 30
 	check_eq "$what: both agents exit 0" "0 0" "${AGENT_RC[A]:-running} ${AGENT_RC[B]:-running}"
-	check_no_strays "$what"
+	check_case "$what"
 	stop_rdzv
 else
 	not_ok "$what: dlaunch-rdzv did not start"

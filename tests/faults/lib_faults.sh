@@ -31,6 +31,10 @@ RDZV_HOST=127.0.0.1
 RDZV_URL=
 RDZV_LOG=
 RDZV_NS=
+RDZV_STATE_DIR=
+RDZV_CACERT=
+RDZV_TOKEN=
+RDZV_START_ARGS=()
 declare -A AGENT_PID=()
 
 faults_cleanup() {
@@ -85,15 +89,28 @@ listen_port() {
 
 # start_rdzv [--ns I] [--port P] [ARGS...]: start dlaunch-rdzv (on host I
 # when given) listening on port P (default 0: any), wait until it accepts
-# and set RDZV_PID, RDZV_PORT, RDZV_URL, RDZV_LOG.
+# and set RDZV_PID, RDZV_PORT, RDZV_URL, RDZV_LOG. ARGS are kept in
+# RDZV_START_ARGS (check_journal starts the next server with them); a
+# --state-dir in them is RDZV_STATE_DIR, a --tls-cert makes RDZV_URL https
+# with that certificate as the CA.
 start_rdzv() {
-	local ns= port=0 host=127.0.0.1
+	local ns='' port=0 host=127.0.0.1 scheme=http a prev=''
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--ns) ns=$2; shift 2 ;;
 		--port) port=$2; shift 2 ;;
 		*) break ;;
 		esac
+	done
+	RDZV_START_ARGS=("$@")
+	RDZV_STATE_DIR=
+	RDZV_CACERT=
+	for a in "$@"; do
+		case "$prev" in
+		--state-dir) RDZV_STATE_DIR=$a ;;
+		--tls-cert) RDZV_CACERT=$a scheme=https ;;
+		esac
+		prev=$a
 	done
 	[ -n "$ns" ] && host=$(netns_addr "$ns")
 	RDZV_LOG=$TEST_TMP/rdzv.$((${RDZV_STARTS:-0} + 1)).log
@@ -113,7 +130,7 @@ start_rdzv() {
 		sed 's/^/#   /' "$RDZV_LOG" | tail -n 20
 		return 1
 	fi
-	RDZV_URL=http://$host:$RDZV_PORT
+	RDZV_URL=$scheme://$host:$RDZV_PORT
 	return 0
 }
 
@@ -124,10 +141,13 @@ rdzv_bound() {
 }
 
 # rdzv_curl PATH [CURL ARGS...]: a request to the server (from the root
-# namespace, or from host 0's when the server runs there)
+# namespace, or from host 0's when the server runs there), with the token
+# RDZV_TOKEN when a case sets it, and over TLS when the server uses it
 rdzv_curl() {
 	local path=$1
 	shift
+	[ -n "${RDZV_TOKEN:-}" ] && set -- -H "Authorization: Bearer $RDZV_TOKEN" "$@"
+	[ -n "${RDZV_CACERT:-}" ] && set -- --cacert "$RDZV_CACERT" "$@"
 	if [ -n "$RDZV_NS" ]; then
 		netns_exec "$RDZV_NS" curl -sS -m 10 "$@" "$RDZV_URL$path"
 	else
@@ -168,6 +188,7 @@ start_agent() {
 	fi
 	AGENT_PID[$name]=$LAST_PID
 	unset "AGENT_RC[$name]"
+	CASE_AGENTS=1
 }
 
 # agent_exit NAME: wait (bounded by the caller's wait_for) for agent NAME to
@@ -215,8 +236,6 @@ metric() {
 	rdzv_curl /metrics 2>/dev/null | awk -v m="$1" '$1 == m {print $2; f=1} END {if (!f) print 0}'
 }
 
-RDZV_ARGS=()
-
 # agent_args JOB NNODES NPROC [CONF]: the usual dlaunch options of a case
 # (the worker command follows them)
 agent_args() {
@@ -235,11 +254,82 @@ job_running_after() {
 	[ -n "$r" ] && [ "$r" != null ] && [ "$r" -gt "$2" ] &&
 		job_running_with "$1" "$3"
 }
-# pids_dead PID...: none of them is alive
+# pids_dead PID...: none of them is alive; false without a pid, or with
+# one that is not a number (an empty record proves nothing)
 pids_dead() {
 	local p
-	for p in "$@"; do alive "$p" && return 1; done
+	[ $# -gt 0 ] || return 1
+	for p in "$@"; do
+		[[ "$p" =~ ^[0-9]+$ ]] || return 1
+		alive "$p" && return 1
+	done
 	return 0
+}
+
+# start_tap NAME [HOST_INDEX]: an http_tap.py in front of the server (on
+# that host when given, listening on its 127.0.0.1), so that an agent
+# pointed at it shows what it sent and what it got back: one line per
+# exchange in $TEST_TMP/tap.NAME.log; TAP_PID, TAP_PORT
+start_tap() {
+	local name=$1 ns=${2:-} out=$TEST_TMP/tapout.$1.log
+	local cmd=(env DLAUNCH_TEST_MARK="$MARK" "$PY" "$FAULTS_DIR/http_tap.py"
+		--target "$RDZV_HOST:$RDZV_PORT" --log "$TEST_TMP/tap.$name.log")
+	if [ -n "$ns" ]; then
+		netns_spawn "$ns" "$out" "${cmd[@]}"
+	else
+		spawn_bg "$out" "${cmd[@]}"
+	fi
+	TAP_PID=$LAST_PID
+	if ! wait_for 10 log_has "$out" '^listening on [0-9]+$'; then
+		show_log "$out"
+		return 1
+	fi
+	TAP_PORT=$(awk '/^listening on/ {print $3; exit}' "$out")
+	touch "$TEST_TMP/tap.$name.log"
+}
+# stop_tap: stop the tap (after the agents behind it have exited)
+stop_tap() {
+	[ -n "${TAP_PID:-}" ] || return 0
+	kill_tree "$TAP_PID"
+	{ wait "$TAP_PID"; } 2>/dev/null
+	TAP_PID=
+}
+# tap_args JOB NNODES NPROC [CONF]: agent_args with the tap as endpoint
+tap_args() {
+	local RDZV_HOST=127.0.0.1 RDZV_PORT=$TAP_PORT
+	agent_args "$@"
+}
+
+# tap_learned_then_joined LOG N0 R0 R1: from the exchanges a tap logged after
+# its first N0 lines, "HOW|ROUND": HOW is the first answer about round R0
+# that said the round is over ("METHOD PATH -> STATUS"), ROUND the round of
+# the first join answered 200 after it (a round after R1), each empty when
+# there was none
+tap_learned_then_joined() {
+	awk -v n0="$2" -v r0="$3" -v r1="$4" '
+	NR > n0 && !seen && $4 == "for_round=" r0 && $8 == "action=restart" {
+		seen = NR
+		how = $2 " " $3 " -> " $6
+		next
+	}
+	seen && $3 ~ /\/join$/ && $6 == "200" {
+		split($7, x, "=")
+		if (x[2] + 0 > r1 + 0) {
+			joined = x[2]
+			exit
+		}
+	}
+	END { print how "|" joined }' "$1"
+}
+
+# abort_case WHAT WHY: a case that could not go on (its job did not start):
+# say why, then still end it with the checker, so nothing it left behind
+# is blamed on the next case
+abort_case() {
+	not_ok "$1: $2"
+	stop_tap
+	check_case "$1"
+	stop_rdzv
 }
 
 # stop_rdzv: stop the server (SIGTERM, then SIGKILL after 5 s) and reap it
@@ -251,9 +341,11 @@ stop_rdzv() {
 	return 0
 }
 
-# new_case: forget the previous case's worker records and commands
+# new_case: forget the previous case's worker records and commands; what
+# check_case looks at starts here
 new_case() {
 	rm -f "$TEST_TMP"/ranks.log "$TEST_TMP"/pid.* "$TEST_TMP"/done \
 		"$TEST_TMP"/grandchildren "$TEST_TMP"/cmd.*
 	AGENT_RC=()
+	case_begin
 }

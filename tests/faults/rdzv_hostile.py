@@ -43,20 +43,27 @@ def check(what, cond, detail=""):
 
 
 def raw(host, port, data, read=True, timeout=TIMEOUT):
-    """Send raw bytes, return (status or None, headers+body bytes)."""
+    """Send raw bytes; return (status or None, bytes read, how it ended):
+    "answered" (a whole answer was read), "closed" (EOF), "reset"
+    (connection reset or broken pipe) or "timeout" (nothing more came for
+    `timeout` seconds, the connection still open)."""
     s = socket.create_connection((host, port), timeout=timeout)
+    end = "timeout"
     try:
         try:
             s.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the server may close early on a hopeless request
+            end = "reset"  # the server may close early on a hopeless request
+        except socket.timeout:
+            return None, b"", "timeout"  # it stopped reading, kept it open
         if not read:
-            return None, b""
+            return None, b"", end
         chunks = []
         try:
             while True:
                 c = s.recv(65536)
                 if not c:
+                    end = "closed"
                     break
                 chunks.append(c)
                 if b"\r\n\r\n" in b"".join(chunks):
@@ -67,9 +74,12 @@ def raw(host, port, data, read=True, timeout=TIMEOUT):
                         if k.strip().lower() == b"content-length":
                             cl = int(v.strip() or 0)
                     if len(rest) >= cl:
+                        end = "answered"
                         break
-        except (ConnectionResetError, socket.timeout):
-            pass
+        except ConnectionResetError:
+            end = "reset"
+        except socket.timeout:
+            end = "timeout"
         data = b"".join(chunks)
         status = None
         if data.startswith(b"HTTP/1."):
@@ -77,9 +87,18 @@ def raw(host, port, data, read=True, timeout=TIMEOUT):
                 status = int(data.split(b" ", 2)[1])
             except (IndexError, ValueError):
                 pass
-        return status, data
+        return status, data, end
     finally:
         s.close()
+
+
+def refused_or_closed(what, st, end):
+    """A 4xx answer, or the connection closed or reset without an answer;
+    silence until the timeout (the server holding the connection) fails."""
+    check(f"{what}: refused with 4xx or closed",
+          (st is not None and 400 <= st < 500)
+          or (st is None and end in ("closed", "reset")),
+          f"got {st}, connection {end}")
 
 
 def request(host, port, method, path, body=None, token=None, headers=None,
@@ -164,12 +183,11 @@ def cmd_input(host, port, token):
     # bad Content-Length
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
     for cl in ("abc", "-1", "99999999999999999999999", "1 2", "0x10"):
-        st, data = raw(host, port, (
+        st, data, end = raw(host, port, (
             f"POST {join} HTTP/1.1\r\nHost: x\r\n{auth}"
             f"Content-Type: application/json\r\nContent-Length: {cl}\r\n"
             f"Connection: close\r\n\r\n{{}}").encode())
-        check(f"Content-Length {cl!r}: refused with 4xx or closed",
-              st is None or 400 <= st < 500, f"got {st}")
+        refused_or_closed(f"Content-Length {cl!r}", st, end)
     # Content-Length larger than what comes, then the client goes away
     s = socket.create_connection((host, port), timeout=TIMEOUT)
     s.sendall((f"POST {join} HTTP/1.1\r\nHost: x\r\n{auth}"
@@ -178,17 +196,15 @@ def cmd_input(host, port, token):
     check("short body then hang-up: server still healthy", healthy(host, port))
 
     # huge headers: one 1 MiB header line, and 10000 small headers
-    st, data = raw(host, port, (
+    st, data, end = raw(host, port, (
         f"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n{auth}X-Big: " + "a" * (1 << 20)
         + "\r\nConnection: close\r\n\r\n").encode())
-    check("1 MiB header: refused with 4xx or closed",
-          st is None or 400 <= st < 500, f"got {st}")
-    st, data = raw(host, port, (
+    refused_or_closed("1 MiB header", st, end)
+    st, data, end = raw(host, port, (
         f"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n{auth}"
         + "".join(f"X-H{i}: v\r\n" for i in range(10000))
         + "Connection: close\r\n\r\n").encode())
-    check("10000 headers: refused with 4xx or closed",
-          st is None or 400 <= st < 500, f"got {st}")
+    refused_or_closed("10000 headers", st, end)
     check("after huge headers: server still healthy", healthy(host, port))
 
     # malformed, deep, wrongly typed JSON
@@ -405,10 +421,11 @@ def cmd_joins(host, port, n, token):
 
 
 def cmd_plain_to_tls(host, port, ca):
-    st, data = raw(host, port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-                   timeout=5)
-    check("plaintext HTTP to the TLS port gets no HTTP answer",
-          st is None or st == 400, f"got {st} {data[:80]!r}")
+    st, data, end = raw(host, port,
+                        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", timeout=5)
+    check("plaintext HTTP to the TLS port gets no HTTP answer and is closed",
+          (st is None and end in ("closed", "reset")) or st == 400,
+          f"got {st} {data[:80]!r}, connection {end}")
     # a client that connects and sends garbage, then a TLS record with junk
     raw(host, port, b"\x16\x03\x01\x00\x05hello" * 100, timeout=5)
     ctx = ssl.create_default_context(cafile=ca)
