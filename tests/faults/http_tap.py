@@ -27,10 +27,10 @@ import argparse
 import asyncio
 import itertools
 import json
-import socket
-import struct
 import sys
 import urllib.parse
+
+from proxy_util import rst
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 8 << 20
@@ -67,17 +67,6 @@ def request_round(path, body):
     if "round" in q:
         return q["round"][0]
     return json_field(body, "round") or "-"
-
-
-def rst(writer):
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                            struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-    writer.close()
 
 
 async def handle(creader, cwriter, target, log):

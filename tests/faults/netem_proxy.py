@@ -29,9 +29,9 @@ import argparse
 import asyncio
 import random
 import signal
-import socket
-import struct
 import sys
+
+from proxy_util import rst
 
 stats = {"connections": 0, "chunks": 0, "retransmits": 0, "resets": 0}
 
@@ -86,17 +86,6 @@ async def pump(reader, writer, args, rng, rto, stop):
         [w, stop], return_when=asyncio.FIRST_COMPLETED)
     for t in (r, w):
         t.cancel()
-
-
-def rst(writer):
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                            struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-    writer.close()
 
 
 async def handle(creader, cwriter, args, rng):
