@@ -39,7 +39,10 @@ if [ -z "$real" ]; then
 	skip "nvcc behind a wrapper: no CUDA toolkit on this machine"
 	finish
 fi
-root=$(cd "$(dirname "$(readlink -f "$real")")/.." && pwd -P)
+# the toolkit's root as nvcc itself reports it (nvcc may be a wrapper
+# script in /usr/local/bin, as on these machines)
+root=$("$real" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -1)
+root=$(cd "${root:-$(dirname "$(readlink -f "$real")")/..}" 2>/dev/null && pwd -P)
 if [ ! -f "$root/include/cuda_runtime.h" ] || [ ! -f "$root/include/nccl.h" ]; then
 	skip "nvcc behind a wrapper: the toolkit at $root lacks its headers"
 	finish
