@@ -78,8 +78,9 @@ int dist_io_fail(struct dist *d, int rc, int peer, const char *what)
 			  "(did it exit?)",
 			  d->rank, what, peer);
 	else if (rc == DL_ETIMEDOUT)
-		log_error("dist: rank %d: %s: nothing from rank %d for %llu ms "
-			  "(is it stuck or in a different operation?)",
+		log_error("dist: rank %d: %s: timed out: nothing from rank %d "
+			  "for %llu ms (is it stuck or in a different "
+			  "operation?)",
 			  d->rank, what, peer,
 			  (unsigned long long)d->timeout_ms);
 	else
