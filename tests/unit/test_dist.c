@@ -228,6 +228,15 @@ static void run_group(int world, uint64_t timeout_ms, body_fn body, void *arg)
 	run_group_on(DIST_BACKEND_TCP, world, timeout_ms, body, arg);
 }
 
+/* tcp_worlds: runs body on the TCP backend at each world size from
+ * min_world to 4 (nccl_worlds is its GPU counterpart) */
+static void tcp_worlds(int min_world, uint64_t timeout_ms, body_fn body,
+		       void *arg)
+{
+	for (int w = min_world; w <= 4; w++)
+		run_group(w, timeout_ms, body, arg);
+}
+
 /* ---- data and serial references ---- */
 
 static int64_t input_value(int rank, size_t i, unsigned seed)
@@ -927,66 +936,57 @@ static int body_barrier(struct dist *d, void *arg)
 static void test_all_reduce_matrix(void **state)
 {
 	(void)state;
-	for (int w = 1; w <= 4; w++)
-		run_group(w, 20000, body_all_reduce_matrix, NULL);
+	tcp_worlds(1, 20000, body_all_reduce_matrix, NULL);
 }
 
 static void test_all_reduce_bits(void **state)
 {
 	(void)state;
-	for (int w = 2; w <= 4; w++)
-		run_group(w, 20000, body_all_reduce_bits, NULL);
+	tcp_worlds(2, 20000, body_all_reduce_bits, NULL);
 }
 
 static void test_all_reduce_large(void **state)
 {
 	struct large_case c2 = {10u << 20, DIST_SUM}; /* 40 MB, even */
 	(void)state;
-	for (int w = 1; w <= 4; w++)
-		run_group(w, 30000, body_all_reduce_large, NULL);
+	tcp_worlds(1, 30000, body_all_reduce_large, NULL);
 	run_group(2, 30000, body_all_reduce_one, &c2);
 }
 
 static void test_broadcast(void **state)
 {
 	(void)state;
-	for (int w = 1; w <= 4; w++)
-		run_group(w, 20000, body_broadcast, NULL);
+	tcp_worlds(1, 20000, body_broadcast, NULL);
 }
 
 static void test_reduce(void **state)
 {
 	(void)state;
-	for (int w = 1; w <= 4; w++)
-		run_group(w, 20000, body_reduce, NULL);
+	tcp_worlds(1, 20000, body_reduce, NULL);
 }
 
 static void test_all_gather(void **state)
 {
 	(void)state;
-	for (int w = 1; w <= 4; w++)
-		run_group(w, 20000, body_all_gather, NULL);
+	tcp_worlds(1, 20000, body_all_gather, NULL);
 }
 
 static void test_send_recv(void **state)
 {
 	(void)state;
-	for (int w = 2; w <= 4; w++)
-		run_group(w, 20000, body_send_recv, NULL);
+	tcp_worlds(2, 20000, body_send_recv, NULL);
 }
 
 static void test_isend_irecv(void **state)
 {
 	(void)state;
-	for (int w = 2; w <= 4; w++)
-		run_group(w, 20000, body_isend_irecv, NULL);
+	tcp_worlds(2, 20000, body_isend_irecv, NULL);
 }
 
 static void test_async(void **state)
 {
 	(void)state;
-	for (int w = 2; w <= 4; w++)
-		run_group(w, 20000, body_async, NULL);
+	tcp_worlds(2, 20000, body_async, NULL);
 }
 
 static void test_barrier(void **state)
