@@ -195,6 +195,16 @@ static int record_done(struct dist *d, struct dist_req *req, const char *what)
 	return 0;
 }
 
+/* p2p: enqueues one send (send != 0) or receive on our stream */
+static ncclResult_t p2p(struct dist_nccl *n, int send, const void *buf,
+			size_t count, enum dist_dtype dtype, int peer)
+{
+	return send ? ncclSend(buf, count, nccl_type(dtype), peer, n->comm,
+			       n->stream)
+		    : ncclRecv((void *)buf, count, nccl_type(dtype), peer,
+			       n->comm, n->stream);
+}
+
 /* flush_p2p: issues every queued isend/irecv in one NCCL group, where
  * they progress together whatever order each peer posted its own in
  * (calls to the same peer still run in posting order), and records each
@@ -218,15 +228,9 @@ static int flush_p2p(struct dist *d)
 		res = ncclGroupStart();
 		if (res == ncclSuccess) {
 			for (req = head; req != NULL; req = req->next_queued) {
-				ncclDataType_t type = nccl_type(req->dtype);
 				ncclResult_t one =
-				    req->kind == DIST_REQ_SEND
-					? ncclSend(req->buf, req->count, type,
-						   req->peer, n->comm,
-						   n->stream)
-					: ncclRecv(req->buf, req->count, type,
-						   req->peer, n->comm,
-						   n->stream);
+				    p2p(n, req->kind == DIST_REQ_SEND, req->buf,
+					req->count, req->dtype, req->peer);
 				if (one != ncclSuccess &&
 				    one != ncclInProgress &&
 				    call == ncclSuccess)
@@ -409,30 +413,32 @@ void dist_nccl_set_stream(struct dist *d, void *stream)
 		d->nccl->after = (cudaStream_t)stream;
 }
 
+/* point_to_point: an isend/irecv (req) joins the queue flush_p2p issues;
+ * a blocking send/recv goes out at once and is waited for */
+static int point_to_point(struct dist *d, int send, const void *buf,
+			  size_t count, enum dist_dtype dtype, int peer,
+			  struct dist_req *req)
+{
+	const char *what = send ? "send" : "recv";
+	if (req != NULL)
+		return queue_p2p(d, req, send ? "isend" : "irecv");
+	int rc = nccl_ready(d, what);
+	if (rc != 0)
+		return rc;
+	return finish(d, p2p(d->nccl, send, buf, count, dtype, peer), what,
+		      NULL);
+}
+
 int dist_nccl_send(struct dist *d, const void *buf, size_t count,
 		   enum dist_dtype dtype, int peer, struct dist_req *req)
 {
-	if (req != NULL)
-		return queue_p2p(d, req, "isend");
-	int rc = nccl_ready(d, "send");
-	if (rc != 0)
-		return rc;
-	ncclResult_t res = ncclSend(buf, count, nccl_type(dtype), peer,
-				    d->nccl->comm, d->nccl->stream);
-	return finish(d, res, "send", req);
+	return point_to_point(d, 1, buf, count, dtype, peer, req);
 }
 
 int dist_nccl_recv(struct dist *d, void *buf, size_t count,
 		   enum dist_dtype dtype, int peer, struct dist_req *req)
 {
-	if (req != NULL)
-		return queue_p2p(d, req, "irecv");
-	int rc = nccl_ready(d, "recv");
-	if (rc != 0)
-		return rc;
-	ncclResult_t res = ncclRecv(buf, count, nccl_type(dtype), peer,
-				    d->nccl->comm, d->nccl->stream);
-	return finish(d, res, "recv", req);
+	return point_to_point(d, 0, buf, count, dtype, peer, req);
 }
 
 int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
