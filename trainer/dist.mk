@@ -6,8 +6,7 @@ DIST_SRCS := trainer/dist.c trainer/dist_net.c trainer/dist_tcp.c \
 ifneq ($(NVCC),)
 DIST_SRCS += trainer/dist_nccl.c
 # -isystem: NCCL's header has old-style prototypes our warnings reject.
-$(call objs,trainer/dist_nccl.c): CPPFLAGS += -isystem $(CUDA_HOME)/include \
-	$(CUDA_CPPFLAGS)
+$(call objs,trainer/dist_nccl.c): CPPFLAGS += -isystem $(CUDA_HOME)/include
 endif
 # Every file sees DLAUNCH_HAVE_CUDA the same way, so struct dist agrees.
 $(call objs,$(DIST_SRCS)): CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
@@ -23,5 +22,9 @@ $(eval $(call unit_test,test_dist,$(DIST_LIB) $(COMMON_LIB),$(CUDA_LIBS)))
 
 .PHONY: dist
 dist: $(DIST_LIB) $(BUILD)/tests/test_dist
-# The test checks the NCCL backend's absence (or presence) by this define.
+# The test checks the NCCL backend's absence (or presence) by this define,
+# and where it is present runs it on device buffers (cuda_runtime.h).
 $(BUILD)/obj/tests/unit/test_dist.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
+ifneq ($(NVCC),)
+$(BUILD)/obj/tests/unit/test_dist.o: CPPFLAGS += -isystem $(CUDA_HOME)/include
+endif

@@ -47,19 +47,7 @@
 #define NCCL_TIMEOUT_MS	  60000 /* communicator set-up takes seconds */
 
 #ifdef DLAUNCH_HAVE_CUDA
-/* The CUDA runtime calls of the NCCL cases. trainer/dist.mk gives this
- * file the DLAUNCH_HAVE_CUDA define but not the toolkit's include path,
- * so they are declared here. cudaError_t and cudaMemcpyKind are enums
- * without negative values, which GCC makes unsigned int: these match
- * cuda_runtime_api.h (a file including both compiles). 0 is cudaSuccess. */
-unsigned cudaGetDeviceCount(int *count);
-unsigned cudaMalloc(void **ptr, size_t bytes);
-unsigned cudaFree(void *ptr);
-unsigned cudaMemcpy(void *dst, const void *src, size_t bytes, unsigned kind);
-unsigned cudaDeviceSynchronize(void);
-const char *cudaGetErrorString(unsigned err);
-#define CUDA_MEMCPY_HOST_TO_DEVICE 1
-#define CUDA_MEMCPY_DEVICE_TO_HOST 2
+#include <cuda_runtime.h> /* the NCCL cases' device buffers */
 #endif
 
 #define CHECK(cond)                                                            \
@@ -394,9 +382,9 @@ struct tbuf {
 };
 
 #ifdef DLAUNCH_HAVE_CUDA
-static int cuda_ok(const char *what, unsigned ce)
+static int cuda_ok(const char *what, cudaError_t ce)
 {
-	if (ce == 0)
+	if (ce == cudaSuccess)
 		return 1;
 	fprintf(stderr, "rank %d: %s: %s\n", test_rank, what,
 		cudaGetErrorString(ce));
@@ -413,7 +401,7 @@ static int tbuf_put(struct tbuf *b)
 	if (on_device)
 		return !(
 		    cuda_ok("upload", cudaMemcpy(b->op, b->host, b->bytes,
-						 CUDA_MEMCPY_HOST_TO_DEVICE)) &&
+						 cudaMemcpyHostToDevice)) &&
 		    cuda_ok("upload", cudaDeviceSynchronize()));
 #endif
 	(void)b;
@@ -425,10 +413,10 @@ static int tbuf_get(struct tbuf *b)
 {
 #ifdef DLAUNCH_HAVE_CUDA
 	if (on_device)
-		return !(cuda_ok("download", cudaDeviceSynchronize()) &&
-			 cuda_ok("download",
-				 cudaMemcpy(b->host, b->op, b->bytes,
-					    CUDA_MEMCPY_DEVICE_TO_HOST)));
+		return !(
+		    cuda_ok("download", cudaDeviceSynchronize()) &&
+		    cuda_ok("download", cudaMemcpy(b->host, b->op, b->bytes,
+						   cudaMemcpyDeviceToHost)));
 #endif
 	(void)b;
 	return 0;
@@ -1200,7 +1188,7 @@ static int rank_count_gpus(const struct dist_config *cfg, int listen_fd,
 	(void)cfg;
 	(void)listen_fd;
 	(void)arg;
-	if (cudaGetDeviceCount(&n) != 0)
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
 		return 0;
 	return n < 100 ? n : 100;
 }
