@@ -203,11 +203,6 @@ static void journal_changes(struct rdzv_api *api)
 	}
 }
 
-int rdzv_api_durable(const struct rdzv_api *api)
-{
-	return !api->unsaved;
-}
-
 void rdzv_api_commit(struct rdzv_api *api,
 		     void (*wake)(void *ctx, const char *job), void *ctx)
 {

@@ -85,10 +85,6 @@ void rdzv_api_free(struct rdzv_api *api);
 void rdzv_response_init(struct rdzv_response *resp);
 void rdzv_response_release(struct rdzv_response *resp);
 
-/* rdzv_api_durable: 0 while a state change waits for the journal (disk
- * full or failing); joins, reports, leaves and KV puts then get 503. */
-int rdzv_api_durable(const struct rdzv_api *api);
-
 /* rdzv_api_route names the endpoint of a path (for metrics and auth). */
 enum rdzv_endpoint rdzv_api_route(const char *path);
 const char *rdzv_endpoint_name(enum rdzv_endpoint ep);
