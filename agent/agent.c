@@ -53,27 +53,6 @@ static void send_leave(struct agent *a);
 static void send_fetch(struct agent *a);
 static void finish(struct agent *a);
 
-void agent_config_init(struct agent_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->mode = AGENT_MODE_STATIC;
-	cfg->nproc = 1;
-	cfg->role = "default";
-	cfg->shutdown_timeout_ms = 30000;
-	cfg->run_id = "none";
-	cfg->nnodes = 1;
-	cfg->master_addr = "127.0.0.1";
-	cfg->master_port = 29500;
-	cfg->min_nodes = cfg->max_nodes = 1;
-	cfg->join_timeout_ms = 600000;
-	cfg->last_call_timeout_ms = 5000;
-	cfg->heartbeat_interval_ms = 1000;
-	cfg->heartbeat_timeout_ms = 5000;
-	cfg->read_timeout_ms = 60000;
-	cfg->redirects.all = -1;
-	cfg->tee.all = -1;
-}
-
 /* ---------------------------------------------------------------- ops */
 
 static void op_retry_cb(evutil_socket_t fd, short what, void *arg)
