@@ -2,10 +2,13 @@
  * internal.h - the agent's private structures, shared by the agent/ sources
  * only.
  *
- * agent.c runs the round loop (join, run, report, restart); workers.c
- * spawns, reaps and stops one round's workers; output.c moves their output;
- * progress.c notices workers that stopped making progress; report.c builds
- * failure records and prints the root-cause report.
+ * fsm.c is the round loop (join, run, report, restart) as a table of
+ * states x events; agent.c wires its effects to the world; rdzv.h is the
+ * one interface to a rendezvous (rdzv_static.c, rdzv_http.c); workers.c
+ * spawns, reaps and stops one round's workers and alone keeps their
+ * count; output.c moves their output; progress.c notices workers that
+ * stopped making progress; report.c builds failure records and prints the
+ * root-cause report.
  */
 #ifndef DLAUNCH_AGENT_INTERNAL_H
 #define DLAUNCH_AGENT_INTERNAL_H
@@ -17,7 +20,8 @@
 #include <time.h>
 
 #include "dlaunch/agent.h"
-#include "dlaunch/agent_client.h"
+#include "fsm.h"
+#include "rdzv.h"
 
 #define AGENT_LINE_MAX_BYTES 16384 /* longer lines are split */
 #define AGENT_TAIL_BYTES     4096  /* stderr kept for the report */
@@ -56,89 +60,37 @@ struct agent_worker {
 	uint64_t last_progress_ms;	/* monotonic */
 };
 
-/* What the current round assigned to this node. */
-struct agent_round {
-	uint64_t round;
-	int node_rank, nnodes, world_size, rank_offset;
-	int restart_count;
-	char master_addr[256];
-	unsigned master_port;
-};
-
-enum agent_state {
-	AGENT_JOINING,	/* join long-poll in flight */
-	AGENT_RUNNING,	/* workers running */
-	AGENT_STOPPING, /* stopping workers; then `after_stop` */
-	AGENT_DONE,	/* our workers succeeded; waiting for the job */
-	AGENT_LEAVING,	/* telling the server we go */
-	AGENT_EXITED,
-};
-
-enum agent_after_stop {
-	AGENT_AFTER_REJOIN,	   /* join the next round */
-	AGENT_AFTER_RESTART_LOCAL, /* static mode: spawn again */
-	AGENT_AFTER_EXIT,	   /* finish with exit_status */
-};
-
-/* one retried request kind: its call, its retry timer and backoff */
-struct agent_op {
-	struct agent *a;
-	struct client_call *call;
-	struct event *retry;
-	uint64_t backoff_ms;
-	int warned;
-	/* the round the request in flight (or being retried) names: its
-	 * answer speaks of that round and of no other */
-	uint64_t round;
-	void (*send)(struct agent *a);
-};
-
 struct agent {
 	struct event_base *base;
 	struct agent_config cfg;
 	char incarnation[17];
 	char node_id[129];
-	enum agent_state state;
-	enum agent_after_stop after_stop;
-	int exit_status;
-	int print_report;     /* print the root cause before exiting */
-	int job_failed_local; /* static: the local failure is the cause */
-	int stopped_by_signal;
-	struct agent_round r;
-	uint64_t master_port_free; /* port picked for our join */
-	char addr[256]; /* announced address ("" lets the server see) */
-	/* workers of the current round */
-	struct agent_worker *workers;
-	int n_workers;
-	int n_live;	  /* started and not finished */
-	int group_failed; /* a worker failed this round */
-	int reported;	  /* this round's outcome was sent */
-	struct event *kill_timer;
-	struct event *progress_timer; /* with --progress-timeout */
+	struct agent_fsm fsm;	 /* the round loop (fsm.c) */
+	struct agent_rdzv *rdzv; /* its rendezvous backend (rdzv.h) */
 	struct event *sigchld;
 	struct event **sigs;
 	int n_sigs;
 	char log_dir[PATH_MAX];
 	int log_dir_temp; /* created by us: removed at exit */
-	/* rendezvous */
-	struct client *client;
-	struct agent_op join, watch, heartbeat, report, leave, fetch;
-	struct event *hb_timer;
-	struct event *stopped_ev; /* deferred: the last worker finished */
-	int report_pending;	  /* a report's answer decides what is next */
-	int joined;		  /* a member of some round: leave at exit */
-	int leave_attempts;
-	json_t *pending_report; /* body of the report being sent */
-	json_t *failures;	/* this node's failures (array) */
+	/* the workers of the current round: workers.c alone changes these */
+	struct agent_worker *workers;
+	int n_workers;
+	int n_live;   /* started and not finished */
+	int gone;     /* WORKERS_GONE posted for this set */
+	int starting; /* inside workers_start: the set is not complete */
+	struct event *kill_timer;
+	struct event *progress_timer; /* with --progress-timeout */
 };
 
-/* workers.c */
+/* workers.c: each posts to a->fsm what happens to the workers */
 int workers_start(struct agent *a);
 void workers_stop(struct agent *a, int sig);
 void workers_kill_all(struct agent *a);
 void workers_free(struct agent *a);
 void workers_on_sigchld(struct agent *a);
-void workers_kill_strays(struct agent *a);
+/* workers_check_finished: w is finished once reaped and both its pipes
+ * are at EOF, in either order; the one place that decides it */
+void workers_check_finished(struct agent_worker *w);
 
 /* output.c */
 int output_open(struct agent_worker *w, int which, int *child_fd);
@@ -157,12 +109,5 @@ json_t *report_hang(const struct agent_worker *w, uint64_t timeout_ms);
 /* report_print writes the root-cause report for the failures array (in the
  * server's form) to stderr. */
 void report_print(const char *job, json_t *failures, int n_total);
-
-/* agent.c: called by workers.c, output.c and progress.c */
-void agent_worker_finished(struct agent *a, struct agent_worker *w);
-void agent_all_stopped(struct agent *a);
-/* called by progress.c with the n workers found hung, longest silent
- * first: records them as failed and stops the group */
-void agent_workers_hung(struct agent *a, struct agent_worker **hung, int n);
 
 #endif

@@ -203,10 +203,7 @@ static void stream_eof(struct agent_stream *s)
 	if (s->console)
 		agent_lines_flush(&s->lines);
 	output_close(s);
-	if (w->reaped && w->out[0].fd < 0 && w->out[1].fd < 0 && !w->finished) {
-		w->finished = 1;
-		agent_worker_finished(w->a, w);
-	}
+	workers_check_finished(w);
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -280,7 +277,7 @@ int output_open(struct agent_worker *w, int which, int *child_fd)
 	s->console = (!redirect || tee) && console_allowed(a, w->local_rank);
 	if (redirect || tee || !a->log_dir_temp) {
 		if (snprintf(path, sizeof(path), "%s/attempt_%d/rank_%d/%s.log",
-			     a->log_dir, a->r.restart_count, w->rank,
+			     a->log_dir, a->fsm.r.restart_count, w->rank,
 			     which == AGENT_STD_OUT ? "stdout" : "stderr") >=
 		    (int)sizeof(path)) {
 			log_error("log directory path too long");

@@ -22,6 +22,7 @@
 
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
+#include "dlaunch/log.h"
 #include "internal.h"
 
 #define PROGRESS_CHECK_MAX_MS 1000
@@ -54,6 +55,34 @@ static int by_last_progress(const void *x, const void *y)
 	return a->rank < b->rank ? -1 : a->rank > b->rank;
 }
 
+/*
+ * report_hung tells the loop of the n workers found without progress,
+ * longest silent first. Each is still alive: its record has exit code -1
+ * and no signal, as the SIGTERM/SIGKILL of the stop that follows is ours,
+ * not its failure. The loop takes them as the group's failure.
+ */
+static void report_hung(struct agent *a, struct agent_worker **hung, int n)
+{
+	struct agent_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = AGENT_EV_WORKER_FAILED;
+	ev.json = json_array();
+	for (int i = 0; i < n; i++) {
+		struct agent_worker *w = hung[i];
+		json_t *f = report_hang(w, a->cfg.progress_timeout_ms);
+		log_warn("rank %d (pid %ld) showed no progress for %g s (no "
+			 "output, progress file untouched): taking it as hung",
+			 w->rank, (long)w->pid,
+			 (double)a->cfg.progress_timeout_ms / 1000);
+		if (f) {
+			json_object_set_new(f, "node_id",
+					    json_string(a->node_id));
+			json_array_append_new(ev.json, f);
+		}
+	}
+	agent_fsm_post(&a->fsm, &ev);
+}
+
 static void on_progress_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
@@ -63,7 +92,7 @@ static void on_progress_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	/* only a running group can hang; a stopping one has its deadline */
-	if (a->state != AGENT_RUNNING || a->n_live == 0) {
+	if (a->fsm.state != AGENT_RUNNING || a->n_live == 0) {
 		evtimer_del(a->progress_timer);
 		return;
 	}
@@ -88,7 +117,7 @@ static void on_progress_timer(evutil_socket_t fd, short what, void *arg)
 		/* the one silent longest is the likeliest cause: it goes
 		 * first, as the root cause of the report */
 		qsort(hung, (size_t)n, sizeof(*hung), by_last_progress);
-		agent_workers_hung(a, hung, n);
+		report_hung(a, hung, n);
 	}
 	free(hung);
 }

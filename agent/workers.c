@@ -31,6 +31,8 @@
 
 extern char **environ;
 
+static void workers_kill_strays(struct agent *a);
+
 static void spawn_failed(struct agent_worker *w, const char *msg)
 {
 	size_t n = strlen(msg);
@@ -54,7 +56,8 @@ static int start_one(struct agent *a, struct agent_worker *w)
 	int out_fd = -1, err_fd = -1, rc;
 
 	if (snprintf(dir, sizeof(dir), "%s/attempt_%d/rank_%d", a->log_dir,
-		     a->r.restart_count, w->rank) >= (int)sizeof(dir) - 16) {
+		     a->fsm.r.restart_count,
+		     w->rank) >= (int)sizeof(dir) - 16) {
 		snprintf(err, sizeof(err), "log directory path too long");
 		goto fail;
 	}
@@ -82,21 +85,21 @@ static int start_one(struct agent *a, struct agent_worker *w)
 	memset(&e, 0, sizeof(e));
 	e.rank = w->rank;
 	e.local_rank = w->local_rank;
-	e.world_size = a->r.world_size;
+	e.world_size = a->fsm.r.world_size;
 	e.local_world_size = a->cfg.nproc;
-	e.group_rank = a->r.node_rank;
-	e.group_world_size = a->r.nnodes;
+	e.group_rank = a->fsm.r.node_rank;
+	e.group_world_size = a->fsm.r.nnodes;
 	e.role_rank = w->rank; /* one role per job: role ranks are global */
-	e.role_world_size = a->r.world_size;
+	e.role_world_size = a->fsm.r.world_size;
 	e.role_name = a->cfg.role;
-	e.master_addr = a->r.master_addr;
-	e.master_port = a->r.master_port;
-	e.restart_count = a->r.restart_count;
+	e.master_addr = a->fsm.r.master_addr;
+	e.master_port = a->fsm.r.master_port;
+	e.restart_count = a->fsm.r.restart_count;
 	e.max_restarts = a->cfg.max_restarts;
 	e.run_id = a->cfg.run_id;
 	e.error_file = w->error_file;
 	e.job_id = a->cfg.run_id;
-	e.round = a->r.round;
+	e.round = a->fsm.r.round;
 	e.node_id = a->node_id;
 	e.progress_file = w->progress_file;
 	if (agent_env_build(environ, &e, &env) != 0) {
@@ -158,25 +161,103 @@ static void finish_one(struct agent *a, struct agent_worker *w)
 		  w->local_rank, (long)w->pid);
 }
 
+/* workers_gone: the set is over. What is left of it are descendants that
+ * escaped their group (setsid daemons) and were handed to us; they may
+ * hold a worker's pipe open, so they go now. */
+static void workers_gone(struct agent *a)
+{
+	if (a->gone)
+		return;
+	a->gone = 1;
+	if (a->kill_timer)
+		evtimer_del(a->kill_timer);
+	workers_kill_strays(a);
+	agent_fsm_post_kind(&a->fsm, AGENT_EV_WORKERS_GONE, 0);
+}
+
+static int worker_failed(const struct agent_worker *w)
+{
+	return w->spawn_failed || !WIFEXITED(w->wstatus) ||
+	       WEXITSTATUS(w->wstatus) != 0;
+}
+
+static void log_finished(struct agent *a, const struct agent_worker *w)
+{
+	/* an exit we did not ask for is news; one during a stop is not */
+	int level = a->fsm.state == AGENT_RUNNING ? LOG_WARN : LOG_INFO;
+	char tmp[16];
+	if (w->spawn_failed)
+		log_error("rank %d could not be started", w->rank);
+	else if (WIFSIGNALED(w->wstatus))
+		log_msg(
+		    level, "rank %d (pid %ld) killed by %s", w->rank,
+		    (long)w->pid,
+		    spawn_signal_name(WTERMSIG(w->wstatus), tmp, sizeof(tmp)));
+	else if (worker_failed(w))
+		log_msg(level, "rank %d (pid %ld) exited with status %d",
+			w->rank, (long)w->pid, WEXITSTATUS(w->wstatus));
+	else
+		log_debug("rank %d (pid %ld) exited with status 0", w->rank,
+			  (long)w->pid);
+}
+
+/* worker_finished: w is reaped and its output drained. A failure goes to
+ * the loop with its record; the last one ends the set. */
+static void worker_finished(struct agent *a, struct agent_worker *w)
+{
+	w->finished = 1;
+	if (!w->spawn_failed)
+		a->n_live--;
+	log_finished(a, w);
+	if (worker_failed(w)) {
+		struct agent_event ev;
+		memset(&ev, 0, sizeof(ev));
+		ev.kind = AGENT_EV_WORKER_FAILED;
+		/* only the running round keeps it; stops end in "failures" */
+		if (a->fsm.state == AGENT_RUNNING) {
+			ev.json = report_failure(w);
+			if (ev.json)
+				json_object_set_new(ev.json, "node_id",
+						    json_string(a->node_id));
+		}
+		agent_fsm_post(&a->fsm, &ev);
+	}
+	if (a->n_live == 0 && !a->starting)
+		workers_gone(a);
+}
+
+void workers_check_finished(struct agent_worker *w)
+{
+	if (w->reaped && w->out[0].fd < 0 && w->out[1].fd < 0 && !w->finished)
+		worker_finished(w->a, w);
+}
+
 /*
- * workers_start spawns cfg.nproc workers for round a->r. A worker that
- * cannot be started counts as failed (agent_worker_finished is called for
- * it once every other worker has been started). Returns 0, or DL_ENOMEM.
+ * workers_start spawns cfg.nproc workers for round a->fsm.r. A worker that
+ * cannot be started counts as failed (posted once every other worker has
+ * been started). Returns 0, or DL_ENOMEM.
  */
 int workers_start(struct agent *a)
 {
 	int i, n = a->cfg.nproc;
 	workers_free(a);
+	a->gone = 0;
 	a->workers = calloc((size_t)n, sizeof(*a->workers));
-	if (!a->workers)
+	if (!a->workers) {
+		/* a round whose workers cannot exist has failed at once */
+		log_error("cannot start %d worker(s): out of memory", n);
+		agent_fsm_post_kind(&a->fsm, AGENT_EV_WORKER_FAILED, 0);
+		workers_gone(a);
 		return DL_ENOMEM;
+	}
 	a->n_workers = n;
 	a->n_live = 0;
+	a->starting = 1;
 	for (i = 0; i < n; i++) {
 		struct agent_worker *w = &a->workers[i];
 		w->a = a;
 		w->local_rank = i;
-		w->rank = a->r.rank_offset + i;
+		w->rank = a->fsm.r.rank_offset + i;
 		w->out[0].fd = w->out[1].fd = -1;
 		w->out[0].file_fd = w->out[1].file_fd = -1;
 	}
@@ -190,7 +271,10 @@ int workers_start(struct agent *a)
 			 "hung workers go undetected this round");
 	for (i = 0; i < n; i++)
 		if (a->workers[i].spawn_failed)
-			agent_worker_finished(a, &a->workers[i]);
+			worker_finished(a, &a->workers[i]);
+	a->starting = 0;
+	if (a->n_live == 0)
+		workers_gone(a);
 	return 0;
 }
 
@@ -216,17 +300,15 @@ static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
 
 /*
  * workers_stop sends sig (and SIGCONT, so stopped ones see it) to every
- * live worker's group and arms the SIGKILL deadline. agent_all_stopped is
- * called once the last one has finished (at once when none runs).
+ * live worker's group and arms the SIGKILL deadline; the set's
+ * WORKERS_GONE follows once the last one has finished.
  */
 void workers_stop(struct agent *a, int sig)
 {
 	struct timeval tv;
 	int i;
-	if (a->n_live == 0) {
-		agent_all_stopped(a);
+	if (a->n_live == 0)
 		return;
-	}
 	for (i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
 		if (w->pid > 0 && !w->reaped) {
@@ -314,7 +396,7 @@ static int strays_from_children(struct agent *a)
  * the round: descendants reparented to us (we are a subreaper) after their
  * own parent died. A process that is gone meanwhile is simply skipped.
  */
-void workers_kill_strays(struct agent *a)
+static void workers_kill_strays(struct agent *a)
 {
 	DIR *d;
 	struct dirent *de;
@@ -387,10 +469,7 @@ void workers_on_sigchld(struct agent *a)
 		w->wstatus = status;
 		w->end_wall_ms = clock_wall_ms();
 		signal_group(w->pid, SIGKILL);
-		if (w->out[0].fd < 0 && w->out[1].fd < 0 && !w->finished) {
-			w->finished = 1;
-			agent_worker_finished(a, w);
-		}
+		workers_check_finished(w);
 	}
 	/* once every worker is reaped, what is left of the round are
 	 * descendants that escaped their group (setsid daemons) and were

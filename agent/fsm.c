@@ -1,0 +1,507 @@
+/*
+ * fsm.c - the agent's round loop: one table of states x events.
+ *
+ *   IDLE -start-> JOINING -joined-> RUNNING -gone (all succeeded)-> DONE
+ *                   ^                 | failed          | restart
+ *                   |                 v                 v
+ *                   +--- REPORTING <- FAILING -----> RESTARTING
+ *                   |       (report answered / workers gone)  |
+ *                   +-----------------------------------------+
+ *
+ * and, once the job has ended, ENDING (or FAILING_END / REPORTING_END
+ * while a failure report is still in flight) -> FETCHING (the job failed:
+ * the root cause is fetched and printed) -> EXITED; a signal leads
+ * through SIGNALLED -> LEAVING -> EXITED.
+ *
+ * Each cell is a small named function; an empty cell ignores the event.
+ * The table is the documentation of how the agent behaves: read it from
+ * the bottom of this file. The loop decides; the effects (fsm.h) act.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/error.h"
+#include "dlaunch/log.h"
+#include "dlaunch/spawn.h"
+#include "fsm.h"
+
+typedef void (*cell_fn)(struct agent_fsm *f, struct agent_event *ev);
+
+static const char *const state_names[AGENT_N_STATES] = {
+    [AGENT_IDLE] = "IDLE",
+    [AGENT_JOINING] = "JOINING",
+    [AGENT_RUNNING] = "RUNNING",
+    [AGENT_DONE] = "DONE",
+    [AGENT_FAILING] = "FAILING",
+    [AGENT_FAILING_END] = "FAILING_END",
+    [AGENT_REPORTING] = "REPORTING",
+    [AGENT_REPORTING_END] = "REPORTING_END",
+    [AGENT_RESTARTING] = "RESTARTING",
+    [AGENT_ENDING] = "ENDING",
+    [AGENT_SIGNALLED] = "SIGNALLED",
+    [AGENT_FETCHING] = "FETCHING",
+    [AGENT_LEAVING] = "LEAVING",
+    [AGENT_EXITED] = "EXITED",
+};
+
+static const char *const event_names[AGENT_N_EVENTS] = {
+    [AGENT_EV_START] = "start",
+    [AGENT_EV_JOINED] = "joined",
+    [AGENT_EV_JOIN_ENDED] = "join_ended",
+    [AGENT_EV_JOIN_FAILED] = "join_failed",
+    [AGENT_EV_WORKER_FAILED] = "worker_failed",
+    [AGENT_EV_WORKERS_GONE] = "workers_gone",
+    [AGENT_EV_RESTART] = "restart",
+    [AGENT_EV_STOP] = "stop",
+    [AGENT_EV_REPORT_DONE] = "report_done",
+    [AGENT_EV_SIGNAL] = "signal",
+    [AGENT_EV_STATUS] = "status",
+    [AGENT_EV_LEFT] = "left",
+};
+
+const char *agent_state_name(enum agent_state s)
+{
+	return (unsigned)s < AGENT_N_STATES ? state_names[s] : "?";
+}
+
+const char *agent_event_name(enum agent_event_kind k)
+{
+	return (unsigned)k < AGENT_N_EVENTS ? event_names[k] : "?";
+}
+
+int agent_fsm_has_workers(enum agent_state s)
+{
+	switch (s) {
+	case AGENT_RUNNING:
+	case AGENT_FAILING:
+	case AGENT_FAILING_END:
+	case AGENT_RESTARTING:
+	case AGENT_ENDING:
+	case AGENT_SIGNALLED: return 1;
+	default: return 0;
+	}
+}
+
+static void enter(struct agent_fsm *f, enum agent_state s)
+{
+	log_debug("agent: %s -> %s", state_names[f->state], state_names[s]);
+	f->state = s;
+}
+
+/* ------------------------------------------------------ shared steps */
+
+/* end_job takes the job's final state: exit 0 when it succeeded, else 1
+ * with the root-cause report. */
+static void end_job(struct agent_fsm *f, const struct agent_event *ev)
+{
+	int failed = strcmp(ev->job_state, "SUCCEEDED") != 0;
+	log_info("job %s ended: %s", f->job,
+		 ev->job_state[0] ? ev->job_state : "?");
+	f->exit_status = failed ? 1 : 0;
+	f->report_on_exit = failed;
+}
+
+/* after_end: no worker is left and the job is over. */
+static void after_end(struct agent_fsm *f)
+{
+	if (f->report_on_exit) {
+		enter(f, AGENT_FETCHING);
+		f->ops->status(f->ctx);
+		return;
+	}
+	enter(f, AGENT_EXITED);
+	f->ops->finish(f->ctx);
+}
+
+/* after_signal: no worker is left and we were told to go. */
+static void after_signal(struct agent_fsm *f)
+{
+	if (f->joined) {
+		enter(f, AGENT_LEAVING);
+		f->ops->leave(f->ctx);
+		return;
+	}
+	enter(f, AGENT_EXITED);
+	f->ops->finish(f->ctx);
+}
+
+static void rejoin(struct agent_fsm *f)
+{
+	enter(f, AGENT_JOINING);
+	f->ops->join(f->ctx);
+}
+
+static void log_round_over(struct agent_fsm *f, const struct agent_event *ev)
+{
+	log_info("round %llu ended (job %s); stopping workers to rejoin",
+		 (unsigned long long)f->r.round,
+		 ev->job_state[0] ? ev->job_state : "?");
+}
+
+/* keep_failures appends the record (an object) or records (an array) of
+ * ev to this round's failures. */
+static void keep_failures(struct agent_fsm *f, struct agent_event *ev)
+{
+	if (json_is_array(ev->json))
+		json_array_extend(f->failures, ev->json);
+	else if (json_is_object(ev->json))
+		json_array_append(f->failures, ev->json);
+}
+
+/* ------------------------------------------------------------- cells */
+
+static void start(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	rejoin(f);
+}
+
+static void joined(struct agent_fsm *f, struct agent_event *ev)
+{
+	f->r = ev->assign;
+	f->joined = 1;
+	json_array_clear(f->failures);
+	enter(f, AGENT_RUNNING);
+	f->ops->round_begin(f->ctx, f->r.round);
+	f->ops->start_workers(f->ctx, &f->r);
+}
+
+static void join_ended(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	after_end(f);
+}
+
+static void join_failed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	f->exit_status = 1;
+	f->report_on_exit = 0;
+	after_end(f);
+}
+
+/* a worker of the running round failed: the round is over for us;
+ * nothing more is said about it but the report, whose answer decides
+ * what follows */
+static void run_failed(struct agent_fsm *f, struct agent_event *ev)
+{
+	keep_failures(f, ev);
+	enter(f, AGENT_FAILING);
+	f->ops->round_end(f->ctx);
+	f->ops->report(f->ctx, f->r.round, 1, f->failures);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void run_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	log_info("all %d worker(s) of this node succeeded", f->nproc);
+	enter(f, AGENT_DONE);
+	f->ops->report(f->ctx, f->r.round, 0, NULL);
+}
+
+static void run_restart(struct agent_fsm *f, struct agent_event *ev)
+{
+	log_round_over(f, ev);
+	enter(f, AGENT_RESTARTING);
+	f->ops->round_end(f->ctx);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void run_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_ENDING);
+	f->ops->round_end(f->ctx);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void done_restart(struct agent_fsm *f, struct agent_event *ev)
+{
+	log_round_over(f, ev);
+	f->ops->round_end(f->ctx);
+	rejoin(f);
+}
+
+static void done_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	f->ops->round_end(f->ctx);
+	after_end(f);
+}
+
+static void failing_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_REPORTING);
+}
+
+static void failing_end_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_REPORTING_END);
+}
+
+static void failing_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_FAILING_END);
+}
+
+static void failing_reported(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_RESTARTING);
+}
+
+static void failing_end_reported(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_ENDING);
+}
+
+static void reporting_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_REPORTING_END);
+}
+
+static void reporting_reported(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	rejoin(f);
+}
+
+static void reporting_end_reported(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	after_end(f);
+}
+
+static void restarting_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	rejoin(f);
+}
+
+static void restarting_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_ENDING);
+}
+
+static void ending_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	after_end(f);
+}
+
+/* a signal to the agent: forwarded to the workers; then leave */
+static void signalled(struct agent_fsm *f, struct agent_event *ev)
+{
+	char tmp[16];
+	log_warn("received %s; forwarding it to the workers and stopping",
+		 spawn_signal_name(ev->sig, tmp, sizeof(tmp)));
+	f->exit_status = 128 + ev->sig;
+	f->report_on_exit = 0;
+	f->ops->cancel(f->ctx);
+	if (!agent_fsm_has_workers(f->state)) {
+		after_signal(f);
+		return;
+	}
+	enter(f, AGENT_SIGNALLED);
+	f->ops->stop_workers(f->ctx, ev->sig);
+}
+
+static void signalled_again(struct agent_fsm *f, struct agent_event *ev)
+{
+	char tmp[16];
+	log_warn("received %s again; killing workers",
+		 spawn_signal_name(ev->sig, tmp, sizeof(tmp)));
+	f->ops->kill_workers(f->ctx);
+}
+
+static void signalled_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	after_signal(f);
+}
+
+/* a signal while the job's failures are fetched: report what we know */
+static void fetching_signal(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	f->ops->cancel(f->ctx);
+	f->ops->print_report(f->ctx, NULL, f->failures);
+	enter(f, AGENT_EXITED);
+	f->ops->finish(f->ctx);
+}
+
+static void fetched(struct agent_fsm *f, struct agent_event *ev)
+{
+	f->ops->print_report(f->ctx, ev->json, f->failures);
+	enter(f, AGENT_EXITED);
+	f->ops->finish(f->ctx);
+}
+
+static void left(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_EXITED);
+	f->ops->finish(f->ctx);
+}
+
+/* ------------------------------------------------------------- table */
+
+#define LIVE_SIGNAL [AGENT_EV_SIGNAL] = signalled
+
+static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
+    [AGENT_IDLE] = {[AGENT_EV_START] = start},
+    [AGENT_JOINING] = {[AGENT_EV_JOINED] = joined,
+		       [AGENT_EV_JOIN_ENDED] = join_ended,
+		       [AGENT_EV_JOIN_FAILED] = join_failed,
+		       LIVE_SIGNAL},
+    [AGENT_RUNNING] = {[AGENT_EV_WORKER_FAILED] = run_failed,
+		       [AGENT_EV_WORKERS_GONE] = run_gone,
+		       [AGENT_EV_RESTART] = run_restart,
+		       [AGENT_EV_STOP] = run_stop,
+		       LIVE_SIGNAL},
+    [AGENT_DONE] = {[AGENT_EV_RESTART] = done_restart,
+		    [AGENT_EV_STOP] = done_stop,
+		    LIVE_SIGNAL},
+    [AGENT_FAILING] = {[AGENT_EV_WORKERS_GONE] = failing_gone,
+		       [AGENT_EV_STOP] = failing_stop,
+		       [AGENT_EV_REPORT_DONE] = failing_reported,
+		       LIVE_SIGNAL},
+    [AGENT_FAILING_END] = {[AGENT_EV_WORKERS_GONE] = failing_end_gone,
+			   [AGENT_EV_REPORT_DONE] = failing_end_reported,
+			   LIVE_SIGNAL},
+    [AGENT_REPORTING] = {[AGENT_EV_STOP] = reporting_stop,
+			 [AGENT_EV_REPORT_DONE] = reporting_reported,
+			 LIVE_SIGNAL},
+    [AGENT_REPORTING_END] = {[AGENT_EV_REPORT_DONE] = reporting_end_reported,
+			     LIVE_SIGNAL},
+    [AGENT_RESTARTING] = {[AGENT_EV_WORKERS_GONE] = restarting_gone,
+			  [AGENT_EV_STOP] = restarting_stop,
+			  LIVE_SIGNAL},
+    [AGENT_ENDING] = {[AGENT_EV_WORKERS_GONE] = ending_gone, LIVE_SIGNAL},
+    [AGENT_SIGNALLED] = {[AGENT_EV_WORKERS_GONE] = signalled_gone,
+			 [AGENT_EV_SIGNAL] = signalled_again},
+    [AGENT_FETCHING] =
+	{[AGENT_EV_STATUS] = fetched, [AGENT_EV_SIGNAL] = fetching_signal},
+    [AGENT_LEAVING] = {[AGENT_EV_LEFT] = left},
+    /* IDLE takes nothing but start; EXITED takes nothing */
+};
+
+/* ---------------------------------------------------------- dispatch */
+
+int agent_fsm_init(struct agent_fsm *f, const struct agent_fsm_ops *ops,
+		   void *ctx, const char *job, int nproc)
+{
+	memset(f, 0, sizeof(*f));
+	f->state = AGENT_IDLE;
+	f->ops = ops;
+	f->ctx = ctx;
+	f->job = job;
+	f->nproc = nproc;
+	f->failures = json_array();
+	return f->failures ? 0 : DL_ENOMEM;
+}
+
+void agent_fsm_release(struct agent_fsm *f)
+{
+	while (f->q_len > 0) {
+		json_decref(f->queue[f->q_head].json);
+		f->q_head = (f->q_head + 1) % f->q_cap;
+		f->q_len--;
+	}
+	free(f->queue);
+	f->queue = NULL;
+	f->q_cap = 0;
+	json_decref(f->failures);
+	f->failures = NULL;
+}
+
+/* about_round: the kinds of event that answer a request about a round */
+static int about_round(enum agent_event_kind k)
+{
+	return k == AGENT_EV_RESTART || k == AGENT_EV_STOP ||
+	       k == AGENT_EV_REPORT_DONE;
+}
+
+static void handle(struct agent_fsm *f, struct agent_event *ev)
+{
+	cell_fn cell = NULL;
+	if (about_round(ev->kind) && ev->round != f->r.round) {
+		log_debug("agent: ignoring %s about round %llu (now in round "
+			  "%llu)",
+			  event_names[ev->kind], (unsigned long long)ev->round,
+			  (unsigned long long)f->r.round);
+	} else if ((unsigned)ev->kind < AGENT_N_EVENTS) {
+		cell = table[f->state][ev->kind];
+	}
+	if (cell)
+		cell(f, ev);
+	json_decref(ev->json);
+	ev->json = NULL;
+}
+
+/* queue_push keeps ev for later; 0, or DL_ENOMEM */
+static int queue_push(struct agent_fsm *f, const struct agent_event *ev)
+{
+	if (f->q_len == f->q_cap) {
+		size_t cap = f->q_cap ? f->q_cap * 2 : 16;
+		struct agent_event *q = malloc(cap * sizeof(*q));
+		if (!q)
+			return DL_ENOMEM;
+		for (size_t i = 0; i < f->q_len; i++)
+			q[i] = f->queue[(f->q_head + i) % f->q_cap];
+		free(f->queue);
+		f->queue = q;
+		f->q_cap = cap;
+		f->q_head = 0;
+	}
+	f->queue[(f->q_head + f->q_len) % f->q_cap] = *ev;
+	f->q_len++;
+	return 0;
+}
+
+void agent_fsm_post(struct agent_fsm *f, struct agent_event *ev)
+{
+	struct agent_event cur;
+	if (f->dispatching) {
+		if (queue_push(f, ev) != 0) {
+			/* losing an event could leave the agent waiting
+			 * forever; handling it now is the lesser evil */
+			log_error("agent: out of memory queueing %s; handling "
+				  "it at once",
+				  event_names[ev->kind]);
+			handle(f, ev);
+		}
+		ev->json = NULL;
+		return;
+	}
+	f->dispatching = 1;
+	cur = *ev;
+	ev->json = NULL;
+	for (;;) {
+		handle(f, &cur);
+		if (f->q_len == 0)
+			break;
+		cur = f->queue[f->q_head];
+		f->q_head = (f->q_head + 1) % f->q_cap;
+		f->q_len--;
+	}
+	f->dispatching = 0;
+}
+
+void agent_fsm_post_kind(struct agent_fsm *f, enum agent_event_kind kind,
+			 uint64_t round)
+{
+	struct agent_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = kind;
+	ev.round = round;
+	agent_fsm_post(f, &ev);
+}

@@ -1,0 +1,101 @@
+/*
+ * rdzv.h - how the agent talks with a rendezvous: one interface, one
+ * implementation per backend.
+ *
+ * The round loop (fsm.h) asks a backend to join, to keep this node alive
+ * in a round and watch it, to report the round's outcome, to leave, and
+ * for the job's record (status). Every request is asynchronous on the
+ * agent's event loop; every answer comes back as an event posted to the
+ * loop (agent_fsm_post), never as a return value:
+ *
+ *   join         -> JOINED (assignment) | JOIN_ENDED | JOIN_FAILED
+ *   round_begin  -> RESTART / STOP about that round, whenever they happen
+ *   report       -> (RESTART | STOP)? then REPORT_DONE, about its round
+ *   leave        -> LEFT
+ *   status       -> STATUS (the job's failures, or none)
+ *
+ * A backend retries what fails to reach its store (workers keep running
+ * meanwhile) and says so in the log; only what retrying cannot mend ends
+ * a join (JOIN_FAILED, after one clear error line). Cancelled requests
+ * post nothing.
+ *
+ * Backends: static (rdzv_static.c: no server; the node's place comes from
+ * the command line and restarts are decided locally) and the dlaunch-rdzv
+ * HTTP API (rdzv_http.c).
+ */
+#ifndef DLAUNCH_AGENT_RDZV_H
+#define DLAUNCH_AGENT_RDZV_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlaunch/agent.h"
+#include "fsm.h"
+
+struct event_base;
+struct agent_rdzv;
+
+struct agent_rdzv_ops {
+	const char *name;
+	void (*join)(struct agent_rdzv *r);
+	/* keep this node alive in round and watch it; ends what an earlier
+	 * round left in flight (a success report included) */
+	void (*round_begin)(struct agent_rdzv *r, uint64_t round);
+	/* stop the keep-alive and the watch (a join in flight too) */
+	void (*round_end)(struct agent_rdzv *r);
+	/* report the round's outcome; failures (a JSON array) is borrowed
+	 * and only read when failed */
+	void (*report)(struct agent_rdzv *r, uint64_t round, int failed,
+		       json_t *failures);
+	/* drop every request in flight but a leave */
+	void (*cancel)(struct agent_rdzv *r);
+	void (*leave)(struct agent_rdzv *r);
+	void (*status)(struct agent_rdzv *r);
+	void (*free)(struct agent_rdzv *r);
+};
+
+/* The part every backend begins with. */
+struct agent_rdzv {
+	const struct agent_rdzv_ops *ops;
+	struct agent_fsm *fsm; /* where answers go; borrowed */
+};
+
+/* What a backend is made from; everything is borrowed and outlives it. */
+struct agent_rdzv_params {
+	struct event_base *base;
+	const struct agent_config *cfg;
+	const char *node_id;
+	const char *incarnation; /* this agent process, for fencing */
+	struct agent_fsm *fsm;
+};
+
+typedef int (*agent_rdzv_new_fn)(const struct agent_rdzv_params *p,
+				 struct agent_rdzv **out, char *err,
+				 size_t err_size);
+
+int agent_rdzv_static_new(const struct agent_rdzv_params *p,
+			  struct agent_rdzv **out, char *err, size_t err_size);
+int agent_rdzv_http_new(const struct agent_rdzv_params *p,
+			struct agent_rdzv **out, char *err, size_t err_size);
+
+/* agent_rdzv_post_action posts what an answer's action says about round:
+ * "restart" -> RESTART, "stop" -> STOP with job_state; anything else
+ * nothing. Returns 1 when it posted. */
+int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
+			   const char *action, const char *job_state);
+
+/* agent_rdzv_free_port: a TCP port free on this host now (0: none) */
+unsigned agent_rdzv_free_port(void);
+
+/* agent_rdzv_safe_addr: s is a plausible host or address (letters,
+ * digits, ".:-_%[]", at most 255 bytes); an answer's master address must
+ * be one before it reaches a worker's environment. */
+int agent_rdzv_safe_addr(const char *s);
+
+/* agent_rdzv_local_addr writes the source address this host uses to reach
+ * endpoint ("host[:port]" or an http(s):// URL) into out, or "" when
+ * unknown (the server then uses the address it sees). Sends nothing. */
+void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
+			   char *out, size_t size);
+
+#endif

@@ -1,0 +1,628 @@
+/*
+ * rdzv_http.c - the rendezvous backend that talks to dlaunch-rdzv over
+ * its HTTP API (docs/http-api.md), on the agent's loop (client.c).
+ *
+ * Each request kind is an op: its call in flight, its retry timer and its
+ * backoff. A request that does not reach the server, or gets 429/5xx, is
+ * tried again with backoff (200 ms doubling to 5 s) while the workers keep
+ * running; the first failure and the recovery are logged once. An answer
+ * is about the round its request named, and is posted as such: the round
+ * loop drops it when it has moved on.
+ */
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/agent_client.h"
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
+#include "rdzv.h"
+
+#define WATCH_WAIT_MS	  30000
+#define JOIN_WAIT_MS	  30000
+#define BACKOFF_FIRST_MS  200
+#define BACKOFF_MAX_MS	  5000
+#define LEAVE_TIMEOUT_MS  3000
+#define LEAVE_ATTEMPTS	  3
+#define RDZV_DEFAULT_PORT 29400
+
+struct rdzv_http;
+
+/* one retried request kind */
+struct http_op {
+	struct rdzv_http *h;
+	const char *what; /* "join", ... for the log */
+	struct client_call *call;
+	struct event *retry;
+	uint64_t backoff_ms;
+	int warned;
+	/* the round the request in flight (or being retried) names: its
+	 * answer speaks of that round and of no other */
+	uint64_t round;
+	void (*send)(struct rdzv_http *h);
+};
+
+struct rdzv_http {
+	struct agent_rdzv base;
+	struct event_base *evb;
+	const struct agent_config *cfg;
+	const char *node_id, *incarnation;
+	char addr[256]; /* announced address ("" lets the server see) */
+	unsigned master_port_free; /* port picked for our joins */
+	uint64_t heartbeat_interval_ms;
+	uint64_t round; /* of round_begin */
+	int announced;	/* "joining" logged */
+	int leave_attempts;
+	struct client *client;
+	struct http_op join, watch, heartbeat, report, leave, status;
+	struct event *hb_timer;
+	json_t *pending_report; /* body of the report being sent */
+};
+
+/* ---------------------------------------------------------------- ops */
+
+static void op_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_op *op = arg;
+	(void)fd;
+	(void)what;
+	op->send(op->h);
+}
+
+static int op_init(struct rdzv_http *h, struct http_op *op, const char *what,
+		   void (*send)(struct rdzv_http *))
+{
+	op->h = h;
+	op->what = what;
+	op->send = send;
+	op->retry = evtimer_new(h->evb, op_retry_cb, op);
+	op->backoff_ms = BACKOFF_FIRST_MS;
+	return op->retry ? 0 : DL_ENOMEM;
+}
+
+static void op_cancel(struct http_op *op)
+{
+	if (op->call) {
+		client_cancel(op->h->client, op->call);
+		op->call = NULL;
+	}
+	if (op->retry)
+		evtimer_del(op->retry);
+}
+
+static void op_release(struct http_op *op)
+{
+	if (!op->h)
+		return;
+	op_cancel(op);
+	if (op->retry)
+		event_free(op->retry);
+	op->retry = NULL;
+}
+
+/* op_retry schedules another attempt after the current backoff. */
+static void op_retry(struct http_op *op, const struct client_reply *r)
+{
+	struct timeval tv;
+	if (!op->warned) {
+		if (r->transport_failed)
+			log_warn("cannot reach rendezvous at %s for %s: %s (is "
+				 "dlaunch-rdzv running?); retrying",
+				 client_base_url(op->h->client), op->what,
+				 r->error);
+		else
+			log_warn("rendezvous at %s answered %ld to %s: %s; "
+				 "retrying",
+				 client_base_url(op->h->client), r->status,
+				 op->what, r->error);
+		op->warned = 1;
+	}
+	tv.tv_sec = (time_t)(op->backoff_ms / 1000);
+	tv.tv_usec = (suseconds_t)(op->backoff_ms % 1000) * 1000;
+	evtimer_add(op->retry, &tv);
+	op->backoff_ms *= 2;
+	if (op->backoff_ms > BACKOFF_MAX_MS)
+		op->backoff_ms = BACKOFF_MAX_MS;
+}
+
+/* op_answered takes the steps every answer starts with: the call is over;
+ * a transport failure or 5xx is retried with backoff (returns 0: nothing
+ * more to do now), anything else resets the backoff (returns 1). */
+static int op_answered(struct http_op *op, const struct client_reply *r)
+{
+	op->call = NULL;
+	if (client_retryable(r)) {
+		op_retry(op, r);
+		return 0;
+	}
+	if (op->warned)
+		log_info("rendezvous reachable again (%s)", op->what);
+	op->warned = 0;
+	op->backoff_ms = BACKOFF_FIRST_MS;
+	return 1;
+}
+
+/* op_call starts the op's request; one that cannot even be started (out
+ * of memory) is retried like one that got no answer. */
+static void op_call(struct http_op *op, const char *method, const char *path,
+		    json_t *body, uint64_t timeout_ms, client_cb cb)
+{
+	op->call = client_call(op->h->client, method, path, body, timeout_ms,
+			       cb, op->h);
+	if (!op->call) {
+		struct client_reply r = {.transport_failed = 1,
+					 .error = "out of memory",
+					 .body = ""};
+		op_retry(op, &r);
+	}
+}
+
+/* post_action posts the action of an answer about round (200, 409 and
+ * 410 answers carry one). Returns 1 when it said restart or stop. */
+static int post_action(struct rdzv_http *h, uint64_t round,
+		       const struct client_reply *r)
+{
+	const char *action = NULL, *state = NULL;
+	if (!r->json ||
+	    (r->status != 200 && r->status != 409 && r->status != 410))
+		return 0;
+	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
+	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
+	return agent_rdzv_post_action(h->base.fsm, round, action, state);
+}
+
+/* ----------------------------------------------------------- requests */
+
+static void job_path(struct rdzv_http *h, char *out, size_t size,
+		     const char *what)
+{
+	snprintf(out, size, "/v1/jobs/%s/%s", h->cfg->run_id, what);
+}
+
+static json_t *identity(struct rdzv_http *h)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "node_id", json_string(h->node_id));
+	json_object_set_new(o, "incarnation", json_string(h->incarnation));
+	return o;
+}
+
+/* parse_round reads a join answer into out (and the heartbeat interval
+ * the server wants into h). */
+static int parse_round(struct rdzv_http *h, json_t *j, struct agent_round *out,
+		       char *err, size_t es)
+{
+	uint64_t round, node_rank, nnodes, world, offset, port, rc = 0;
+	uint64_t hb = h->heartbeat_interval_ms;
+	const char *maddr = NULL;
+	if (jsonh_get_u64(j, "round", 1, 0, UINT64_MAX, &round, err, es) ||
+	    jsonh_get_u64(j, "node_rank", 1, 0, 1 << 20, &node_rank, err, es) ||
+	    jsonh_get_u64(j, "nnodes", 1, 1, 1 << 20, &nnodes, err, es) ||
+	    jsonh_get_u64(j, "world_size", 1, 1, 1 << 30, &world, err, es) ||
+	    jsonh_get_u64(j, "rank_offset", 1, 0, 1 << 30, &offset, err, es) ||
+	    jsonh_get_str(j, "master_addr", 1, 255, &maddr, err, es) ||
+	    jsonh_get_u64(j, "master_port", 1, 1, 65535, &port, err, es) ||
+	    jsonh_get_u64(j, "restart_count", 0, 0, 1000000, &rc, err, es) ||
+	    jsonh_get_u64(j, "heartbeat_interval_ms", 0, 10, 3600000, &hb, err,
+			  es))
+		return DL_EPROTO;
+	if (offset + (uint64_t)h->cfg->nproc > world || node_rank >= nnodes ||
+	    !agent_rdzv_safe_addr(maddr)) {
+		snprintf(err, es, "inconsistent round assignment");
+		return DL_EPROTO;
+	}
+	memset(out, 0, sizeof(*out));
+	out->round = round;
+	out->node_rank = (int)node_rank;
+	out->nnodes = (int)nnodes;
+	out->world_size = (int)world;
+	out->rank_offset = (int)offset;
+	out->restart_count = (int)rc;
+	snprintf(out->master_addr, sizeof(out->master_addr), "%s", maddr);
+	out->master_port = (unsigned)port;
+	h->heartbeat_interval_ms = hb;
+	return 0;
+}
+
+static void post_join_failed(struct rdzv_http *h)
+{
+	agent_fsm_post_kind(h->base.fsm, AGENT_EV_JOIN_FAILED, 0);
+}
+
+/* join_ended: 410, the job has ended before this join */
+static void join_ended(struct rdzv_http *h, const struct client_reply *r)
+{
+	struct agent_event ev;
+	const char *state = NULL;
+	if (r->json)
+		jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
+	log_info("job %s has already ended (%s)", h->cfg->run_id,
+		 state ? state : "?");
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = AGENT_EV_JOIN_ENDED;
+	snprintf(ev.job_state, sizeof(ev.job_state), "%s", state ? state : "");
+	agent_fsm_post(h->base.fsm, &ev);
+}
+
+static void joined(struct rdzv_http *h, const struct client_reply *r)
+{
+	struct agent_event ev;
+	char err[256];
+	memset(&ev, 0, sizeof(ev));
+	if (!r->json ||
+	    parse_round(h, r->json, &ev.assign, err, sizeof(err)) != 0) {
+		log_error("bad join answer from rendezvous: %s",
+			  r->json ? err : "not a JSON object");
+		post_join_failed(h);
+		return;
+	}
+	log_info("round %llu: node rank %d of %d, ranks %d-%d of %d, master "
+		 "%s:%u, restart %d",
+		 (unsigned long long)ev.assign.round, ev.assign.node_rank,
+		 ev.assign.nnodes, ev.assign.rank_offset,
+		 ev.assign.rank_offset + h->cfg->nproc - 1,
+		 ev.assign.world_size, ev.assign.master_addr,
+		 ev.assign.master_port, ev.assign.restart_count);
+	ev.kind = AGENT_EV_JOINED;
+	agent_fsm_post(h->base.fsm, &ev);
+}
+
+static void send_join(struct rdzv_http *h);
+
+static void on_join(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	if (r->misconfigured) {
+		/* retrying would wait out the join timeout for nothing */
+		h->join.call = NULL;
+		log_error("cannot talk to rendezvous at %s: %s (check "
+			  "--rdzv-endpoint and --rdzv-ca)",
+			  client_base_url(h->client), r->error);
+		post_join_failed(h);
+		return;
+	}
+	if (!op_answered(&h->join, r))
+		return;
+	if (r->status == 202) { /* the round is still open: wait again */
+		send_join(h);
+	} else if (r->status == 410) {
+		join_ended(h, r);
+	} else if (r->status != 200) {
+		log_error("rendezvous refused to let node %s join job %s: %s "
+			  "(HTTP %ld)",
+			  h->node_id, h->cfg->run_id,
+			  *r->error ? r->error : "no reason given", r->status);
+		post_join_failed(h);
+	} else {
+		joined(h, r);
+	}
+}
+
+static void send_join(struct rdzv_http *h)
+{
+	const struct agent_config *cfg = h->cfg;
+	char path[512];
+	json_t *b = identity(h);
+	if (!h->announced) {
+		log_info("node %s joining job %s at %s (%d-%d nodes)",
+			 h->node_id, cfg->run_id, client_base_url(h->client),
+			 cfg->min_nodes, cfg->max_nodes);
+		h->announced = 1;
+	}
+	if (!h->master_port_free)
+		h->master_port_free = agent_rdzv_free_port();
+	if (h->addr[0])
+		json_object_set_new(b, "addr", json_string(h->addr));
+	json_object_set_new(b, "nproc", json_integer(cfg->nproc));
+	if (h->master_port_free)
+		json_object_set_new(b, "master_port",
+				    json_integer(h->master_port_free));
+	json_object_set_new(b, "min_nodes", json_integer(cfg->min_nodes));
+	json_object_set_new(b, "max_nodes", json_integer(cfg->max_nodes));
+	json_object_set_new(b, "max_restarts", json_integer(cfg->max_restarts));
+	json_object_set_new(b, "join_timeout",
+			    json_real((double)cfg->join_timeout_ms / 1000));
+	json_object_set_new(
+	    b, "last_call_timeout",
+	    json_real((double)cfg->last_call_timeout_ms / 1000));
+	json_object_set_new(
+	    b, "heartbeat_interval",
+	    json_real((double)cfg->heartbeat_interval_ms / 1000));
+	json_object_set_new(
+	    b, "heartbeat_timeout",
+	    json_real((double)cfg->heartbeat_timeout_ms / 1000));
+	json_object_set_new(b, "wait_ms", json_integer(JOIN_WAIT_MS));
+	job_path(h, path, sizeof(path), "join");
+	op_call(&h->join, "POST", path, b, JOIN_WAIT_MS + cfg->read_timeout_ms,
+		on_join);
+	json_decref(b);
+}
+
+static void send_watch(struct rdzv_http *h);
+
+static void on_watch(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	if (!op_answered(&h->watch, r))
+		return;
+	if (post_action(h, h->watch.round, r))
+		return; /* the round is over: no need to watch it */
+	if (r->status != 200)
+		log_warn("watch answered %ld: %s", r->status, r->error);
+	if (h->watch.round == h->round)
+		send_watch(h); /* a timed-out long-poll: poll again */
+}
+
+static void send_watch(struct rdzv_http *h)
+{
+	char path[768];
+	h->watch.round = h->round;
+	snprintf(path, sizeof(path),
+		 "/v1/jobs/%s/watch?round=%llu&node_id=%s&wait_ms=%d",
+		 h->cfg->run_id, (unsigned long long)h->round, h->node_id,
+		 WATCH_WAIT_MS);
+	op_call(&h->watch, "GET", path, NULL,
+		WATCH_WAIT_MS + h->cfg->read_timeout_ms, on_watch);
+}
+
+static void on_heartbeat(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	if (!op_answered(&h->heartbeat, r))
+		return;
+	if (r->status == 200 || r->status == 409 || r->status == 410)
+		post_action(h, h->heartbeat.round, r);
+	else
+		log_warn("heartbeat answered %ld: %s", r->status, r->error);
+}
+
+static void send_heartbeat(struct rdzv_http *h)
+{
+	char path[512];
+	json_t *b = identity(h);
+	h->heartbeat.round = h->round;
+	json_object_set_new(b, "round", json_integer((json_int_t)h->round));
+	job_path(h, path, sizeof(path), "heartbeat");
+	op_call(&h->heartbeat, "POST", path, b, h->cfg->heartbeat_timeout_ms,
+		on_heartbeat);
+	json_decref(b);
+}
+
+static void on_hb_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv_http *h = arg;
+	(void)fd;
+	(void)what;
+	if (!h->heartbeat.call && !evtimer_pending(h->heartbeat.retry, NULL))
+		send_heartbeat(h);
+}
+
+static void on_report(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	if (!op_answered(&h->report, r))
+		return;
+	json_decref(h->pending_report);
+	h->pending_report = NULL;
+	if (r->status == 200 || r->status == 409 || r->status == 410)
+		post_action(h, h->report.round, r);
+	else
+		log_warn("report answered %ld: %s", r->status, r->error);
+	agent_fsm_post_kind(h->base.fsm, AGENT_EV_REPORT_DONE, h->report.round);
+}
+
+/* send_report (re)sends the pending report: retries resend its body, so
+ * the round stays the one it names */
+static void send_report(struct rdzv_http *h)
+{
+	char path[512];
+	job_path(h, path, sizeof(path), "report");
+	op_call(&h->report, "POST", path, h->pending_report,
+		h->cfg->read_timeout_ms, on_report);
+}
+
+static void on_leave(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	h->leave.call = NULL;
+	if (client_retryable(r) && ++h->leave_attempts < LEAVE_ATTEMPTS) {
+		op_retry(&h->leave, r);
+		return;
+	}
+	if (r->status == 200)
+		log_info("node %s left job %s", h->node_id, h->cfg->run_id);
+	else
+		log_warn("could not leave job %s: %s", h->cfg->run_id,
+			 r->transport_failed || !*r->error ? "no answer"
+							   : r->error);
+	agent_fsm_post_kind(h->base.fsm, AGENT_EV_LEFT, 0);
+}
+
+static void send_leave(struct rdzv_http *h)
+{
+	char path[512];
+	json_t *b = identity(h);
+	job_path(h, path, sizeof(path), "leave");
+	h->leave.call = client_call(h->client, "POST", path, b,
+				    LEAVE_TIMEOUT_MS, on_leave, h);
+	json_decref(b);
+	if (!h->leave.call)
+		agent_fsm_post_kind(h->base.fsm, AGENT_EV_LEFT, 0);
+}
+
+/* on_status posts the job's failures (NULL when there is no usable
+ * answer: the loop then reports what this node knows) */
+static void on_status(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	struct agent_event ev;
+	json_t *failures = NULL;
+	h->status.call = NULL;
+	if (r->status == 200 && r->json)
+		failures = json_object_get(r->json, "failures");
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = AGENT_EV_STATUS;
+	if (json_is_array(failures))
+		ev.json = json_incref(failures);
+	agent_fsm_post(h->base.fsm, &ev);
+}
+
+static void send_status(struct rdzv_http *h)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", h->cfg->run_id);
+	h->status.call = client_call(h->client, "GET", path, NULL,
+				     h->cfg->read_timeout_ms, on_status, h);
+	if (!h->status.call) {
+		struct client_reply r = {
+		    .transport_failed = 1, .error = "", .body = ""};
+		on_status(h, &r);
+	}
+}
+
+/* ---------------------------------------------------------- interface */
+
+static void http_join(struct agent_rdzv *r)
+{
+	send_join((struct rdzv_http *)r);
+}
+
+static void http_round_end(struct agent_rdzv *r)
+{
+	struct rdzv_http *h = (struct rdzv_http *)r;
+	op_cancel(&h->join);
+	op_cancel(&h->watch);
+	op_cancel(&h->heartbeat);
+	if (h->hb_timer)
+		evtimer_del(h->hb_timer);
+}
+
+static void http_round_begin(struct agent_rdzv *r, uint64_t round)
+{
+	struct rdzv_http *h = (struct rdzv_http *)r;
+	struct timeval tv = {(time_t)(h->heartbeat_interval_ms / 1000),
+			     (suseconds_t)(h->heartbeat_interval_ms % 1000) *
+				 1000};
+	http_round_end(r);
+	/* a success report of an earlier round (sent from DONE, then the
+	 * round ended) is moot now; its body must not stand in for this
+	 * round's report */
+	op_cancel(&h->report);
+	json_decref(h->pending_report);
+	h->pending_report = NULL;
+	h->round = round;
+	event_add(h->hb_timer, &tv);
+	send_watch(h);
+}
+
+static void http_report(struct agent_rdzv *r, uint64_t round, int failed,
+			json_t *failures)
+{
+	struct rdzv_http *h = (struct rdzv_http *)r;
+	json_t *b = identity(h);
+	op_cancel(&h->report);
+	json_decref(h->pending_report);
+	h->report.round = round;
+	json_object_set_new(b, "round", json_integer((json_int_t)round));
+	if (failed) {
+		json_object_set_new(b, "status", json_string("failed"));
+		json_object_set_new(b, "failures", json_deep_copy(failures));
+	} else {
+		json_object_set_new(b, "status", json_string("succeeded"));
+	}
+	h->pending_report = b;
+	send_report(h);
+}
+
+static void http_cancel(struct agent_rdzv *r)
+{
+	struct rdzv_http *h = (struct rdzv_http *)r;
+	http_round_end(r);
+	op_cancel(&h->report);
+	op_cancel(&h->status);
+}
+
+static void http_leave(struct agent_rdzv *r)
+{
+	send_leave((struct rdzv_http *)r);
+}
+
+static void http_status(struct agent_rdzv *r)
+{
+	send_status((struct rdzv_http *)r);
+}
+
+static void http_free(struct agent_rdzv *r)
+{
+	struct rdzv_http *h = (struct rdzv_http *)r;
+	if (!h)
+		return;
+	op_release(&h->join);
+	op_release(&h->watch);
+	op_release(&h->heartbeat);
+	op_release(&h->report);
+	op_release(&h->leave);
+	op_release(&h->status);
+	if (h->hb_timer)
+		event_free(h->hb_timer);
+	client_free(h->client);
+	json_decref(h->pending_report);
+	free(h);
+}
+
+static const struct agent_rdzv_ops http_ops = {
+    .name = "dlaunch",
+    .join = http_join,
+    .round_begin = http_round_begin,
+    .round_end = http_round_end,
+    .report = http_report,
+    .cancel = http_cancel,
+    .leave = http_leave,
+    .status = http_status,
+    .free = http_free,
+};
+
+int agent_rdzv_http_new(const struct agent_rdzv_params *p,
+			struct agent_rdzv **out, char *err, size_t err_size)
+{
+	const struct agent_config *cfg = p->cfg;
+	struct rdzv_http *h = calloc(1, sizeof(*h));
+	int rc;
+	if (!h) {
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	h->base.ops = &http_ops;
+	h->base.fsm = p->fsm;
+	h->evb = p->base;
+	h->cfg = cfg;
+	h->node_id = p->node_id;
+	h->incarnation = p->incarnation;
+	h->heartbeat_interval_ms = cfg->heartbeat_interval_ms;
+	rc = client_new(p->base, cfg->endpoint, cfg->token, cfg->ca_file,
+			&h->client, err, err_size);
+	if (rc) {
+		free(h);
+		return rc;
+	}
+	h->hb_timer = event_new(p->base, -1, EV_PERSIST, on_hb_timer, h);
+	if (!h->hb_timer || op_init(h, &h->join, "join", send_join) ||
+	    op_init(h, &h->watch, "watch", send_watch) ||
+	    op_init(h, &h->heartbeat, "heartbeat", send_heartbeat) ||
+	    op_init(h, &h->report, "report", send_report) ||
+	    op_init(h, &h->leave, "leave", send_leave) ||
+	    op_init(h, &h->status, "status", send_status)) {
+		http_free(&h->base);
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	if (cfg->local_addr)
+		snprintf(h->addr, sizeof(h->addr), "%s", cfg->local_addr);
+	else
+		agent_rdzv_local_addr(cfg->endpoint, RDZV_DEFAULT_PORT, h->addr,
+				      sizeof(h->addr));
+	*out = &h->base;
+	return 0;
+}
