@@ -113,9 +113,12 @@ all:
 .DELETE_ON_ERROR:
 
 # $(call quiet,TAG): put first in a recipe line; without V=1 the line prints
-# "  TAG     target" instead of the command. Module fragments may use it.
+# "  TAG     target" instead of the command (make -s: nothing). Module
+# fragments may use it.
 ifeq ($(V),1)
 quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+quiet = @
 else
 quiet = @printf '  %-7s %s\n' '$(1)' '$@';
 endif
