@@ -11,8 +11,13 @@
 #   make format         clang-format every C file; format-check only checks
 #   make install        PREFIX=/usr/local DESTDIR= honoured
 #   make run            the README's main job: Fashion-MNIST on 2 processes
+#   make hdrcheck       every include/dlaunch/*.h compiles on its own (part
+#                       of make tests)
+#
+# Build lines are short ("  CC      build/obj/x.o"); V=1 prints the commands.
 
 BUILD   ?= build
+V       ?= 0
 PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
@@ -100,8 +105,23 @@ BENCH_RUNS := # phony targets each module adds: run one benchmark
 FUZZ_SECONDS ?= 60
 
 .PHONY: all tests test test-faults check fuzz bench bench-quick format format-check \
-	install clean deps run
+	install clean deps run hdrcheck print-unit-tests
 all:
+
+# A failed or interrupted recipe leaves no half-written target behind for
+# the next make to take as up to date.
+.DELETE_ON_ERROR:
+
+# $(call quiet,TAG): put first in a recipe line; without V=1 the line prints
+# "  TAG     target" instead of the command (make -s: nothing). Module
+# fragments may use it.
+ifeq ($(V),1)
+quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+quiet = @
+else
+quiet = @printf '  %-7s %s\n' '$(1)' '$@';
+endif
 
 # $(call objs,SRCS): the object files of some C sources.
 objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -113,7 +133,7 @@ UNIT_TESTS += $(BUILD)/tests/$(1)
 OBJS += $(BUILD)/obj/tests/unit/$(1).o
 $(BUILD)/tests/$(1): $(BUILD)/obj/tests/unit/$(1).o $(2)
 	@mkdir -p $$(@D)
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $(3) $$(TEST_LIBS) -lm
+	$$(call quiet,LD)$$(CC) $$(LDFLAGS) -o $$@ $$^ $(3) $$(TEST_LIBS) -lm
 endef
 
 include common/module.mk
@@ -121,18 +141,42 @@ include $(sort $(wildcard rendezvous/*.mk agent/*.mk launcher/*.mk \
 	trainer/*.mk tests/*.mk bench/*.mk))
 
 all: $(BINS)
-tests: $(UNIT_TESTS)
+tests: $(UNIT_TESTS) hdrcheck
 fuzz: $(FUZZ_RUNS)
 bench: $(BENCH_RUNS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/lib/%.a:
 	@mkdir -p $(@D)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(call quiet,AR)$(AR) rcs $@ $^
+
+# hdrcheck: each public header compiles on its own, included twice (its
+# guard works), with the project's warnings as errors: a header that leans
+# on an include its users happen to make first fails here. Headers that
+# include the CUDA toolkit's are checked only when CUDA is found.
+HDRCHECK_HDRS := $(wildcard include/dlaunch/*.h)
+ifeq ($(NVCC),)
+HDRCHECK_HDRS := $(filter-out $(shell grep -lE \
+	'^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](cuda|nccl|cublas)' \
+	$(HDRCHECK_HDRS) /dev/null 2>/dev/null),$(HDRCHECK_HDRS))
+endif
+HDRCHECK_OBJS := $(patsubst include/%.h,$(BUILD)/hdrcheck/%.o,$(HDRCHECK_HDRS))
+hdrcheck: $(HDRCHECK_OBJS)
+
+$(BUILD)/hdrcheck/%.o: include/%.h
+	@mkdir -p $(@D)
+	@printf '#include "%s"\n#include "%s"\n' '$*.h' '$*.h' >$(@:.o=.c)
+	$(call quiet,HDRCHK)$(CC) $(CPPFLAGS) $(filter -I%,$(CUDA_CPPFLAGS)) \
+		$(CFLAGS) -Werror -c $(@:.o=.c) -o $@
+
+# the unit-test binaries this build makes, one name a line (tests/run.sh
+# fails when one of them is missing)
+print-unit-tests:
+	@printf '%s\n' $(notdir $(UNIT_TESTS))
 
 deps:
 	@contrib/install-deps.sh
@@ -165,7 +209,7 @@ install: all
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(HDRCHECK_OBJS:.o=.d)
 
 # The README's main job: data-parallel training of an MLP on Fashion-MNIST,
 # two worker processes on this machine, under the embedded rendezvous.

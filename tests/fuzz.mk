@@ -21,7 +21,7 @@ define reader_fuzzer
 $(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRCS) \
 		$$(FUZZ_COMMON) $$(wildcard include/dlaunch/*.h) tests/fuzz/memfile.h
 	@mkdir -p $$(@D)
-	$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRCS) \
+	$$(call quiet,LD)$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRCS) \
 		$$(FUZZ_COMMON) $$(FUZZ_$(1)_LIBS)
 
 .PHONY: fuzz-$(1)

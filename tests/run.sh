@@ -7,7 +7,10 @@
 # the scripts tests/e2e/*.sh (and tests/faults/*.sh with --suite faults or
 # all), each printing TAP-style lines "ok - what", "not ok - what",
 # "skip - what: why". The last line is "N passed, N failed, N skipped";
-# the exit status is non-zero when anything failed.
+# the exit status is non-zero when anything failed, when a unit-test binary
+# the Makefile builds (make print-unit-tests) is missing from DIR/tests, or
+# when no test passed at all (everything skipped, or nothing selected): a
+# build that lost its binaries must not look green.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -18,11 +21,16 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) build=$2; shift 2 ;;
 	--suite) suite=$2; shift 2 ;;
-	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
 	*) patterns+=("$1"); shift ;;
 	esac
 done
 
+if [ ! -d "$build" ]; then
+	echo "tests/run.sh: no build directory $build (run make all tests first)"
+	echo "0 passed, 1 failed, 0 skipped"
+	exit 1
+fi
 export DLAUNCH_BUILD=$(cd "$build" && pwd)
 export DLAUNCH_BIN=$DLAUNCH_BUILD/bin
 export CMOCKA_MESSAGE_OUTPUT=stdout
@@ -88,7 +96,31 @@ run_script() {
 	report "$name" "$p" "$f" "$s" $((SECONDS - start)) "$log"
 }
 
+# missing NAME WHY: a test that could not run counts as one failure
+missing() {
+	printf 'FAIL %-32s %s\n' "$1" "$2"
+	failed=$((failed + 1))
+	failures+=("$1")
+}
+
+# the unit-test binaries the Makefile builds into this build directory;
+# make's own chatter goes to a log, shown only when it fails
+expected_unit_tests() {
+	make --no-print-directory -s print-unit-tests BUILD="$build" \
+		2>"$logdir/print-unit-tests.log"
+}
+
 if [ "$suite" != e2e ] && [ "$suite" != faults ]; then
+	if expected=$(expected_unit_tests); then
+		for name in $expected; do
+			selected "$name" || continue
+			[ -x "$DLAUNCH_BUILD/tests/$name" ] ||
+				missing "$name" "missing: $DLAUNCH_BUILD/tests/$name is not built (build it with make tests)"
+		done
+	else
+		missing "unit tests" "cannot list them: make print-unit-tests failed"
+		sed 's/^/    /' "$logdir/print-unit-tests.log" | tail -n 20
+	fi
 	for bin in "$DLAUNCH_BUILD"/tests/test_*; do
 		[ -x "$bin" ] || continue
 		selected "$(basename "$bin")" && run_unit "$bin"
@@ -112,8 +144,17 @@ for d in "${dirs[@]}"; do
 	done
 done
 
+# a run in which nothing passed proves nothing: a wrong pattern, an empty
+# build directory or a suite that skipped everything is a failure
+if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
+	if [ "$skipped" -gt 0 ]; then
+		missing "suite" "no test passed: all $skipped skipped (see $logdir)"
+	else
+		missing "suite" "no test ran: nothing in --suite $suite matches${patterns[*]:+ '${patterns[*]}'} under $DLAUNCH_BUILD"
+	fi
+fi
 if [ ${#failures[@]} -gt 0 ]; then
 	echo "failed: ${failures[*]}"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ] && [ $((passed + skipped)) -gt 0 ]
+[ "$failed" -eq 0 ]

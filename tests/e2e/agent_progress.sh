@@ -7,6 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 DL=$BIN/dlaunch
+need_bin dlaunch
 W=$PROGS/agent_progress_worker.sh
 
 # restarted_ranks DIR: the ranks started with restart count 1

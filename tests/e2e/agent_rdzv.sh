@@ -7,10 +7,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 DL=$BIN/dlaunch
 CONF=heartbeat_interval=0.2,heartbeat_timeout=1.5,last_call_timeout=0.5
-if [ ! -x "$BIN/dlaunch-rdzv" ]; then
-	skip "rendezvous tests: dlaunch-rdzv is not built"
-	finish
-fi
+need_bin dlaunch dlaunch-rdzv
 
 spawn_bg "$TEST_TMP/rdzv.log" "$BIN/dlaunch-rdzv" --listen 127.0.0.1:0
 RDZV_PID=$LAST_PID

@@ -7,10 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
 DL=$BIN/dlaunch
-if [ ! -x "$BIN/dlaunch-rdzv" ] || [ ! -x "$DL" ]; then
-	skip "secure agents: binaries not built"
-	finish
-fi
+need_bin dlaunch dlaunch-rdzv
 if ! openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
 	-addext subjectAltName=IP:127.0.0.1 -keyout "$TEST_TMP/key.pem" \
 	-out "$TEST_TMP/cert.pem" >/dev/null 2>&1; then

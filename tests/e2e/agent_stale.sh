@@ -11,6 +11,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 DL=$BIN/dlaunch
+need_bin dlaunch
 if ! command -v python3 >/dev/null; then
 	skip "stale answers: python3 (for the scripted server) is not installed"
 	finish

@@ -6,6 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 DL=$BIN/dlaunch
+need_bin dlaunch
 
 # -- environment, 4 workers, static single node
 out=$TEST_TMP/env.out

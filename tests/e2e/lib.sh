@@ -79,3 +79,18 @@ trap cleanup EXIT
 
 # finish: exit status for the runner
 finish() { [ "$FAILED" -eq 0 ]; exit $?; }
+
+# need_bin NAME...: the binaries make builds into $BIN. A missing one is a
+# build regression, not a machine without some optional tool: it is a
+# failure ("not ok") naming it, and the script ends there. Skips are for
+# what a machine may lack (a GPU, CUDA, privileges, python3).
+need_bin() {
+	local b missing=0
+	for b in "$@"; do
+		if [ ! -x "$BIN/$b" ]; then
+			not_ok "$(basename "$0" .sh): $BIN/$b missing: build it with make"
+			missing=1
+		fi
+	done
+	[ "$missing" -eq 0 ] || finish
+}

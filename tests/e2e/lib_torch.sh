@@ -26,13 +26,7 @@ torch_require() {
 		not_ok "python3-torch with gloo importable by $TORCH_PY (run contrib/install-deps.sh): $(tail -n 1 "$TEST_TMP/torch-check.log")"
 		finish
 	fi
-	local b
-	for b in "$@"; do
-		if [ ! -x "$BIN/$b" ]; then
-			not_ok "$BIN/$b is built (make BUILD=... all)"
-			finish
-		fi
-	done
+	need_bin "$@"
 }
 
 # run_job LOG SECONDS CMD...: run CMD (in its own directory under TEST_TMP,

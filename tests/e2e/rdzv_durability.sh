@@ -6,6 +6,7 @@
 # share the directory.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
+need_bin dlaunch-rdzv
 
 STATE=$TEST_TMP/state
 rdzv_start "$TEST_TMP/rdzv1.log" --state-dir "$STATE" || { not_ok "server starts"; finish; }

@@ -4,6 +4,7 @@
 # joiner, stale-round fencing, job listing, metrics, clean SIGTERM.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
+need_bin dlaunch-rdzv
 
 check "--help documents --listen and --state-dir" \
 	bash -c "'$BIN/dlaunch-rdzv' --help | grep -q -- --state-dir"

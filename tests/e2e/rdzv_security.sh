@@ -5,6 +5,7 @@
 # with --tls-cert/--tls-key; the no-token warning on a non-loopback address.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
+need_bin dlaunch-rdzv
 
 echo 's3cret-token' >"$TEST_TMP/token"
 rdzv_start "$TEST_TMP/rdzv.log" --token-file "$TEST_TMP/token" || { not_ok "server starts"; finish; }

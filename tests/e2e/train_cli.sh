@@ -7,10 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_train.sh"
 
-if [ ! -x "$TRAIN" ]; then
-	skip "dlaunch-train: not built"
-	finish
-fi
+need_bin dlaunch-train
 export OMP_NUM_THREADS=1
 unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT LOCAL_RANK
 

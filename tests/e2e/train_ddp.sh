@@ -14,10 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_train.sh"
 
-if [ ! -x "$TRAIN" ]; then
-	skip "dlaunch-train: not built"
-	finish
-fi
+need_bin dlaunch-train dlaunch
 SMALL=(--data synthetic:4096 --model 32-64-4 --global-batch 64 --log-every 1000)
 
 # ---- 2 ranks train ---------------------------------------------------------

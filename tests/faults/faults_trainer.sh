@@ -204,7 +204,7 @@ if [ -x "$BIN/dlaunch" ]; then
 	fi
 	check_case "$what"
 else
-	skip "$what: dlaunch is not built"
+	not_ok "$what: $BIN/dlaunch missing: build it with make"
 fi
 
 finish

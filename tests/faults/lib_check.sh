@@ -29,17 +29,13 @@
 #                                   $TEST_TMP written or changed since the
 #                                   last check is valid (ckpt_tool.py)
 
-# marked_pids: pids whose environment holds DLAUNCH_TEST_MARK=$MARK
+# marked_pids: pids whose environment holds DLAUNCH_TEST_MARK=$MARK. One
+# grep reads every environ (a grep per process took seconds on a busy
+# machine, and wait_for polls this); processes gone meanwhile are ignored.
 marked_pids() {
-	local f pid
-	for f in /proc/[0-9]*/environ; do
-		pid=${f#/proc/}
-		pid=${pid%/environ}
-		[ "$pid" = "$$" ] && continue
-		if grep -qzx "DLAUNCH_TEST_MARK=$MARK" "$f" 2>/dev/null; then
-			echo "$pid"
-		fi
-	done
+	grep -lzx -- "DLAUNCH_TEST_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null |
+		sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vx -- "$$"
+	return 0
 }
 
 # stray_pids: marked pids but the server's

@@ -61,16 +61,9 @@ finish() {
 	exit $?
 }
 
-# faults_require BIN...: skip the whole script when a binary is not built
-faults_require() {
-	local b
-	for b in "$@"; do
-		if [ ! -x "$BIN/$b" ]; then
-			skip "$(basename "$0" .sh): $b is not built in $BIN"
-			exit 0
-		fi
-	done
-}
+# faults_require BIN...: the binaries the case needs; a missing one fails
+# the whole script (need_bin), it is never a skip
+faults_require() { need_bin "$@"; }
 
 # marked CMD...: run CMD with the case's mark and the worker's directory
 marked() { env DLAUNCH_TEST_MARK="$MARK" FAULT_DIR="$TEST_TMP" "$@"; }
