@@ -44,7 +44,7 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
 RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c \
-	rendezvous/journal.c $(RDZV_STATE_SRCS) \
+	rendezvous/request.c rendezvous/journal.c $(RDZV_STATE_SRCS) \
 	$(wildcard common/*.c)
 $(BUILD)/fuzz/fuzz_rdzv_api: $(RDZV_FUZZ_SRCS) $(wildcard rendezvous/*.h) \
 		include/dlaunch/rdzv_state.h
