@@ -6,8 +6,6 @@
  */
 #include "api.h"
 
-#include <arpa/inet.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +13,10 @@
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
-#include "dlaunch/parse.h"
 #include "journal.h"
+#include "request.h"
 
-#define JSON_MAX_DEPTH	 16
-#define RESP_MAX_BYTES	 (256u * 1024 * 1024)
-#define MAX_FAILURES	 64
-#define MAX_MESSAGE	 4096
-#define MAX_SIGNAL	 32
-#define QUERY_VALUE_MAX	 256
-#define JOIN_TIMEOUT_MAX (7ull * 24 * 3600 * 1000)
-#define TIMEOUT_MAX	 (3600ull * 1000)
+#define RESP_MAX_BYTES (256u * 1024 * 1024)
 
 static const char *const CT_JSON = "application/json";
 static const char *const CT_TEXT = "text/plain; charset=utf-8";
@@ -224,153 +215,6 @@ void rdzv_api_tick(struct rdzv_api *api, uint64_t now_ms)
 	journal_changes(api);
 }
 
-/* --- request parsing --- */
-
-/* query_get finds key in a query string "a=1&b=2" and copies its value
- * (no percent-decoding: every value we take is a name or a number).
- * Returns 1 found, 0 absent, DL_EINVAL too long. */
-static int query_get(const char *query, const char *key, char *out,
-		     size_t out_size)
-{
-	size_t klen = strlen(key);
-	const char *p = query;
-	while (p && *p) {
-		const char *end = strchr(p, '&');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		if (len > klen && strncmp(p, key, klen) == 0 &&
-		    p[klen] == '=') {
-			size_t vlen = len - klen - 1;
-			if (vlen >= out_size)
-				return DL_EINVAL;
-			memcpy(out, p + klen + 1, vlen);
-			out[vlen] = '\0';
-			return 1;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	return 0;
-}
-
-static int query_u64(const char *query, const char *key, int required,
-		     uint64_t min, uint64_t max, uint64_t *out, char *err,
-		     size_t err_size)
-{
-	char v[QUERY_VALUE_MAX];
-	int rc = query_get(query, key, v, sizeof(v));
-	if (rc == 0 && !required)
-		return 0;
-	if (rc == 0) {
-		snprintf(err, err_size, "missing query parameter '%s'", key);
-		return DL_EINVAL;
-	}
-	if (rc < 0 || parse_u64(v, min, max, out) != 0) {
-		snprintf(err, err_size,
-			 "query parameter '%s' must be an integer between "
-			 "%" PRIu64 " and %" PRIu64,
-			 key, min, max);
-		return DL_EINVAL;
-	}
-	return 0;
-}
-
-static int query_name(const char *query, const char *key, size_t max_len,
-		      char *out, size_t out_size, char *err, size_t err_size)
-{
-	int rc = query_get(query, key, out, out_size);
-	if (rc == 0) {
-		out[0] = '\0';
-		return 0;
-	}
-	if (rc < 0 || !rdzv_name_valid(out, max_len)) {
-		snprintf(err, err_size,
-			 "query parameter '%s' must be 1 to %zu characters "
-			 "of [A-Za-z0-9._:-]",
-			 key, max_len);
-		return DL_EINVAL;
-	}
-	return 0;
-}
-
-/* get_name reads a required name field into out (max_len + 1 bytes). */
-static int get_name(json_t *body, const char *key, size_t max_len, char *out,
-		    char *err, size_t err_size)
-{
-	const char *s = NULL;
-	int rc = jsonh_get_str(body, key, 1, max_len, &s, err, err_size);
-	if (rc)
-		return DL_EINVAL;
-	if (!rdzv_name_valid(s, max_len)) {
-		snprintf(err, err_size,
-			 "field '%s' must be 1 to %zu characters of "
-			 "[A-Za-z0-9._:-], not starting with '.'",
-			 key, max_len);
-		return DL_EINVAL;
-	}
-	memcpy(out, s, strlen(s) + 1);
-	return 0;
-}
-
-static int parse_body(const struct rdzv_request *req, json_t **out, char *err,
-		      size_t err_size)
-{
-	if (!req->body || req->body_len == 0) {
-		snprintf(err, err_size, "request body must be a json object");
-		return DL_EINVAL;
-	}
-	return jsonh_parse(req->body, req->body_len, JSON_MAX_DEPTH, out, err,
-			   err_size) == 0
-		   ? 0
-		   : DL_EINVAL;
-}
-
-static int get_u32(json_t *body, const char *key, int required, uint64_t min,
-		   uint64_t max, uint32_t *out, char *err, size_t err_size)
-{
-	uint64_t v = *out;
-	int rc =
-	    jsonh_get_u64(body, key, required, min, max, &v, err, err_size);
-	if (rc)
-		return DL_EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-static int get_dur(json_t *body, const char *key, uint64_t min, uint64_t max,
-		   uint64_t *out, char *err, size_t err_size)
-{
-	return jsonh_get_duration_ms(body, key, 0, min, max, out, err, err_size)
-		   ? DL_EINVAL
-		   : 0;
-}
-
-static int addr_valid(const char *s)
-{
-	unsigned char tmp[sizeof(struct in6_addr)];
-	return inet_pton(AF_INET, s, tmp) == 1 ||
-	       inet_pton(AF_INET6, s, tmp) == 1;
-}
-
-/* wait_ms: from the query, else (join) the body, else the default. */
-static int get_wait(const struct rdzv_request *req, json_t *body, uint64_t dflt,
-		    uint64_t *out, char *err, size_t err_size)
-{
-	uint64_t v = dflt;
-	int rc;
-	char tmp[QUERY_VALUE_MAX];
-	if (req->query && query_get(req->query, "wait_ms", tmp, sizeof(tmp)))
-		rc = query_u64(req->query, "wait_ms", 1, 0, RDZV_WAIT_MAX_MS,
-			       &v, err, err_size);
-	else if (body)
-		rc = jsonh_get_u64(body, "wait_ms", 0, 0, RDZV_WAIT_MAX_MS, &v,
-				   err, err_size)
-			 ? DL_EINVAL
-			 : 0;
-	else
-		rc = 0;
-	*out = v;
-	return rc;
-}
-
 static void park(struct rdzv_response *resp, enum rdzv_poll_kind kind,
 		 const char *job, uint64_t deadline_ms)
 {
@@ -388,57 +232,14 @@ static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
 	struct rdzv_node_info node;
 	struct rdzv_job_config cfg;
 	struct rdzv_reply r;
-	const char *addr = NULL;
-	uint64_t wait_ms, port = 0;
+	uint64_t wait_ms;
 	char err[512] = "";
 	int rc;
 
-	memset(&node, 0, sizeof(node));
-	rdzv_job_config_init(&cfg);
-	cfg.min_nodes = cfg.max_nodes = 0;
-	if (get_name(body, "node_id", RDZV_NAME_MAX, node.node_id, err,
-		     sizeof(err)) ||
-	    get_name(body, "incarnation", RDZV_INCARNATION_MAX,
-		     node.incarnation, err, sizeof(err)) ||
-	    get_u32(body, "nproc", 1, 1, RDZV_MAX_NPROC, &node.nproc, err,
-		    sizeof(err)) ||
-	    jsonh_get_u64(body, "master_port", 0, 1, 65535, &port, err,
-			  sizeof(err)) ||
-	    jsonh_get_str(body, "addr", 0, RDZV_ADDR_MAX, &addr, err,
-			  sizeof(err)) ||
-	    get_u32(body, "min_nodes", 1, 1, UINT32_MAX, &cfg.min_nodes, err,
-		    sizeof(err)) ||
-	    get_u32(body, "max_nodes", 1, 1, UINT32_MAX, &cfg.max_nodes, err,
-		    sizeof(err)) ||
-	    get_u32(body, "max_restarts", 1, 0, RDZV_MAX_RESTARTS,
-		    &cfg.max_restarts, err, sizeof(err)) ||
-	    get_dur(body, "join_timeout", 1, JOIN_TIMEOUT_MAX,
-		    &cfg.join_timeout_ms, err, sizeof(err)) ||
-	    get_dur(body, "last_call_timeout", 0, TIMEOUT_MAX,
-		    &cfg.last_call_timeout_ms, err, sizeof(err)) ||
-	    get_dur(body, "heartbeat_interval", 1, TIMEOUT_MAX,
-		    &cfg.heartbeat_interval_ms, err, sizeof(err)) ||
-	    get_dur(body, "heartbeat_timeout", 1, TIMEOUT_MAX,
-		    &cfg.heartbeat_timeout_ms, err, sizeof(err)) ||
-	    get_wait(req, body, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
-		     sizeof(err))) {
+	if (request_join(req, body, &node, &cfg, &wait_ms, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
-	if (cfg.min_nodes > cfg.max_nodes) {
-		reply_error(resp, 400, "min_nodes must not be above max_nodes",
-			    NULL);
-		return;
-	}
-	if (!addr)
-		addr = req->peer_addr ? req->peer_addr : "";
-	if (!addr_valid(addr)) {
-		reply_error(resp, 400, "field 'addr' must be an IP address",
-			    NULL);
-		return;
-	}
-	snprintf(node.addr, sizeof(node.addr), "%s", addr);
-	node.master_port = (uint16_t)port;
 	rc = rdzv_join(api->st, job, &node, &cfg, wait_ms > 0, req->now_ms, &r,
 		       err, sizeof(err));
 	if (rc < 0) {
@@ -456,20 +257,6 @@ static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
 	}
 }
 
-/* node_round reads node_id, incarnation and round of a fenced request. */
-static int node_round(json_t *body, char *node_id, char *incarnation,
-		      uint64_t *round, char *err, size_t err_size)
-{
-	if (get_name(body, "node_id", RDZV_NAME_MAX, node_id, err, err_size) ||
-	    get_name(body, "incarnation", RDZV_INCARNATION_MAX, incarnation,
-		     err, err_size))
-		return DL_EINVAL;
-	if (round && jsonh_get_u64(body, "round", 1, 0, UINT64_MAX / 2, round,
-				   err, err_size))
-		return DL_EINVAL;
-	return 0;
-}
-
 static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
 			 const char *job, json_t *body,
 			 struct rdzv_response *resp)
@@ -480,7 +267,7 @@ static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
 	uint64_t round;
 	int rc;
 
-	if (node_round(body, node_id, inc, &round, err, sizeof(err))) {
+	if (request_node_round(body, node_id, inc, &round, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
@@ -501,14 +288,14 @@ static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 	uint64_t round = 0, wait_ms;
 	int rc;
 
-	if (query_u64(req->query, "round", 1, 0, UINT64_MAX / 2, &round, err,
-		      sizeof(err)) ||
-	    query_name(req->query, "node_id", RDZV_NAME_MAX, node_id,
-		       sizeof(node_id), err, sizeof(err)) ||
-	    query_name(req->query, "incarnation", RDZV_INCARNATION_MAX, inc,
-		       sizeof(inc), err, sizeof(err)) ||
-	    get_wait(req, NULL, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
-		     sizeof(err))) {
+	if (request_query_u64(req->query, "round", 1, 0, UINT64_MAX / 2, &round,
+			      err, sizeof(err)) ||
+	    request_query_name(req->query, "node_id", RDZV_NAME_MAX, node_id,
+			       sizeof(node_id), err, sizeof(err)) ||
+	    request_query_name(req->query, "incarnation", RDZV_INCARNATION_MAX,
+			       inc, sizeof(inc), err, sizeof(err)) ||
+	    request_wait(req, NULL, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
+			 sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
@@ -527,78 +314,6 @@ static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 	}
 }
 
-/* clean_failures validates the reported failures and copies the fields we
- * keep; NULL with err on a bad entry. */
-static json_t *clean_failures(json_t *in, char *err, size_t err_size)
-{
-	static const char *const ints[] = {"rank", "local_rank", "pid",
-					   "exitcode", "time_ms"};
-	json_t *out, *f;
-	size_t i;
-
-	if (!json_is_array(in)) {
-		snprintf(err, err_size, "field 'failures' must be an array");
-		return NULL;
-	}
-	if (json_array_size(in) > MAX_FAILURES) {
-		snprintf(err, err_size,
-			 "field 'failures' has more than %d entries",
-			 MAX_FAILURES);
-		return NULL;
-	}
-	out = json_array();
-	json_array_foreach(in, i, f)
-	{
-		json_t *c, *v;
-		const char *s = NULL;
-		if (!json_is_object(f)) {
-			snprintf(err, err_size,
-				 "failures[%zu] must be an object", i);
-			goto bad;
-		}
-		c = json_object();
-		json_array_append_new(out, c);
-		for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
-			v = json_object_get(f, ints[k]);
-			if (!v || json_is_null(v))
-				continue;
-			if (!json_is_integer(v)) {
-				snprintf(err, err_size,
-					 "failures[%zu].%s must be an integer",
-					 i, ints[k]);
-				goto bad;
-			}
-			json_object_set(c, ints[k], v);
-		}
-		if (jsonh_get_str(f, "signal", 0, MAX_SIGNAL, &s, err,
-				  err_size) ||
-		    (s && !rdzv_name_valid(s, MAX_SIGNAL))) {
-			snprintf(err, err_size,
-				 "failures[%zu].signal must be a signal name "
-				 "or null",
-				 i);
-			goto bad;
-		}
-		json_object_set_new(c, "signal",
-				    s ? json_string(s) : json_null());
-		s = NULL;
-		if (jsonh_get_str(f, "message", 0, MAX_MESSAGE, &s, err,
-				  err_size)) {
-			snprintf(err, err_size,
-				 "failures[%zu].message must be a string of at "
-				 "most %d bytes",
-				 i, MAX_MESSAGE);
-			goto bad;
-		}
-		if (s)
-			json_object_set_new(c, "message", json_string(s));
-	}
-	return out;
-bad:
-	json_decref(out);
-	return NULL;
-}
-
 static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
 		      const char *job, json_t *body, struct rdzv_response *resp)
 {
@@ -610,7 +325,7 @@ static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
 	uint64_t round;
 	int rc, ok;
 
-	if (node_round(body, node_id, inc, &round, err, sizeof(err)) ||
+	if (request_node_round(body, node_id, inc, &round, err, sizeof(err)) ||
 	    jsonh_get_str(body, "status", 1, 16, &status, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
@@ -631,7 +346,7 @@ static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
 				    NULL);
 			return;
 		}
-		failures = clean_failures(in, err, sizeof(err));
+		failures = request_failures(in, err, sizeof(err));
 		if (!failures) {
 			reply_error(resp, 400, err, NULL);
 			return;
@@ -654,7 +369,7 @@ static void do_leave(struct rdzv_api *api, const struct rdzv_request *req,
 	struct rdzv_reply r;
 	int rc;
 
-	if (node_round(body, node_id, inc, NULL, err, sizeof(err))) {
+	if (request_node_round(body, node_id, inc, NULL, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
@@ -719,7 +434,7 @@ static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
 		reply_json(resp, 200, json_object());
 		return;
 	}
-	if (get_wait(req, NULL, 0, &wait_ms, err, sizeof(err))) {
+	if (request_wait(req, NULL, 0, &wait_ms, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
@@ -784,15 +499,105 @@ static int method_ok(enum rdzv_endpoint ep, const char *method)
 	}
 }
 
+#define BAD_JOB_NAME                                                           \
+	"job name must be 1 to 128 characters of [A-Za-z0-9._:-], not "        \
+	"starting with '.'"
+
+/* answer_server answers the endpoints about the server rather than a job
+ * (healthz, the job list, metrics); returns 1 when ep is one of them. */
+static int answer_server(struct rdzv_api *api, enum rdzv_endpoint ep,
+			 struct rdzv_response *resp)
+{
+	switch (ep) {
+	case RDZV_EP_HEALTHZ:
+		if (api->unsaved) {
+			reply_error(resp, 503, NOT_DURABLE, NULL);
+			return 1;
+		}
+		buf_reset(&resp->body);
+		buf_append_str(&resp->body, "ok\n");
+		resp->status = 200;
+		resp->content_type = CT_TEXT;
+		return 1;
+	case RDZV_EP_JOBS:
+		reply_json(resp, 200, rdzv_jobs_json(api->st));
+		return 1;
+	case RDZV_EP_METRICS:
+		/* rendered by the HTTP layer, which owns the counters */
+		reply_error(resp, 404, "no metrics here", NULL);
+		return 1;
+	default: return 0;
+	}
+}
+
+/* job_of copies the {job} of /v1/jobs/{job}[/...] into job and points
+ * *rest at what follows it ("" or "/..."); 400 answered when invalid. */
+static int job_of(const char *path, char *job, const char **rest,
+		  struct rdzv_response *resp)
+{
+	const char *p = path + 9, *slash = strchr(p, '/');
+	size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+	if (n == 0 || n > RDZV_NAME_MAX) {
+		reply_error(resp, 400, BAD_JOB_NAME, NULL);
+		return -1;
+	}
+	memcpy(job, p, n);
+	job[n] = '\0';
+	if (!rdzv_name_valid(job, RDZV_NAME_MAX)) {
+		reply_error(resp, 400, BAD_JOB_NAME, NULL);
+		return -1;
+	}
+	*rest = p + n;
+	return 0;
+}
+
+/* answer_job_detail answers GET /v1/jobs/{job}. */
+static void answer_job_detail(struct rdzv_api *api, const char *job,
+			      uint64_t now_ms, struct rdzv_response *resp)
+{
+	json_t *v = rdzv_job_detail_json(api->st, job, now_ms);
+	char err[512];
+	if (!v) {
+		snprintf(err, sizeof(err), "no job %s", job);
+		reply_error(resp, 404, err, NULL);
+		return;
+	}
+	reply_json(resp, 200, v);
+}
+
+/* answer_node_event answers the events a node posts or watches: join,
+ * heartbeat, watch, report, leave. */
+static void answer_node_event(struct rdzv_api *api,
+			      const struct rdzv_request *req,
+			      enum rdzv_endpoint ep, const char *job,
+			      struct rdzv_response *resp)
+{
+	char err[512] = "";
+	json_t *body = NULL;
+
+	if (ep != RDZV_EP_WATCH && request_body(req, &body, err, sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	switch (ep) {
+	case RDZV_EP_JOIN: do_join(api, req, job, body, resp); break;
+	case RDZV_EP_HEARTBEAT: do_heartbeat(api, req, job, body, resp); break;
+	case RDZV_EP_WATCH: do_watch(api, req, job, resp); break;
+	case RDZV_EP_REPORT: do_report(api, req, job, body, resp); break;
+	case RDZV_EP_LEAVE: do_leave(api, req, job, body, resp); break;
+	default: reply_error(resp, 404, "no such path", NULL); break;
+	}
+	json_decref(body);
+}
+
 static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 		   struct rdzv_response *resp)
 {
 	enum rdzv_endpoint ep = rdzv_api_route(req->path);
 	char job[RDZV_NAME_MAX + 1], key[RDZV_NAME_MAX + 1] = "";
 	char err[512] = "";
-	json_t *body = NULL, *v;
-	const char *p, *slash;
-	size_t n;
+	const char *rest;
 
 	resp->endpoint = ep;
 	resp->poll.kind = RDZV_POLL_NONE;
@@ -807,58 +612,16 @@ static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 		reply_error(resp, 405, err, NULL);
 		return;
 	}
-	if (ep == RDZV_EP_HEALTHZ && api->unsaved) {
-		reply_error(resp, 503, NOT_DURABLE, NULL);
+	if (answer_server(api, ep, resp))
 		return;
-	}
-	if (ep == RDZV_EP_HEALTHZ) {
-		buf_reset(&resp->body);
-		buf_append_str(&resp->body, "ok\n");
-		resp->status = 200;
-		resp->content_type = CT_TEXT;
+	if (job_of(req->path, job, &rest, resp) != 0)
 		return;
-	}
-	if (ep == RDZV_EP_JOBS) {
-		reply_json(resp, 200, rdzv_jobs_json(api->st));
-		return;
-	}
-	if (ep == RDZV_EP_METRICS) {
-		/* rendered by the HTTP layer, which owns the counters */
-		reply_error(resp, 404, "no metrics here", NULL);
-		return;
-	}
-	/* /v1/jobs/{job}[/...] */
-	p = req->path + 9;
-	slash = strchr(p, '/');
-	n = slash ? (size_t)(slash - p) : strlen(p);
-	if (n == 0 || n > RDZV_NAME_MAX) {
-		reply_error(resp, 400,
-			    "job name must be 1 to 128 characters of "
-			    "[A-Za-z0-9._:-], not starting with '.'",
-			    NULL);
-		return;
-	}
-	memcpy(job, p, n);
-	job[n] = '\0';
-	if (!rdzv_name_valid(job, RDZV_NAME_MAX)) {
-		reply_error(resp, 400,
-			    "job name must be 1 to 128 characters of "
-			    "[A-Za-z0-9._:-], not starting with '.'",
-			    NULL);
-		return;
-	}
 	if (ep == RDZV_EP_JOB) {
-		v = rdzv_job_detail_json(api->st, job, req->now_ms);
-		if (!v) {
-			snprintf(err, sizeof(err), "no job %s", job);
-			reply_error(resp, 404, err, NULL);
-			return;
-		}
-		reply_json(resp, 200, v);
+		answer_job_detail(api, job, req->now_ms, resp);
 		return;
 	}
 	if (ep == RDZV_EP_KV) {
-		const char *k = slash + 4;
+		const char *k = rest + 4; /* after "/kv/" */
 		if (strlen(k) > RDZV_NAME_MAX) {
 			reply_error(resp, 400, "key is longer than 128 bytes",
 				    NULL);
@@ -866,22 +629,9 @@ static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 		}
 		snprintf(key, sizeof(key), "%s", k);
 		do_kv(api, req, job, key, resp);
-		journal_changes(api);
-		return;
+	} else {
+		answer_node_event(api, req, ep, job, resp);
 	}
-	if (ep != RDZV_EP_WATCH && parse_body(req, &body, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	switch (ep) {
-	case RDZV_EP_JOIN: do_join(api, req, job, body, resp); break;
-	case RDZV_EP_HEARTBEAT: do_heartbeat(api, req, job, body, resp); break;
-	case RDZV_EP_WATCH: do_watch(api, req, job, resp); break;
-	case RDZV_EP_REPORT: do_report(api, req, job, body, resp); break;
-	case RDZV_EP_LEAVE: do_leave(api, req, job, body, resp); break;
-	default: reply_error(resp, 404, "no such path", NULL); break;
-	}
-	json_decref(body);
 	journal_changes(api);
 }
 
@@ -906,65 +656,91 @@ void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
 	}
 }
 
+/* poll_check_join: a held join is answered once its round closed (200
+ * with the assignment, unless a change is not yet durable), or when the
+ * node lost its place; at its deadline 202 says to join again. */
+static int poll_check_join(struct rdzv_api *api, const struct rdzv_poll *poll,
+			   int expired, struct rdzv_response *resp)
+{
+	struct rdzv_reply r;
+	char err[512] = "";
+	int rc = rdzv_join_check(api->st, poll->job, poll->node_id,
+				 poll->incarnation, &r, err, sizeof(err));
+
+	if (rc < 0) {
+		reply_state_error(resp, rc, err, &r);
+		return 1;
+	}
+	if (rc == RDZV_DONE && api->unsaved) {
+		reply_error(resp, 503, NOT_DURABLE, NULL);
+		return 1;
+	}
+	if (rc == RDZV_DONE) {
+		reply_json(
+		    resp, 200,
+		    rdzv_assignment_json(api->st, poll->job, poll->node_id));
+		return 1;
+	}
+	if (!expired)
+		return 0;
+	reply_json(resp, 202, rdzv_waiting_json(api->st, poll->job));
+	return 1;
+}
+
+/* poll_check_watch: a watch is answered when the job moved past its
+ * round or ended, or at its deadline. */
+static int poll_check_watch(struct rdzv_api *api, const struct rdzv_poll *poll,
+			    uint64_t now_ms, int expired,
+			    struct rdzv_response *resp)
+{
+	struct rdzv_reply r;
+	char err[512] = "";
+	int rc = rdzv_watch(api->st, poll->job,
+			    poll->node_id[0] ? poll->node_id : NULL,
+			    poll->incarnation[0] ? poll->incarnation : NULL,
+			    poll->round, now_ms, &r, err, sizeof(err));
+
+	if (rc < 0) {
+		/* the job was forgotten while we waited */
+		reply_error(resp, 410, err, NULL);
+		return 1;
+	}
+	if (rc == RDZV_WAIT && !expired)
+		return 0;
+	reply_status(resp, 200, &r);
+	return 1;
+}
+
+/* poll_check_kv: a KV get is answered once the key is there, or 404 at
+ * its deadline or when the job is gone. */
+static int poll_check_kv(struct rdzv_api *api, const struct rdzv_poll *poll,
+			 int expired, struct rdzv_response *resp)
+{
+	char err[512];
+	const void *data;
+	size_t len;
+
+	if (rdzv_kv_get(api->st, poll->job, poll->key, &data, &len) == 0) {
+		kv_reply(api, poll->job, poll->key, resp);
+		return 1;
+	}
+	if (!expired && rdzv_job_exists(api->st, poll->job))
+		return 0;
+	snprintf(err, sizeof(err), "no key %s in job %s", poll->key, poll->job);
+	reply_error(resp, 404, err, NULL);
+	return 1;
+}
+
 int rdzv_api_poll_check(struct rdzv_api *api, const struct rdzv_poll *poll,
 			uint64_t now_ms, int expired,
 			struct rdzv_response *resp)
 {
-	struct rdzv_reply r;
-	char err[512] = "";
-	const void *data;
-	size_t len;
-	int rc;
-
 	api->now_ms = now_ms;
 	switch (poll->kind) {
-	case RDZV_POLL_JOIN:
-		rc = rdzv_join_check(api->st, poll->job, poll->node_id,
-				     poll->incarnation, &r, err, sizeof(err));
-		if (rc < 0) {
-			reply_state_error(resp, rc, err, &r);
-			return 1;
-		}
-		if (rc == RDZV_DONE && api->unsaved) {
-			reply_error(resp, 503, NOT_DURABLE, NULL);
-			return 1;
-		}
-		if (rc == RDZV_DONE) {
-			reply_json(resp, 200,
-				   rdzv_assignment_json(api->st, poll->job,
-							poll->node_id));
-			return 1;
-		}
-		if (!expired)
-			return 0;
-		reply_json(resp, 202, rdzv_waiting_json(api->st, poll->job));
-		return 1;
+	case RDZV_POLL_JOIN: return poll_check_join(api, poll, expired, resp);
 	case RDZV_POLL_WATCH:
-		rc = rdzv_watch(api->st, poll->job,
-				poll->node_id[0] ? poll->node_id : NULL,
-				poll->incarnation[0] ? poll->incarnation : NULL,
-				poll->round, now_ms, &r, err, sizeof(err));
-		if (rc < 0) {
-			/* the job was forgotten while we waited */
-			reply_error(resp, 410, err, NULL);
-			return 1;
-		}
-		if (rc == RDZV_WAIT && !expired)
-			return 0;
-		reply_status(resp, 200, &r);
-		return 1;
-	case RDZV_POLL_KV:
-		if (rdzv_kv_get(api->st, poll->job, poll->key, &data, &len) ==
-		    0) {
-			kv_reply(api, poll->job, poll->key, resp);
-			return 1;
-		}
-		if (!expired && rdzv_job_exists(api->st, poll->job))
-			return 0;
-		snprintf(err, sizeof(err), "no key %s in job %s", poll->key,
-			 poll->job);
-		reply_error(resp, 404, err, NULL);
-		return 1;
+		return poll_check_watch(api, poll, now_ms, expired, resp);
+	case RDZV_POLL_KV: return poll_check_kv(api, poll, expired, resp);
 	case RDZV_POLL_NONE: break;
 	}
 	reply_error(resp, 500, "no such poll", NULL);

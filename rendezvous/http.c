@@ -1,7 +1,9 @@
 /*
  * http.c - libevent evhttp glue: authentication, the request's bytes into
  * api.c and its answer back out, parked long polls with their deadlines
- * and client disconnects, metrics per answered request.
+ * and client disconnects, metrics per answered request. What follows each
+ * event (commit, wake-ups, the timer) is the owner's after_event hook
+ * (http.h).
  *
  * Every request ends in exactly one reply, except one whose client went
  * away while it was parked: libevent frees such a request with its
@@ -23,11 +25,29 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
-#include "server_int.h"
+#include "http.h"
+#include "metrics.h"
+
+struct pending;
+
+struct rdzv_http {
+	struct event_base *base;
+	struct rdzv_api *api;
+	const struct rdzv_state *st;
+	const struct rdzv_journal *journal;
+	struct rdzv_metrics *metrics;
+	char *token;
+	int tls;
+	void (*after_event)(void *ctx, enum http_after what);
+	void *ctx;
+	struct pending *pending; /* parked long polls, a doubly linked list */
+	uint64_t npending;
+	int draining; /* new requests get 503 */
+};
 
 struct pending {
 	struct pending *prev, *next;
-	struct rdzv_server *srv;
+	struct rdzv_http *http;
 	struct evhttp_request *req;
 	struct evhttp_connection *conn;
 	struct event *timer;
@@ -58,7 +78,7 @@ static const char *reason_of(int status)
 }
 
 /* send_response sends resp as req's one reply and counts it. */
-static void send_response(struct rdzv_server *srv, struct evhttp_request *req,
+static void send_response(struct rdzv_http *http, struct evhttp_request *req,
 			  struct rdzv_response *resp, uint64_t start_ns)
 {
 	struct evbuffer *out = evbuffer_new();
@@ -70,16 +90,16 @@ static void send_response(struct rdzv_server *srv, struct evhttp_request *req,
 	evhttp_add_header(h, "Cache-Control", "no-store");
 	if (resp->status == 401)
 		evhttp_add_header(h, "WWW-Authenticate", "Bearer");
-	if (srv->draining)
+	if (http->draining)
 		evhttp_add_header(h, "Connection", "close");
 	evhttp_send_reply(req, resp->status, reason_of(resp->status), out);
 	if (out)
 		evbuffer_free(out);
-	rdzv_metrics_observe(srv->metrics, resp->endpoint, resp->status,
+	rdzv_metrics_observe(http->metrics, resp->endpoint, resp->status,
 			     clock_now_ns() - start_ns);
 }
 
-static void send_error(struct rdzv_server *srv, struct evhttp_request *req,
+static void send_error(struct rdzv_http *http, struct evhttp_request *req,
 		       enum rdzv_endpoint ep, int status, const char *msg,
 		       uint64_t start_ns)
 {
@@ -91,7 +111,7 @@ static void send_error(struct rdzv_server *srv, struct evhttp_request *req,
 	if (!v || jsonh_dump(v, &resp.body))
 		buf_append_str(&resp.body, "{\"error\":\"internal error\"}");
 	json_decref(v);
-	send_response(srv, req, &resp, start_ns);
+	send_response(http, req, &resp, start_ns);
 	rdzv_response_release(&resp);
 }
 
@@ -99,14 +119,14 @@ static void send_error(struct rdzv_server *srv, struct evhttp_request *req,
  * libevent's (answered already, or freed with its connection). */
 static void unlink_pending(struct pending *p)
 {
-	struct rdzv_server *srv = p->srv;
+	struct rdzv_http *http = p->http;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
-		srv->pending = p->next;
+		http->pending = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
-	srv->npending--;
+	http->npending--;
 	if (p->timer)
 		event_free(p->timer);
 	if (p->hangup)
@@ -117,79 +137,66 @@ static void unlink_pending(struct pending *p)
 /* finish_pending answers a parked poll with resp and forgets it. */
 static void finish_pending(struct pending *p, struct rdzv_response *resp)
 {
-	struct rdzv_server *srv = p->srv;
+	struct rdzv_http *http = p->http;
 	/* the close callback must not fire for a request we answered */
 	evhttp_connection_set_closecb(p->conn, NULL, NULL);
 	resp->endpoint = p->endpoint;
-	rdzv_api_poll_end(srv->api, &p->poll, clock_now_ms());
-	send_response(srv, p->req, resp, p->start_ns);
+	rdzv_api_poll_end(http->api, &p->poll, clock_now_ms());
+	send_response(http, p->req, resp, p->start_ns);
 	unlink_pending(p);
 }
 
-static void wake_job(void *ctx, const char *job)
+void http_wake_job(void *ctx, const char *job)
 {
-	struct rdzv_server *srv = ctx;
+	struct rdzv_http *http = ctx;
 	uint64_t now_ms = clock_now_ms();
-	struct pending *p = srv->pending, *next;
+	struct pending *p = http->pending, *next;
 	for (; p; p = next) {
 		struct rdzv_response resp;
 		next = p->next;
 		if (strcmp(p->poll.job, job) != 0)
 			continue;
 		rdzv_response_init(&resp);
-		if (rdzv_api_poll_check(srv->api, &p->poll, now_ms, 0, &resp))
+		if (rdzv_api_poll_check(http->api, &p->poll, now_ms, 0, &resp))
 			finish_pending(p, &resp);
 		rdzv_response_release(&resp);
-		/* answering may have freed the next poll's connection? no:
-		 * each poll owns its own connection, so next is intact */
+		/* each poll owns its own connection: answering p leaves next
+		 * intact */
 	}
 }
 
-/* after_event journals, wakes the parked polls of the jobs that changed
- * and re-arms the timer; called after every event fed to the state. */
-void http_after_event(struct rdzv_server *srv)
+/* after_event hands what follows an event to the owner (http.h). */
+static void after_event(struct rdzv_http *http, enum http_after what)
 {
-	rdzv_api_commit(srv->api, wake_job, srv);
-	server_schedule_tick(srv);
-}
-
-/* after_sign_of_life: a heartbeat or a watch changes no membership; it only
- * moves its node's deadline later. An armed timer therefore fires no later
- * than it must (early is harmless: the tick finds nothing and re-arms), and
- * the deadline scan over every member is skipped on the hottest path. */
-static void after_sign_of_life(struct rdzv_server *srv)
-{
-	rdzv_api_commit(srv->api, wake_job, srv);
-	if (srv->tick_at_ms == UINT64_MAX)
-		server_schedule_tick(srv);
+	http->after_event(http->ctx, what);
 }
 
 static void pending_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct pending *p = arg;
-	struct rdzv_server *srv = p->srv;
+	struct rdzv_http *http = p->http;
 	struct rdzv_response resp;
 	(void)fd;
 	(void)what;
 	rdzv_response_init(&resp);
-	rdzv_api_poll_check(srv->api, &p->poll, clock_now_ms(), 1, &resp);
+	rdzv_api_poll_check(http->api, &p->poll, clock_now_ms(), 1, &resp);
 	finish_pending(p, &resp);
 	rdzv_response_release(&resp);
-	http_after_event(srv);
+	after_event(http, HTTP_AFTER_CHANGE);
 }
 
 static void pending_close_cb(struct evhttp_connection *conn, void *arg)
 {
 	struct pending *p = arg;
-	struct rdzv_server *srv = p->srv;
+	struct rdzv_http *http = p->http;
 	(void)conn;
 	log_debug("job=%s event=poll_abandoned node=%s", p->poll.job,
 		  p->poll.node_id[0] ? p->poll.node_id : "-");
-	rdzv_api_poll_end(srv->api, &p->poll, clock_now_ms());
-	rdzv_metrics_observe(srv->metrics, p->endpoint, 499,
+	rdzv_api_poll_end(http->api, &p->poll, clock_now_ms());
+	rdzv_metrics_observe(http->metrics, p->endpoint, 499,
 			     clock_now_ns() - p->start_ns);
 	unlink_pending(p);
-	server_schedule_tick(srv);
+	after_event(http, HTTP_AFTER_POLL_END);
 }
 
 /*
@@ -204,7 +211,7 @@ static void pending_close_cb(struct evhttp_connection *conn, void *arg)
 static void hangup_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct pending *p = arg;
-	struct rdzv_server *srv = p->srv;
+	struct rdzv_http *http = p->http;
 	struct rdzv_response resp;
 	char c;
 	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -221,10 +228,10 @@ static void hangup_cb(evutil_socket_t fd, short what, void *arg)
 	buf_append_str(&resp.body, "{\"error\":\"client went away\"}");
 	finish_pending(p, &resp);
 	rdzv_response_release(&resp);
-	http_after_event(srv);
+	after_event(http, HTTP_AFTER_CHANGE);
 }
 
-static int park(struct rdzv_server *srv, struct evhttp_request *req,
+static int park(struct rdzv_http *http, struct evhttp_request *req,
 		const struct rdzv_response *resp, uint64_t start_ns)
 {
 	struct pending *p = calloc(1, sizeof(*p));
@@ -237,13 +244,13 @@ static int park(struct rdzv_server *srv, struct evhttp_request *req,
 
 	if (!p)
 		return -1;
-	p->srv = srv;
+	p->http = http;
 	p->req = req;
 	p->conn = evhttp_request_get_connection(req);
 	p->poll = resp->poll;
 	p->endpoint = resp->endpoint;
 	p->start_ns = start_ns;
-	p->timer = evtimer_new(srv->base, pending_timeout_cb, p);
+	p->timer = evtimer_new(http->base, pending_timeout_cb, p);
 	if (!p->timer || !p->conn || evtimer_add(p->timer, &tv) != 0) {
 		if (p->timer)
 			event_free(p->timer);
@@ -255,49 +262,49 @@ static int park(struct rdzv_server *srv, struct evhttp_request *req,
 		struct bufferevent *bev =
 		    evhttp_connection_get_bufferevent(p->conn);
 		evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-		if (fd >= 0 && !srv->ssl_ctx) {
+		if (fd >= 0 && !http->tls) {
 			p->hangup = event_new(
-			    srv->base, fd, EV_READ | EV_PERSIST, hangup_cb, p);
+			    http->base, fd, EV_READ | EV_PERSIST, hangup_cb, p);
 			if (p->hangup)
 				event_add(p->hangup, NULL);
 		}
 	}
-	p->next = srv->pending;
+	p->next = http->pending;
 	if (p->next)
 		p->next->prev = p;
-	srv->pending = p;
-	srv->npending++;
+	http->pending = p;
+	http->npending++;
 	return 0;
 }
 
-void http_drain(struct rdzv_server *srv)
+void http_drain(struct rdzv_http *http)
 {
-	srv->draining = 1;
-	while (srv->pending) {
+	http->draining = 1;
+	while (http->pending) {
 		struct rdzv_response resp;
 		rdzv_response_init(&resp);
 		resp.status = 503;
 		buf_append_str(&resp.body,
 			       "{\"error\":\"the rendezvous server is shutting "
 			       "down; retry\"}");
-		finish_pending(srv->pending, &resp);
+		finish_pending(http->pending, &resp);
 		rdzv_response_release(&resp);
 	}
 }
 
 /* authorized compares the bearer token in constant time: both sides are
  * hashed first so neither the content nor the length leaks. */
-static int authorized(const struct rdzv_server *srv, struct evhttp_request *req)
+static int authorized(const struct rdzv_http *http, struct evhttp_request *req)
 {
 	const char *h = evhttp_find_header(
 	    evhttp_request_get_input_headers(req), "Authorization");
 	unsigned char want[SHA256_DIGEST_LENGTH], got[SHA256_DIGEST_LENGTH];
-	if (!srv->token)
+	if (!http->token)
 		return 1;
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
-	SHA256((const unsigned char *)srv->token, strlen(srv->token), want);
+	SHA256((const unsigned char *)http->token, strlen(http->token), want);
 	SHA256((const unsigned char *)h, strlen(h), got);
 	return CRYPTO_memcmp(want, got, sizeof(want)) == 0;
 }
@@ -314,7 +321,7 @@ static const char *method_name(enum evhttp_cmd_type cmd)
 	}
 }
 
-static void render_metrics(struct rdzv_server *srv, struct evhttp_request *req,
+static void render_metrics(struct rdzv_http *http, struct evhttp_request *req,
 			   uint64_t start_ns)
 {
 	struct rdzv_response resp;
@@ -322,84 +329,132 @@ static void render_metrics(struct rdzv_server *srv, struct evhttp_request *req,
 	resp.endpoint = RDZV_EP_METRICS;
 	resp.status = 200;
 	resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-	if (rdzv_metrics_render(srv->metrics, srv->st, srv->journal,
-				srv->npending, &resp.body) != 0) {
+	if (rdzv_metrics_render(http->metrics, http->st, http->journal,
+				http->npending, &resp.body) != 0) {
 		buf_reset(&resp.body);
 		resp.status = 500;
 	}
-	send_response(srv, req, &resp, start_ns);
+	send_response(http, req, &resp, start_ns);
 	rdzv_response_release(&resp);
 }
 
-void http_request_cb(struct evhttp_request *req, void *arg)
+/* answer_early answers the requests that never reach the api: a bad uri,
+ * a wrong token, any request while draining, GET /metrics. Returns 1 when
+ * it answered. */
+static int answer_early(struct rdzv_http *http, struct evhttp_request *req,
+			const char *path, enum rdzv_endpoint ep,
+			uint64_t start_ns)
 {
-	struct rdzv_server *srv = arg;
-	uint64_t start_ns = clock_now_ns();
-	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	struct evhttp_connection *conn = evhttp_request_get_connection(req);
-	struct rdzv_request rq;
-	struct rdzv_response resp;
-	enum rdzv_endpoint ep;
-	char *peer = NULL;
-	ev_uint16_t peer_port = 0;
-	size_t len;
-
 	if (!path || !*path) {
-		send_error(srv, req, RDZV_EP_OTHER, 400,
+		send_error(http, req, RDZV_EP_OTHER, 400,
 			   "malformed request uri", start_ns);
-		return;
+		return 1;
 	}
-	ep = rdzv_api_route(path);
-	if (ep != RDZV_EP_HEALTHZ && !authorized(srv, req)) {
+	if (ep != RDZV_EP_HEALTHZ && !authorized(http, req)) {
 		send_error(
-		    srv, req, ep, 401,
+		    http, req, ep, 401,
 		    "missing or wrong bearer token (the server's --token-file "
 		    "or DLAUNCH_TOKEN; dlaunch takes it with "
 		    "--rdzv-token-file)",
 		    start_ns);
-		return;
+		return 1;
 	}
-	if (srv->draining) {
-		send_error(srv, req, ep, 503,
+	if (http->draining) {
+		send_error(http, req, ep, 503,
 			   "the rendezvous server is shutting down; retry",
 			   start_ns);
-		return;
+		return 1;
 	}
 	if (ep == RDZV_EP_METRICS &&
 	    evhttp_request_get_command(req) == EVHTTP_REQ_GET) {
-		render_metrics(srv, req, start_ns);
-		return;
+		render_metrics(http, req, start_ns);
+		return 1;
 	}
+	return 0;
+}
+
+/* to_request describes req for the api; the strings are borrowed from
+ * req and live as long as it does. */
+static void to_request(struct evhttp_request *req, const char *path,
+		       struct rdzv_request *rq)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	char *peer = NULL;
+	ev_uint16_t peer_port = 0;
+	size_t len = evbuffer_get_length(in);
+
 	if (conn)
 		evhttp_connection_get_peer(conn, &peer, &peer_port);
-	len = evbuffer_get_length(in);
-	memset(&rq, 0, sizeof(rq));
-	rq.method = method_name(evhttp_request_get_command(req));
-	rq.path = path;
-	rq.query = evhttp_uri_get_query(uri);
-	rq.body = len ? (const char *)evbuffer_pullup(in, -1) : NULL;
-	rq.body_len = len;
-	rq.peer_addr = peer;
-	rq.now_ms = clock_now_ms();
+	memset(rq, 0, sizeof(*rq));
+	rq->method = method_name(evhttp_request_get_command(req));
+	rq->path = path;
+	rq->query = evhttp_uri_get_query(uri);
+	rq->body = len ? (const char *)evbuffer_pullup(in, -1) : NULL;
+	rq->body_len = len;
+	rq->peer_addr = peer;
+	rq->now_ms = clock_now_ms();
+}
+
+void http_request_cb(struct evhttp_request *req, void *arg)
+{
+	struct rdzv_http *http = arg;
+	uint64_t start_ns = clock_now_ns();
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	enum rdzv_endpoint ep =
+	    path && *path ? rdzv_api_route(path) : RDZV_EP_OTHER;
+	struct rdzv_request rq;
+	struct rdzv_response resp;
+
+	if (answer_early(http, req, path, ep, start_ns))
+		return;
+	to_request(req, path, &rq);
 	rdzv_response_init(&resp);
-	rdzv_api_handle(srv->api, &rq, &resp);
-	if (resp.poll.kind != RDZV_POLL_NONE) {
-		if (park(srv, req, &resp, start_ns) != 0) {
-			rdzv_api_poll_end(srv->api, &resp.poll, rq.now_ms);
-			rdzv_response_release(&resp);
-			send_error(srv, req, ep, 503, "out of memory",
-				   start_ns);
-			http_after_event(srv);
-			return;
-		}
-	} else {
-		send_response(srv, req, &resp, start_ns);
+	rdzv_api_handle(http->api, &rq, &resp);
+	if (resp.poll.kind == RDZV_POLL_NONE) {
+		send_response(http, req, &resp, start_ns);
+	} else if (park(http, req, &resp, start_ns) != 0) {
+		rdzv_api_poll_end(http->api, &resp.poll, rq.now_ms);
+		rdzv_response_release(&resp);
+		send_error(http, req, ep, 503, "out of memory", start_ns);
+		after_event(http, HTTP_AFTER_CHANGE);
+		return;
 	}
 	rdzv_response_release(&resp);
-	if (ep == RDZV_EP_HEARTBEAT || ep == RDZV_EP_WATCH)
-		after_sign_of_life(srv);
-	else
-		http_after_event(srv);
+	after_event(http, ep == RDZV_EP_HEARTBEAT || ep == RDZV_EP_WATCH
+			      ? HTTP_AFTER_SIGN_OF_LIFE
+			      : HTTP_AFTER_CHANGE);
+}
+
+struct rdzv_http *http_new(const struct http_config *cfg)
+{
+	struct rdzv_http *http = calloc(1, sizeof(*http));
+	if (!http)
+		return NULL;
+	http->base = cfg->base;
+	http->api = cfg->api;
+	http->st = cfg->st;
+	http->journal = cfg->journal;
+	http->tls = cfg->tls;
+	http->after_event = cfg->after_event;
+	http->ctx = cfg->ctx;
+	http->metrics = rdzv_metrics_new();
+	if (!http->metrics ||
+	    (cfg->token && !(http->token = strdup(cfg->token)))) {
+		http_free(http);
+		return NULL;
+	}
+	return http;
+}
+
+void http_free(struct rdzv_http *http)
+{
+	if (!http)
+		return;
+	http_drain(http);
+	rdzv_metrics_free(http->metrics);
+	free(http->token);
+	free(http);
 }

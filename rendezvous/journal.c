@@ -360,31 +360,25 @@ static char *path_join(const char *dir, const char *name)
 	return p;
 }
 
-int rdzv_journal_open(const char *dir, struct rdzv_state *st, uint64_t now_ms,
-		      struct rdzv_journal **out, char *err, size_t err_size)
+/* lock_dir creates dir, names the files in it and takes its lock, so
+ * that one server at a time owns a state dir. */
+static int lock_dir(struct rdzv_journal *jr, const char *dir, char *err,
+		    size_t err_size)
 {
-	struct rdzv_journal *jr = calloc(1, sizeof(*jr));
-	char *data = NULL, *lock_path = NULL;
-	char name[RDZV_NAME_MAX + 1];
-	size_t len = 0, good = 0;
-	uint64_t snap_seq = 0;
-	int rc;
+	char *lock_path;
+	int rc = fs_mkdir_p(dir, 0700);
 
-	if (!jr)
-		return DL_ENOMEM;
-	jr->fd = jr->lock_fd = -1;
-	rc = fs_mkdir_p(dir, 0700);
 	if (rc) {
 		snprintf(err, err_size, "cannot create state dir %s: %s", dir,
 			 strerror(errno));
-		goto fail;
+		return rc;
 	}
 	jr->journal_path = path_join(dir, "journal");
 	jr->snapshot_path = path_join(dir, "snapshot");
 	lock_path = path_join(dir, "lock");
 	if (!jr->journal_path || !jr->snapshot_path || !lock_path) {
-		rc = DL_ENOMEM;
-		goto fail;
+		free(lock_path);
+		return DL_ENOMEM;
 	}
 	jr->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (jr->lock_fd < 0 || flock(jr->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -393,57 +387,85 @@ int rdzv_journal_open(const char *dir, struct rdzv_state *st, uint64_t now_ms,
 			 "not writable): %s",
 			 dir, strerror(errno));
 		rc = DL_EBUSY;
-		goto fail;
 	}
-	rc = fs_read_file(jr->snapshot_path, FILE_MAX_BYTES, &data, &len);
-	if (rc == 0) {
-		rc = replay(st, jr->snapshot_path, (unsigned char *)data, len,
-			    0, now_ms, &good, &snap_seq);
-		if (rc == 0 && good != len)
-			rc = DL_ECORRUPT;
-		free(data);
-		data = NULL;
-		if (rc) {
-			snprintf(
-			    err, err_size,
-			    "snapshot %s is damaged; move it away to start "
-			    "without it",
-			    jr->snapshot_path);
-			goto fail;
-		}
-		jr->snapshot_bytes = len;
-	} else if (rc != DL_ENOTFOUND) {
+	free(lock_path);
+	return rc;
+}
+
+/* replay_snapshot replays the snapshot, if any, into st; it must be whole
+ * (it was renamed into place complete). *seq: its last sequence number. */
+static int replay_snapshot(struct rdzv_journal *jr, struct rdzv_state *st,
+			   uint64_t now_ms, uint64_t *seq, char *err,
+			   size_t err_size)
+{
+	char *data = NULL;
+	size_t len = 0, good = 0;
+	int rc = fs_read_file(jr->snapshot_path, FILE_MAX_BYTES, &data, &len);
+
+	if (rc == DL_ENOTFOUND)
+		return 0;
+	if (rc) {
 		snprintf(err, err_size, "cannot read %s: %s", jr->snapshot_path,
 			 dl_strerror(rc));
-		goto fail;
+		return rc;
 	}
-	jr->seq = snap_seq;
-	rc = fs_read_file(jr->journal_path, FILE_MAX_BYTES, &data, &len);
-	if (rc == 0) {
-		rc = replay(st, jr->journal_path, (unsigned char *)data, len,
-			    snap_seq, now_ms, &good, &jr->seq);
-		free(data);
-		if (rc) {
-			snprintf(err, err_size,
-				 "journal %s holds a record that cannot be "
-				 "replayed (see the log)",
-				 jr->journal_path);
-			goto fail;
-		}
-	} else if (rc != DL_ENOTFOUND) {
+	rc = replay(st, jr->snapshot_path, (unsigned char *)data, len, 0,
+		    now_ms, &good, seq);
+	if (rc == 0 && good != len)
+		rc = DL_ECORRUPT;
+	free(data);
+	if (rc) {
+		snprintf(err, err_size,
+			 "snapshot %s is damaged; move it away to start "
+			 "without it",
+			 jr->snapshot_path);
+		return rc;
+	}
+	jr->snapshot_bytes = len;
+	return 0;
+}
+
+/* replay_journal replays the journal's records newer than jr->seq into
+ * st; *len is the file's size, *good where its intact records end. */
+static int replay_journal(struct rdzv_journal *jr, struct rdzv_state *st,
+			  uint64_t now_ms, size_t *len, size_t *good, char *err,
+			  size_t err_size)
+{
+	char *data = NULL;
+	int rc = fs_read_file(jr->journal_path, FILE_MAX_BYTES, &data, len);
+
+	*good = 0;
+	if (rc == DL_ENOTFOUND) {
+		*len = 0;
+		return 0;
+	}
+	if (rc) {
 		snprintf(err, err_size, "cannot read %s: %s", jr->journal_path,
 			 dl_strerror(rc));
-		goto fail;
-	} else {
-		len = good = 0;
+		return rc;
 	}
+	rc = replay(st, jr->journal_path, (unsigned char *)data, *len, jr->seq,
+		    now_ms, good, &jr->seq);
+	free(data);
+	if (rc)
+		snprintf(err, err_size,
+			 "journal %s holds a record that cannot be "
+			 "replayed (see the log)",
+			 jr->journal_path);
+	return rc;
+}
+
+/* open_append opens the journal for appending after its last intact
+ * record (good), dropping a torn tail. */
+static int open_append(struct rdzv_journal *jr, size_t len, size_t good,
+		       char *err, size_t err_size)
+{
 	jr->fd = open(jr->journal_path,
 		      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (jr->fd < 0) {
 		snprintf(err, err_size, "cannot open %s: %s", jr->journal_path,
 			 strerror(errno));
-		rc = DL_EIO;
-		goto fail;
+		return DL_EIO;
 	}
 	if (good != len) {
 		/* drop the torn tail so new records follow intact ones */
@@ -451,24 +473,43 @@ int rdzv_journal_open(const char *dir, struct rdzv_state *st, uint64_t now_ms,
 		    fdatasync(jr->fd) != 0) {
 			snprintf(err, err_size, "cannot truncate %s: %s",
 				 jr->journal_path, strerror(errno));
-			rc = DL_EIO;
-			goto fail;
+			return DL_EIO;
 		}
 	}
 	fs_fsync_dir(jr->journal_path);
 	jr->bytes = good;
+	return 0;
+}
+
+int rdzv_journal_open(const char *dir, struct rdzv_state *st, uint64_t now_ms,
+		      struct rdzv_journal **out, char *err, size_t err_size)
+{
+	struct rdzv_journal *jr = calloc(1, sizeof(*jr));
+	char name[RDZV_NAME_MAX + 1];
+	size_t len = 0, good = 0;
+	int rc;
+
+	if (!jr)
+		return DL_ENOMEM;
+	jr->fd = jr->lock_fd = -1;
+	rc = lock_dir(jr, dir, err, err_size);
+	if (!rc)
+		rc = replay_snapshot(jr, st, now_ms, &jr->seq, err, err_size);
+	if (!rc)
+		rc = replay_journal(jr, st, now_ms, &len, &good, err, err_size);
+	if (!rc)
+		rc = open_append(jr, len, good, err, err_size);
+	if (rc) {
+		rdzv_journal_close(jr);
+		return rc;
+	}
 	/* replay marks jobs changed; those marks are already durable */
 	while (rdzv_state_pop_changed(st, name))
 		;
 	log_info("event=journal_replayed dir=%s jobs=%zu seq=%" PRIu64, dir,
 		 rdzv_job_count(st), jr->seq);
-	free(lock_path);
 	*out = jr;
 	return 0;
-fail:
-	free(lock_path);
-	rdzv_journal_close(jr);
-	return rc ? rc : DL_EIO;
 }
 
 void rdzv_journal_close(struct rdzv_journal *jr)

@@ -50,8 +50,9 @@ void rdzv_metrics_observe(struct rdzv_metrics *m, enum rdzv_endpoint ep,
 			m->buckets[ep][b]++;
 }
 
-int rdzv_metrics_render(const struct rdzv_metrics *m,
-			const struct rdzv_state *st,
+/* render_state: the state machine's gauges and counters, the parked
+ * polls and the journal. Returns non-zero when out is full. */
+static int render_state(const struct rdzv_state *st,
 			const struct rdzv_journal *jr, uint64_t pending_polls,
 			struct buf *out)
 {
@@ -96,6 +97,14 @@ int rdzv_metrics_render(const struct rdzv_metrics *m,
 	    members, c.rounds_total, c.restarts_total, c.heartbeats_total,
 	    c.evictions_total, pending_polls, rdzv_journal_bytes(jr),
 	    rdzv_journal_compactions(jr));
+	return rc;
+}
+
+/* render_requests: the requests answered, by endpoint and status. */
+static int render_requests(const struct rdzv_metrics *m, struct buf *out)
+{
+	int rc = 0;
+
 	rc |=
 	    buf_append_str(out, "# HELP dlaunch_rdzv_requests_total Requests "
 				"answered, by endpoint and status.\n"
@@ -109,6 +118,14 @@ int rdzv_metrics_render(const struct rdzv_metrics *m,
 				    "\"%s\",code=\"%d\"} %" PRIu64 "\n",
 				    rdzv_endpoint_name((enum rdzv_endpoint)e),
 				    s, m->requests[e][s]);
+	return rc;
+}
+
+/* render_durations: the latency histograms, by endpoint. */
+static int render_durations(const struct rdzv_metrics *m, struct buf *out)
+{
+	int rc = 0;
+
 	rc |= buf_append_str(
 	    out, "# HELP dlaunch_rdzv_request_duration_seconds Time to "
 		 "answer, by endpoint (long polls included).\n"
@@ -133,5 +150,16 @@ int rdzv_metrics_render(const struct rdzv_metrics *m,
 		    "\"%s\"} %" PRIu64 "\n",
 		    name, m->count[e], name, m->sum_s[e], name, m->count[e]);
 	}
+	return rc;
+}
+
+int rdzv_metrics_render(const struct rdzv_metrics *m,
+			const struct rdzv_state *st,
+			const struct rdzv_journal *jr, uint64_t pending_polls,
+			struct buf *out)
+{
+	int rc = render_state(st, jr, pending_polls, out);
+	rc |= render_requests(m, out);
+	rc |= render_durations(m, out);
 	return rc ? DL_ELIMIT : 0;
 }

@@ -1,5 +1,17 @@
 # rendezvous/: dlaunch-rdzv and librdzv.a (everything but main.c, so the
 # launcher can embed the server for --standalone).
+#
+# The state machine (dlaunch/rdzv_state.h: the rules, with no sockets,
+# files or clocks) is also its own archive, librdzv_state.a, which needs
+# only libdlcommon and jansson: any host can link it and drive it, not just
+# this server. Its unit test links that archive alone, so a dependency on
+# the server's layers (api, journal, http) fails the build.
+RDZV_STATE_SRCS := rendezvous/state.c rendezvous/round.c \
+	rendezvous/deadlines.c rendezvous/state_json.c rendezvous/state_save.c \
+	rendezvous/kv.c
+RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
+$(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
+
 RDZV_SRCS := $(filter-out rendezvous/main.c,$(wildcard rendezvous/*.c))
 OBJS += $(call objs,$(RDZV_SRCS) rendezvous/main.c)
 $(RDZV_LIB): $(call objs,$(RDZV_SRCS))
@@ -14,11 +26,16 @@ $(BUILD)/bin/dlaunch-rdzv: $(call objs,rendezvous/main.c) $(RDZV_LIB) \
 	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm
 
 RDZV_UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_rdzv*.c))
-$(foreach t,$(RDZV_UNIT_TESTS),$(eval $(call unit_test,$(t),\
-	$(RDZV_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm)))
+RDZV_STATE_TESTS := test_rdzv_state
+$(foreach t,$(filter-out $(RDZV_STATE_TESTS),$(RDZV_UNIT_TESTS)),\
+	$(eval $(call unit_test,$(t),$(RDZV_LIB) $(COMMON_LIB),\
+	$(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm)))
+$(foreach t,$(filter $(RDZV_STATE_TESTS),$(RDZV_UNIT_TESTS)),\
+	$(eval $(call unit_test,$(t),$(RDZV_STATE_LIB) $(COMMON_LIB),\
+	$(JSON_LIBS) -lm)))
 
 .PHONY: rendezvous
-rendezvous: $(RDZV_BIN) $(RDZV_LIB) \
+rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
 	$(addprefix $(BUILD)/tests/,$(RDZV_UNIT_TESTS))
 
 # libFuzzer harness over the request handling (api.c into the state
@@ -27,8 +44,8 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) \
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
 RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c \
-	rendezvous/state.c rendezvous/state_json.c rendezvous/kv.c \
-	rendezvous/journal.c $(wildcard common/*.c)
+	rendezvous/request.c rendezvous/journal.c $(RDZV_STATE_SRCS) \
+	$(wildcard common/*.c)
 $(BUILD)/fuzz/fuzz_rdzv_api: $(RDZV_FUZZ_SRCS) $(wildcard rendezvous/*.h) \
 		include/dlaunch/rdzv_state.h
 	@mkdir -p $(@D)

@@ -1,7 +1,15 @@
 /*
  * server.c - the rendezvous server as a library (dlaunch/rdzv_server.h):
- * binds the listener (HTTP or HTTPS), recovers the journal, arms the state
- * machine's timer, and tears everything down in order.
+ * binds the listener (HTTP or HTTPS), recovers the journal, owns the state
+ * machine's timer and the after-event step, and tears everything down in
+ * order.
+ *
+ * Layering: server.c -> http.c (requests, replies, parked polls) -> api.c
+ * (validation, answers, durability) -> the state machine. Every event the
+ * state machine is fed - a request, a parked poll expiring or abandoned, a
+ * timer tick - ends in after_event() here, the one place that commits the
+ * changes (journal, wake the parked polls of the jobs that changed) and
+ * re-arms the timer.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -10,7 +18,9 @@
 #include <event2/listener.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <event2/http.h>
 #include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +30,25 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
-#include "server_int.h"
+#include "api.h"
+#include "dlaunch/rdzv_server.h"
+#include "http.h"
+#include "journal.h"
+
+struct rdzv_server {
+	struct event_base *base;
+	struct evhttp *http;
+	struct rdzv_http *front; /* requests, replies and parked polls */
+	struct rdzv_state *st;
+	struct rdzv_api *api;
+	struct rdzv_journal *journal;
+	SSL_CTX *ssl_ctx;
+	int has_token;
+	char host[256];
+	uint16_t port;
+	struct event *tick_timer;
+	uint64_t tick_at_ms; /* when tick_timer fires; UINT64_MAX: idle */
+};
 
 void rdzv_server_config_init(struct rdzv_server_config *cfg)
 {
@@ -33,17 +61,8 @@ void rdzv_server_config_init(struct rdzv_server_config *cfg)
 	cfg->idle_timeout_ms = 60000;
 }
 
-static void tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct rdzv_server *srv = arg;
-	(void)fd;
-	(void)what;
-	srv->tick_at_ms = UINT64_MAX;
-	rdzv_api_tick(srv->api, clock_now_ms());
-	http_after_event(srv);
-}
-
-void server_schedule_tick(struct rdzv_server *srv)
+/* schedule_tick re-arms the timer for the state machine's next deadline. */
+static void schedule_tick(struct rdzv_server *srv)
 {
 	uint64_t at = rdzv_state_next_deadline(srv->st);
 	uint64_t now = clock_now_ms(), wait;
@@ -60,6 +79,33 @@ void server_schedule_tick(struct rdzv_server *srv)
 	tv.tv_sec = (time_t)(wait / 1000);
 	tv.tv_usec = (suseconds_t)(wait % 1000) * 1000;
 	evtimer_add(srv->tick_timer, &tv);
+}
+
+/*
+ * after_event is the one step that follows every event fed to the state
+ * machine (http.h says which kinds there are): it journals what changed,
+ * answers the parked polls that the changes decide (answering feeds no
+ * new event, but a wake-up may change state: rdzv_api_commit loops until
+ * nothing is left) and re-arms the timer.
+ */
+static void after_event(void *ctx, enum http_after what)
+{
+	struct rdzv_server *srv = ctx;
+	if (what != HTTP_AFTER_POLL_END)
+		rdzv_api_commit(srv->api, http_wake_job, srv->front);
+	if (what == HTTP_AFTER_SIGN_OF_LIFE && srv->tick_at_ms != UINT64_MAX)
+		return;
+	schedule_tick(srv);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv_server *srv = arg;
+	(void)fd;
+	(void)what;
+	srv->tick_at_ms = UINT64_MAX;
+	rdzv_api_tick(srv->api, clock_now_ms());
+	after_event(srv, HTTP_AFTER_CHANGE);
 }
 
 static struct bufferevent *tls_bevcb(struct event_base *base, void *arg)
@@ -161,21 +207,16 @@ static int bind_listener(struct rdzv_server *srv, const char *addr, char *err,
 	return 0;
 }
 
-int rdzv_server_new(struct event_base *base,
-		    const struct rdzv_server_config *cfg,
-		    struct rdzv_server **out, char *err, size_t err_size)
+/* open_core creates the state machine (recovering it from cfg->state_dir),
+ * the api over it and the HTTP front. */
+static int open_core(struct rdzv_server *srv,
+		     const struct rdzv_server_config *cfg, char *err,
+		     size_t err_size)
 {
-	struct rdzv_server *srv = calloc(1, sizeof(*srv));
 	struct rdzv_limits limits;
-	struct timeval idle;
-	int rc = DL_ENOMEM;
+	struct http_config hc;
+	int rc;
 
-	if (!srv) {
-		snprintf(err, err_size, "out of memory");
-		return DL_ENOMEM;
-	}
-	srv->base = base;
-	srv->tick_at_ms = UINT64_MAX;
 	rdzv_limits_init(&limits);
 	if (cfg->max_jobs)
 		limits.max_jobs = cfg->max_jobs;
@@ -184,32 +225,43 @@ int rdzv_server_new(struct event_base *base,
 	if (cfg->max_body_bytes)
 		limits.max_value_bytes = cfg->max_body_bytes;
 	srv->st = rdzv_state_new(&limits);
-	srv->metrics = rdzv_metrics_new();
-	srv->http = evhttp_new(base);
-	srv->tick_timer = evtimer_new(base, tick_cb, srv);
-	if (cfg->token && !(srv->token = strdup(cfg->token)))
-		goto fail;
-	if (!srv->st || !srv->metrics || !srv->http || !srv->tick_timer) {
-		snprintf(err, err_size, "out of memory");
-		goto fail;
-	}
-	if (cfg->token && !cfg->token[0]) {
-		snprintf(err, err_size, "the token is empty");
-		rc = DL_EINVAL;
-		goto fail;
-	}
+	if (!srv->st)
+		goto nomem;
 	if (cfg->state_dir) {
 		rc = rdzv_journal_open(cfg->state_dir, srv->st, clock_now_ms(),
 				       &srv->journal, err, err_size);
 		if (rc)
-			goto fail;
+			return rc;
 	}
 	srv->api = rdzv_api_new(srv->st, srv->journal);
-	if (!srv->api) {
-		rc = DL_ENOMEM;
-		snprintf(err, err_size, "out of memory");
-		goto fail;
-	}
+	if (!srv->api)
+		goto nomem;
+	memset(&hc, 0, sizeof(hc));
+	hc.base = srv->base;
+	hc.api = srv->api;
+	hc.st = srv->st;
+	hc.journal = srv->journal;
+	hc.token = cfg->token;
+	hc.tls = cfg->tls_cert_file || cfg->tls_key_file;
+	hc.after_event = after_event;
+	hc.ctx = srv;
+	srv->front = http_new(&hc);
+	if (!srv->front)
+		goto nomem;
+	return 0;
+nomem:
+	snprintf(err, err_size, "out of memory");
+	return DL_ENOMEM;
+}
+
+/* setup_http sets evhttp's limits and handler, and TLS when asked for. */
+static int setup_http(struct rdzv_server *srv,
+		      const struct rdzv_server_config *cfg, char *err,
+		      size_t err_size)
+{
+	uint64_t idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 60000;
+	struct timeval idle;
+
 	evhttp_set_max_body_size(
 	    srv->http,
 	    (ev_ssize_t)(cfg->max_body_bytes ? cfg->max_body_bytes : 65536));
@@ -217,40 +269,68 @@ int rdzv_server_new(struct event_base *base,
 				    (ev_ssize_t)(cfg->max_header_bytes
 						     ? cfg->max_header_bytes
 						     : 16384));
-	idle.tv_sec =
-	    (time_t)((cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 60000) /
-		     1000);
+	idle.tv_sec = (time_t)(idle_ms / 1000);
 	idle.tv_usec = (suseconds_t)((cfg->idle_timeout_ms % 1000) * 1000);
 	evhttp_set_timeout_tv(srv->http, &idle);
 	evhttp_set_allowed_methods(
 	    srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
 			   EVHTTP_REQ_HEAD | EVHTTP_REQ_DELETE);
-	evhttp_set_gencb(srv->http, http_request_cb, srv);
-	if (cfg->tls_cert_file || cfg->tls_key_file) {
-		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
-			snprintf(err, err_size,
-				 "TLS needs both a certificate and a key");
-			rc = DL_EINVAL;
-			goto fail;
-		}
-		rc = setup_tls(srv, cfg, err, err_size);
-		if (rc)
-			goto fail;
+	evhttp_set_gencb(srv->http, http_request_cb, srv->front);
+	if (!cfg->tls_cert_file && !cfg->tls_key_file)
+		return 0;
+	if (!cfg->tls_cert_file || !cfg->tls_key_file) {
+		snprintf(err, err_size,
+			 "TLS needs both a certificate and a key");
+		return DL_EINVAL;
 	}
-	rc = bind_listener(srv, cfg->listen ? cfg->listen : "127.0.0.1:29400",
-			   err, err_size);
+	return setup_tls(srv, cfg, err, err_size);
+}
+
+int rdzv_server_new(struct event_base *base,
+		    const struct rdzv_server_config *cfg,
+		    struct rdzv_server **out, char *err, size_t err_size)
+{
+	struct rdzv_server *srv = calloc(1, sizeof(*srv));
+	int rc;
+
+	if (!srv) {
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	srv->base = base;
+	srv->tick_at_ms = UINT64_MAX;
+	srv->has_token = cfg->token != NULL;
+	srv->http = evhttp_new(base);
+	srv->tick_timer = evtimer_new(base, tick_cb, srv);
+	if (!srv->http || !srv->tick_timer) {
+		snprintf(err, err_size, "out of memory");
+		rc = DL_ENOMEM;
+		goto fail;
+	}
+	if (cfg->token && !cfg->token[0]) {
+		snprintf(err, err_size, "the token is empty");
+		rc = DL_EINVAL;
+		goto fail;
+	}
+	rc = open_core(srv, cfg, err, err_size);
+	if (!rc)
+		rc = setup_http(srv, cfg, err, err_size);
+	if (!rc)
+		rc = bind_listener(
+		    srv, cfg->listen ? cfg->listen : "127.0.0.1:29400", err,
+		    err_size);
 	if (rc)
 		goto fail;
-	if (!srv->token && !is_loopback(srv->host))
+	if (!srv->has_token && !is_loopback(srv->host))
 		log_warn("listening on %s:%u without a token: anyone who can "
 			 "reach it can join and stop jobs (use --token-file "
 			 "or DLAUNCH_TOKEN)",
 			 srv->host, (unsigned)srv->port);
 	log_info("event=listening addr=%s:%u tls=%s auth=%s state_dir=%s",
 		 srv->host, (unsigned)srv->port, srv->ssl_ctx ? "on" : "off",
-		 srv->token ? "token" : "none",
+		 srv->has_token ? "token" : "none",
 		 cfg->state_dir ? cfg->state_dir : "-");
-	server_schedule_tick(srv);
+	schedule_tick(srv);
 	*out = srv;
 	return 0;
 fail:
@@ -270,26 +350,26 @@ uint16_t rdzv_server_port(const struct rdzv_server *srv)
 
 void rdzv_server_drain(struct rdzv_server *srv)
 {
-	if (srv && srv->http)
-		http_drain(srv);
+	if (srv && srv->front)
+		http_drain(srv->front);
 }
 
 void rdzv_server_free(struct rdzv_server *srv)
 {
 	if (!srv)
 		return;
-	if (srv->http) {
-		http_drain(srv);
+	/* the parked polls are answered while evhttp and the api live */
+	if (srv->front)
+		http_drain(srv->front);
+	if (srv->http)
 		evhttp_free(srv->http);
-	}
+	http_free(srv->front);
 	if (srv->tick_timer)
 		event_free(srv->tick_timer);
 	rdzv_api_free(srv->api);
 	rdzv_journal_close(srv->journal);
-	rdzv_metrics_free(srv->metrics);
 	rdzv_state_free(srv->st);
 	if (srv->ssl_ctx)
 		SSL_CTX_free(srv->ssl_ctx);
-	free(srv->token);
 	free(srv);
 }

@@ -1,7 +1,9 @@
 /*
- * state_int.h - the rendezvous state machine's data, shared by state.c
- * (events) and state_json.c (views and durable form). Private to
- * rendezvous/; everyone else goes through dlaunch/rdzv_state.h.
+ * state_int.h - the rendezvous state machine's data and the helpers its
+ * files share: state.c (the job table), round.c (the rules of rounds),
+ * deadlines.c (the timer side), state_json.c (views) and state_save.c
+ * (the durable form). Private to the state machine; everyone else,
+ * api.c and journal.c included, goes through dlaunch/rdzv_state.h.
  */
 #ifndef DLAUNCH_RDZV_STATE_INT_H
 #define DLAUNCH_RDZV_STATE_INT_H
@@ -77,16 +79,45 @@ struct rdzv_state {
 	struct rdzv_counters counters;
 };
 
+/* --- state.c: the job table --- */
+
 struct job *state_find_job(const struct rdzv_state *st, const char *name);
+/* state_add_job appends a new job at round 1, WAITING; NULL when out of
+ * memory. The caller checked the job limit (state_make_room). */
+struct job *state_add_job(struct rdzv_state *st, const char *name,
+			  const struct rdzv_job_config *cfg);
+/* state_remove_job frees j; with journal set its deletion is popped by
+ * rdzv_state_pop_changed. */
+void state_remove_job(struct rdzv_state *st, struct job *j, int journal);
+/* state_make_room forgets the job that ended first when the table is
+ * full; DL_ELIMIT (message in err) when no job has ended. */
+int state_make_room(struct rdzv_state *st, char *err, size_t err_size);
+
 struct member *job_find_member(const struct job *j, const char *node_id);
 void job_index_members(struct job *j);
 struct waiter *job_find_waiter(const struct job *j, const char *node_id);
-struct job *state_add_job(struct rdzv_state *st, const char *name,
-			  const struct rdzv_job_config *cfg);
+struct survivor *job_find_survivor(const struct job *j, const char *node_id);
 int job_is_open(const struct job *j);
 int job_is_ended(const struct job *j);
+/* job_mark records RDZV_CHANGED_* flags for rdzv_state_pop_changed. */
+void job_mark(struct job *j, unsigned what);
 int job_reserve(void **arr, size_t *cap, size_t need, size_t elem);
 /* job_master_port: the port node rank 0 offered, else torchrun's 29500 */
 unsigned job_master_port(const struct job *j);
+
+/* --- round.c: the rules, used by deadlines.c --- */
+
+/* job_track_min keeps the open round's clocks (min_reached, since when
+ * the round has been short of min_nodes). */
+void job_track_min(struct job *j, uint64_t now_ms);
+/* job_try_close closes the open round when it is complete. */
+void job_try_close(struct rdzv_state *st, struct job *j, uint64_t now_ms);
+/* job_end_round ends the running round (members marked gone do not
+ * survive) and opens the next one. */
+void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
+		   const char *reason, const char *node_id);
+/* job_finish ends the job for good in state (SUCCEEDED or FAILED). */
+void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
+		const char *reason);
 
 #endif

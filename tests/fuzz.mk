@@ -12,8 +12,7 @@ FUZZ_ckpt_SRCS := trainer/ckpt.c trainer/mlp.c trainer/rng.c
 FUZZ_ckpt_LIBS := $(BLAS_LIBS) -lm
 FUZZ_idx_SRCS := trainer/data.c trainer/rng.c
 FUZZ_idx_LIBS := $(ZLIB_LIBS) -lm
-FUZZ_journal_SRCS := rendezvous/journal.c rendezvous/state.c \
-	rendezvous/state_json.c rendezvous/kv.c common/jsonh.c
+FUZZ_journal_SRCS := rendezvous/journal.c $(RDZV_STATE_SRCS) common/jsonh.c
 FUZZ_journal_LIBS := -Irendezvous $(JSON_LIBS) $(SSL_LIBS) -lm
 
 # $(call reader_fuzzer,NAME)

@@ -9,16 +9,33 @@
  * current monotonic time in milliseconds and get back answers; it never
  * reads a clock, a socket or a file. Semantics: docs/http-api.md.
  *
- * Every event that changes a job marks it; the caller drains the marks with
- * rdzv_state_pop_changed() to journal the job and to re-check the long polls
- * parked on it. rdzv_state_next_deadline() says when rdzv_state_tick() must
- * run next (heartbeat eviction, last call, join timeout).
+ * This header is the whole of the rules' public face, and the rules have
+ * one implementation: dlaunch-rdzv drives it from its HTTP layer, and any
+ * other host (an agent leading a job over another store) links
+ * librdzv_state.a (libdlcommon and jansson are all it needs) and drives
+ * the same functions. A host's loop is:
+ *
+ *   1. feed an event: rdzv_join, rdzv_heartbeat, rdzv_watch, rdzv_report,
+ *      rdzv_leave, rdzv_kv_put, or rdzv_state_tick when the deadline from
+ *      rdzv_state_next_deadline has passed; the return value and struct
+ *      rdzv_reply are the decision for the node that sent it;
+ *   2. drain rdzv_state_pop_changed: RDZV_CHANGED_JOB says to persist the
+ *      job (rdzv_job_save, or its deletion when rdzv_job_exists says it is
+ *      gone), RDZV_CHANGED_WAKE says to re-check the long polls parked on
+ *      it (rdzv_join_check, rdzv_watch, rdzv_kv_get); a KV put marks
+ *      only WAKE, the host persists the key it put itself;
+ *   3. re-arm the timer for rdzv_state_next_deadline.
+ *
+ * A host that takes over a job restores it with rdzv_job_restore (and its
+ * keys with rdzv_kv_put); timers restart then, since heartbeats are not
+ * part of the durable form.
  *
  * Functions return 0 / a positive RDZV_* outcome, or a negative DL_E* code
  * (dlaunch/error.h) with a lowercase message naming the object in err:
  * DL_EINVAL (bad field), DL_ENOTFOUND (no such job/key), DL_ECONFLICT
  * (configuration mismatch), DL_ESTALE (stale round or incarnation),
  * DL_EGONE (the job has ended), DL_ELIMIT (too many jobs/nodes/keys).
+ * The state is not thread-safe: one host thread drives it.
  */
 #ifndef DLAUNCH_RDZV_STATE_H
 #define DLAUNCH_RDZV_STATE_H
@@ -176,7 +193,7 @@ int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
 	       const char *incarnation, uint64_t now_ms,
 	       struct rdzv_reply *reply, char *err, size_t err_size);
 
-/* rdzv_tick: applies every deadline that has passed at now_ms. */
+/* rdzv_state_tick: applies every deadline that has passed at now_ms. */
 void rdzv_state_tick(struct rdzv_state *st, uint64_t now_ms);
 
 /* rdzv_state_next_deadline: the earliest time rdzv_state_tick has work;
@@ -210,7 +227,7 @@ json_t *rdzv_assignment_json(const struct rdzv_state *st, const char *job,
 json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 			     uint64_t now_ms);
 json_t *rdzv_jobs_json(const struct rdzv_state *st);
-/* rdzv_waiting_reply: the 202 answer of a join still waiting. */
+/* rdzv_waiting_json: the 202 answer of a join still waiting. */
 json_t *rdzv_waiting_json(const struct rdzv_state *st, const char *job);
 
 /* Durability: rdzv_job_save returns the job's durable state (without its

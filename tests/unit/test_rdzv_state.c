@@ -579,6 +579,78 @@ static void test_save_restore(void **state)
 	rdzv_state_free(st2);
 }
 
+/* Each part of a saved job is checked on restore: any bad one refuses the
+ * whole job with a message and leaves no trace of it; a job saved again
+ * over a restored one keeps its KV store. */
+static void test_restore_checks_every_part(void **state)
+{
+	static const struct {
+		const char *what;
+		const char *path; /* "" top level, else an object or array */
+		const char *key; /* field to replace (or, in arrays, index 0) */
+		const char *value;
+	} bad[] = {
+	    {"no config", "", "config", "null"},
+	    {"a config field missing", "config", "max_restarts", NULL},
+	    {"min above max", "config", "min_nodes", "9"},
+	    {"a state out of range", "", "state", "5"},
+	    {"a round of 0", "", "round", "0"},
+	    {"members not an array", "", "members", "{}"},
+	    {"a member not an object", "members", "0", "7"},
+	    {"a member's status out of range", "members", "status", "3"},
+	    {"a member's addr too long", "members", "addr",
+	     "\"0123456789012345678901234567890123456789012345678901234567"
+	     "890123456789\""},
+	    {"waiters not an array", "", "waiters", "null"},
+	    {"a survivor with a bad name", "survivors", "0", "\".x\""},
+	    {"failures not an array", "", "failures", "{}"},
+	    {"running without members", "", "members", "[]"},
+	};
+	struct rdzv_state *st = running(2, 3, 3, 2);
+	json_t *good = rdzv_job_save(st, "job1");
+	const void *data;
+	size_t len;
+	(void)state;
+	assert_non_null(good);
+	/* a survivor to corrupt: the saved form has none while RUNNING */
+	json_array_append_new(json_object_get(good, "survivors"),
+			      json_string("n1"));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct rdzv_state *st2 = rdzv_state_new(NULL);
+		json_t *saved = json_deep_copy(good), *at = saved, *v = NULL;
+		if (bad[i].path[0])
+			at = json_object_get(saved, bad[i].path);
+		if (json_is_array(at) && strcmp(bad[i].key, "0") != 0)
+			at = json_array_get(at, 0);
+		if (bad[i].value)
+			v = json_loads(bad[i].value, JSON_DECODE_ANY, NULL);
+		if (json_is_array(at))
+			json_array_set_new(at, 0, v);
+		else if (v)
+			json_object_set_new(at, bad[i].key, v);
+		else
+			json_object_del(at, bad[i].key);
+		err[0] = '\0';
+		if (rdzv_job_restore(st2, saved, 0, err, sizeof(err)) >= 0)
+			fail_msg("%s: restored", bad[i].what);
+		if (!err[0])
+			fail_msg("%s: no message", bad[i].what);
+		if (rdzv_job_exists(st2, "job1"))
+			fail_msg("%s: a job was left behind", bad[i].what);
+		json_decref(saved);
+		rdzv_state_free(st2);
+	}
+	/* the unchanged form restores, over a job with keys that stay */
+	assert_int_equal(rdzv_kv_put(st, "job1", "k", "v", 1, err, sizeof(err)),
+			 0);
+	assert_int_equal(rdzv_job_restore(st, good, 0, err, sizeof(err)), 0);
+	assert_int_equal(rdzv_kv_get(st, "job1", "k", &data, &len), 0);
+	assert_int_equal(len, 1);
+	assert_string_equal(state_of(st), "RUNNING");
+	json_decref(good);
+	rdzv_state_free(st);
+}
+
 /* A survivor that does not come back is left behind: the round closes
  * with those who did once the last call passes. */
 static void test_straggler_left_behind(void **state)
@@ -642,6 +714,7 @@ int main(void)
 	    cmocka_unit_test(test_limits_and_names),
 	    cmocka_unit_test(test_kv),
 	    cmocka_unit_test(test_save_restore),
+	    cmocka_unit_test(test_restore_checks_every_part),
 	    cmocka_unit_test(test_straggler_left_behind),
 	    cmocka_unit_test(test_deadline_never_past),
 	};
