@@ -1159,6 +1159,7 @@ static int rank_nccl_init(const struct dist_config *cfg, int listen_fd,
 #else
 	CHECK(rc == DL_ENOTSUP);
 	CHECK(strstr(err, "nccl") != NULL);
+	CHECK(strstr(err, "without CUDA") != NULL);
 #endif
 	CHECK(d == NULL);
 	return 0;
