@@ -11,9 +11,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "dlaunch/data.h"
+#include "data.h"
+#include "train_rng.h"
 #include "dlaunch/error.h"
-#include "dlaunch/train_rng.h"
 
 #define IDX_MAGIC_U8_1D 0x00000801u
 #define IDX_MAGIC_U8_3D 0x00000803u

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlaunch/dist.h"
+#include "dist.h"
 
 #include "dlaunch/error.h"
 
@@ -156,7 +156,7 @@ void dist_reduce_scale(enum dist_dtype dtype, void *x, size_t n, int divisor);
  *               dist_wait completes; on failure the front frees req
  *   wait        blocks until req is done and returns its status (the
  *               front unlinks and frees it)
- * The rest mirror the public operations of dlaunch/dist.h. */
+ * The rest mirror the public operations of dist.h. */
 struct dist_ops {
 	int (*prepare)(struct dist *d, char *err, size_t err_size);
 	int (*init)(struct dist *d, char *err, size_t err_size);

@@ -19,18 +19,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dlaunch/ckpt.h"
+#include "ckpt.h"
+#include "data.h"
+#include "dist.h"
+#include "mlp.h"
+#include "train_ddp.h"
+#include "train_optim.h"
+#include "train_rng.h"
+#include "train_sampler.h"
 #include "dlaunch/clock.h"
-#include "dlaunch/data.h"
-#include "dlaunch/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
-#include "dlaunch/mlp.h"
 #include "dlaunch/parse.h"
-#include "dlaunch/train_ddp.h"
-#include "dlaunch/train_optim.h"
-#include "dlaunch/train_rng.h"
-#include "dlaunch/train_sampler.h"
 
 #define EXIT_USAGE 2
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mlp.h"
+#include "train_rng.h"
 #include "dlaunch/error.h"
-#include "dlaunch/mlp.h"
 #include "dlaunch/parse.h"
-#include "dlaunch/train_rng.h"
 
 #define BN_EPS	    1e-5f
 #define BN_MOMENTUM 0.1f

@@ -36,9 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../trainer/dist.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/crc32c.h"
-#include "dlaunch/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
