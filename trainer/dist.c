@@ -33,22 +33,15 @@ static int env_int(const char *name, int min, int max, int *out, char *err,
 	return rc;
 }
 
-int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
+/* env_rank_world: RANK and WORLD_SIZE, both or neither (a world of one) */
+static int env_rank_world(struct dist_config *c, char *err, size_t err_size)
 {
-	struct dist_config c;
-	const char *addr = getenv("MASTER_ADDR");
-	const char *timeout = getenv("DLAUNCH_DIST_TIMEOUT");
-	int port = 0, rc, rc_rank, rc_world;
-
-	memset(&c, 0, sizeof(c));
-	c.world_size = 1;
-	c.backend = DIST_BACKEND_TCP;
-	c.timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+	int rc_rank, rc_world;
 	rc_rank =
-	    env_int("RANK", 0, DIST_MAX_WORLD - 1, &c.rank, err, err_size);
+	    env_int("RANK", 0, DIST_MAX_WORLD - 1, &c->rank, err, err_size);
 	if (rc_rank != 0 && rc_rank != DL_ENOTFOUND)
 		return rc_rank;
-	rc_world = env_int("WORLD_SIZE", 1, DIST_MAX_WORLD, &c.world_size, err,
+	rc_world = env_int("WORLD_SIZE", 1, DIST_MAX_WORLD, &c->world_size, err,
 			   err_size);
 	if (rc_world != 0 && rc_world != DL_ENOTFOUND)
 		return rc_world;
@@ -58,40 +51,68 @@ int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
 			rc_rank == 0 ? "WORLD_SIZE" : "RANK");
 		return DL_EINVAL;
 	}
-	if (c.rank >= c.world_size) {
+	if (c->rank >= c->world_size) {
 		set_err(err, err_size, "RANK=%d is not below WORLD_SIZE=%d",
-			c.rank, c.world_size);
+			c->rank, c->world_size);
 		return DL_ERANGE;
 	}
-	rc = env_int("LOCAL_RANK", 0, 1 << 20, &c.cuda_device, err, err_size);
+	return 0;
+}
+
+/* env_master: MASTER_PORT and MASTER_ADDR, needed beyond a world of one
+ * (127.0.0.1 otherwise) */
+static int env_master(struct dist_config *c, char *err, size_t err_size)
+{
+	const char *addr = getenv("MASTER_ADDR");
+	int port = 0;
+	int rc = env_int("MASTER_PORT", 1, 65535, &port, err, err_size);
 	if (rc != 0 && rc != DL_ENOTFOUND)
 		return rc;
-	rc = env_int("MASTER_PORT", 1, 65535, &port, err, err_size);
-	if (rc != 0 && rc != DL_ENOTFOUND)
-		return rc;
-	if (c.world_size > 1 && rc == DL_ENOTFOUND) {
+	if (c->world_size > 1 && rc == DL_ENOTFOUND) {
 		set_err(err, err_size,
 			"MASTER_PORT is not set (needed for WORLD_SIZE=%d)",
-			c.world_size);
+			c->world_size);
 		return DL_EINVAL;
 	}
-	c.master_port = (uint16_t)port;
-	if (addr == NULL && c.world_size > 1) {
+	c->master_port = (uint16_t)port;
+	if (addr == NULL && c->world_size > 1) {
 		set_err(err, err_size,
 			"MASTER_ADDR is not set (needed for WORLD_SIZE=%d)",
-			c.world_size);
+			c->world_size);
 		return DL_EINVAL;
 	}
 	if (addr == NULL)
 		addr = "127.0.0.1";
-	if (addr[0] == 0 || strlen(addr) >= sizeof(c.master_addr)) {
+	if (addr[0] == 0 || strlen(addr) >= sizeof(c->master_addr)) {
 		set_err(err, err_size,
 			"MASTER_ADDR must be a host name or address of 1 to "
 			"%zu characters",
-			sizeof(c.master_addr) - 1);
+			sizeof(c->master_addr) - 1);
 		return DL_EINVAL;
 	}
-	memcpy(c.master_addr, addr, strlen(addr) + 1);
+	memcpy(c->master_addr, addr, strlen(addr) + 1);
+	return 0;
+}
+
+int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
+{
+	struct dist_config c;
+	const char *timeout = getenv("DLAUNCH_DIST_TIMEOUT");
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.world_size = 1;
+	c.backend = DIST_BACKEND_TCP;
+	c.timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+	rc = env_rank_world(&c, err, err_size);
+	if (rc != 0)
+		return rc;
+	rc = env_int("LOCAL_RANK", 0, 1 << 20, &c.cuda_device, err, err_size);
+	if (rc != 0 && rc != DL_ENOTFOUND)
+		return rc;
+	rc = env_master(&c, err, err_size);
+	if (rc != 0)
+		return rc;
 	if (timeout != NULL &&
 	    parse_duration_ms(timeout, 1000, 1, UINT64_C(1) << 40,
 			      &c.timeout_ms) != 0) {
