@@ -1,11 +1,11 @@
 /*
  * dist_priv.h - the insides of struct dist shared by the collective
- * library's files: the group itself (dist.c), the bootstrap and sockets
- * (dist_net.c), the TCP backend (its table and progress thread in
- * dist_tcp_backend.c, algorithms in dist_tcp.c, point to point in
- * dist_p2p.c, reduction kernels in dist_reduce.c) and the NCCL backend
- * (dist_nccl.c). The front calls a backend only through its struct
- * dist_ops.
+ * library's files: the group itself (dist.c), the bootstrap (dist_net.c,
+ * over the sockets of dist_sock.c), the TCP backend (its table and
+ * progress thread in dist_tcp_backend.c, algorithms in dist_tcp.c, point
+ * to point in dist_p2p.c, reduction kernels in dist_reduce.c) and the
+ * NCCL backend (dist_nccl.c). The front calls a backend only through its
+ * struct dist_ops.
  */
 #ifndef DLAUNCH_DIST_PRIV_H
 #define DLAUNCH_DIST_PRIV_H
