@@ -1,6 +1,6 @@
 /*
  * ckpt_bench.c - write and load speed of dlaunch-train's checkpoints,
- * through the trainer's own checkpoint code (dlaunch/ckpt.h).
+ * through the trainer's own checkpoint code (trainer/ckpt.h).
  *
  *   ckpt_bench --dir DIR [--model 784-16384-16384-10] [--reps 3]
  *
@@ -21,10 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dlaunch/ckpt.h"
+#include "../trainer/ckpt.h"
+#include "../trainer/mlp.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
-#include "dlaunch/mlp.h"
 #include "dlaunch/parse.h"
 
 int main(int argc, char **argv)

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../trainer/dist.h"
 #include "dlaunch/clock.h"
-#include "dlaunch/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"
 

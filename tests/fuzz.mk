@@ -18,7 +18,8 @@ FUZZ_journal_LIBS := -Irendezvous $(JSON_LIBS) $(SSL_LIBS) -lm
 # $(call reader_fuzzer,NAME)
 define reader_fuzzer
 $(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRCS) \
-		$$(FUZZ_COMMON) $$(wildcard include/dlaunch/*.h) tests/fuzz/memfile.h
+		$$(FUZZ_COMMON) $$(wildcard include/dlaunch/*.h trainer/*.h) \
+		tests/fuzz/memfile.h
 	@mkdir -p $$(@D)
 	$$(call quiet,LD)$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRCS) \
 		$$(FUZZ_COMMON) $$(FUZZ_$(1)_LIBS)

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train_backend.h"
 #include "dlaunch/error.h"
-#include "dlaunch/train_backend.h"
 
 int train_backend_cuda_available(void)
 {

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dlaunch/ckpt.h"
+#include "ckpt.h"
 #include "dlaunch/crc32c.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "dlaunch/data.h"
+#include "data.h"
+#include "train_rng.h"
 #include "dlaunch/error.h"
-#include "dlaunch/train_rng.h"
 
 #define IDX_MAGIC_U8_1D 0x00000801u
 #define IDX_MAGIC_U8_3D 0x00000803u
@@ -52,6 +52,79 @@ static uint32_t be32(const unsigned char *b)
 	       (uint32_t)b[2] << 8 | (uint32_t)b[3];
 }
 
+/* idx_header: checks an IDX header (magic, ndims dimensions, none 0)
+ * against the limits; dims and *total (their product) receive it. */
+static int idx_header(const char *path, const unsigned char *head,
+		      uint32_t magic, int ndims, uint32_t *dims,
+		      uint64_t *total, char *err, size_t err_size)
+{
+	if (be32(head) != magic) {
+		snprintf(err, err_size,
+			 "%s: not an IDX file of that kind (magic 0x%08x, "
+			 "expected 0x%08x)",
+			 path, be32(head), magic);
+		return DL_ECORRUPT;
+	}
+	*total = 1;
+	for (int i = 0; i < ndims; i++) {
+		dims[i] = be32(head + 4 + 4 * i);
+		if (dims[i] == 0) {
+			snprintf(err, err_size, "%s: dimension %d is 0", path,
+				 i);
+			return DL_ECORRUPT;
+		}
+		*total *= dims[i];
+		if (*total > DATA_MAX_BYTES) {
+			snprintf(err, err_size,
+				 "%s: data larger than the %llu-byte limit",
+				 path, (unsigned long long)DATA_MAX_BYTES);
+			return DL_ELIMIT;
+		}
+	}
+	if (dims[0] > DATA_MAX_SAMPLES) {
+		snprintf(err, err_size, "%s: %u samples, over the limit of %u",
+			 path, dims[0], DATA_MAX_SAMPLES);
+		return DL_ELIMIT;
+	}
+	return 0;
+}
+
+/* idx_body: reads the total bytes the header announced into *out (the
+ * caller frees it, also on failure). The header's sizes are only a
+ * claim: the buffer grows as bytes arrive, so a short file cannot make
+ * us allocate what it announces. */
+static int idx_body(gzFile f, const char *path, size_t total, uint8_t **out,
+		    char *err, size_t err_size)
+{
+	for (size_t have = 0, cap = 0; have < total;) {
+		size_t want = total - have;
+		if (want > IDX_READ_CHUNK)
+			want = IDX_READ_CHUNK;
+		if (have + want > cap) {
+			size_t grown = cap ? cap * 2 : IDX_READ_CHUNK;
+			uint8_t *p;
+			if (grown < have + want)
+				grown = have + want;
+			if (grown > total)
+				grown = total;
+			p = realloc(*out, grown);
+			if (p == NULL) {
+				snprintf(err, err_size, "%s: out of memory",
+					 path);
+				return DL_ENOMEM;
+			}
+			*out = p;
+			cap = grown;
+		}
+		int rc = read_exact(f, path, *out + have, want, "the data", err,
+				    err_size);
+		if (rc != 0)
+			return rc;
+		have += want;
+	}
+	return 0;
+}
+
 /* read_idx reads one IDX file of unsigned bytes with the given magic;
  * dims[0..ndims) receive the dimensions; *out the payload. */
 static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
@@ -71,68 +144,13 @@ static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
 	}
 	rc = read_exact(f, path, head, 4 + 4 * (size_t)ndims, "the header", err,
 			err_size);
+	if (rc == 0)
+		rc = idx_header(path, head, magic, ndims, dims, &total, err,
+				err_size);
+	if (rc == 0)
+		rc = idx_body(f, path, (size_t)total, &data, err, err_size);
 	if (rc != 0)
 		goto out;
-	if (be32(head) != magic) {
-		snprintf(err, err_size,
-			 "%s: not an IDX file of that kind (magic 0x%08x, "
-			 "expected 0x%08x)",
-			 path, be32(head), magic);
-		rc = DL_ECORRUPT;
-		goto out;
-	}
-	for (int i = 0; i < ndims; i++) {
-		dims[i] = be32(head + 4 + 4 * i);
-		if (dims[i] == 0) {
-			snprintf(err, err_size, "%s: dimension %d is 0", path,
-				 i);
-			rc = DL_ECORRUPT;
-			goto out;
-		}
-		total *= dims[i];
-		if (total > DATA_MAX_BYTES) {
-			snprintf(err, err_size,
-				 "%s: data larger than the %llu-byte limit",
-				 path, (unsigned long long)DATA_MAX_BYTES);
-			rc = DL_ELIMIT;
-			goto out;
-		}
-	}
-	if (dims[0] > DATA_MAX_SAMPLES) {
-		snprintf(err, err_size, "%s: %u samples, over the limit of %u",
-			 path, dims[0], DATA_MAX_SAMPLES);
-		rc = DL_ELIMIT;
-		goto out;
-	}
-	/* The header's sizes are only a claim: grow the buffer as bytes
-	 * arrive, so a short file cannot make us allocate what it announces. */
-	for (size_t have = 0, cap = 0; have < (size_t)total;) {
-		size_t want = (size_t)total - have;
-		if (want > IDX_READ_CHUNK)
-			want = IDX_READ_CHUNK;
-		if (have + want > cap) {
-			size_t grown = cap ? cap * 2 : IDX_READ_CHUNK;
-			uint8_t *p;
-			if (grown < have + want)
-				grown = have + want;
-			if (grown > (size_t)total)
-				grown = (size_t)total;
-			p = realloc(data, grown);
-			if (p == NULL) {
-				rc = DL_ENOMEM;
-				snprintf(err, err_size, "%s: out of memory",
-					 path);
-				goto out;
-			}
-			data = p;
-			cap = grown;
-		}
-		rc = read_exact(f, path, data + have, want, "the data", err,
-				err_size);
-		if (rc != 0)
-			goto out;
-		have += want;
-	}
 	if (gzread(f, &extra, 1) != 0) {
 		snprintf(err, err_size,
 			 "%s: trailing bytes after the %llu the header "

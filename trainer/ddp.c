@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_ddp.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
-#include "dlaunch/train_ddp.h"
 
 #define HOST_SCRATCH_MAX 16
 

@@ -1,20 +1,12 @@
 /*
  * dist.c - the public face of the collective library: configuration,
- * group lifetime, argument checks, backend dispatch and the asynchronous
- * operations of the TCP backend.
- *
- * Asynchronous TCP operations (isend, irecv, iall_reduce) are queued and
- * run in issue order by one progress thread per group, started on first
- * use. Blocking operations run on the caller's thread (no hand-off, so no
- * added latency) after the queue has drained: mixing them with operations
- * in flight is allowed, and the blocking one simply starts after them.
- * On the NCCL backend every operation is enqueued on the CUDA stream;
- * blocking ones then wait for the stream, asynchronous ones record an event
- * that dist_wait waits for (isend and irecv first wait in a queue that
- * goes out as one NCCL group: see dist_nccl.c).
+ * group lifetime, argument checks and the bookkeeping of asynchronous
+ * requests. dist_init picks the backend's table of operations (struct
+ * dist_ops, dist_priv.h) once; every operation then goes through it:
+ * dist_tcp_backend.c for host buffers over TCP, dist_nccl.c for CUDA
+ * buffers over NCCL (in builds without CUDA, dist_nccl_nocuda.c says why
+ * there is none).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,22 +33,15 @@ static int env_int(const char *name, int min, int max, int *out, char *err,
 	return rc;
 }
 
-int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
+/* env_rank_world: RANK and WORLD_SIZE, both or neither (a world of one) */
+static int env_rank_world(struct dist_config *c, char *err, size_t err_size)
 {
-	struct dist_config c;
-	const char *addr = getenv("MASTER_ADDR");
-	const char *timeout = getenv("DLAUNCH_DIST_TIMEOUT");
-	int port = 0, rc, rc_rank, rc_world;
-
-	memset(&c, 0, sizeof(c));
-	c.world_size = 1;
-	c.backend = DIST_BACKEND_TCP;
-	c.timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+	int rc_rank, rc_world;
 	rc_rank =
-	    env_int("RANK", 0, DIST_MAX_WORLD - 1, &c.rank, err, err_size);
+	    env_int("RANK", 0, DIST_MAX_WORLD - 1, &c->rank, err, err_size);
 	if (rc_rank != 0 && rc_rank != DL_ENOTFOUND)
 		return rc_rank;
-	rc_world = env_int("WORLD_SIZE", 1, DIST_MAX_WORLD, &c.world_size, err,
+	rc_world = env_int("WORLD_SIZE", 1, DIST_MAX_WORLD, &c->world_size, err,
 			   err_size);
 	if (rc_world != 0 && rc_world != DL_ENOTFOUND)
 		return rc_world;
@@ -66,40 +51,68 @@ int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
 			rc_rank == 0 ? "WORLD_SIZE" : "RANK");
 		return DL_EINVAL;
 	}
-	if (c.rank >= c.world_size) {
+	if (c->rank >= c->world_size) {
 		set_err(err, err_size, "RANK=%d is not below WORLD_SIZE=%d",
-			c.rank, c.world_size);
+			c->rank, c->world_size);
 		return DL_ERANGE;
 	}
-	rc = env_int("LOCAL_RANK", 0, 1 << 20, &c.cuda_device, err, err_size);
+	return 0;
+}
+
+/* env_master: MASTER_PORT and MASTER_ADDR, needed beyond a world of one
+ * (127.0.0.1 otherwise) */
+static int env_master(struct dist_config *c, char *err, size_t err_size)
+{
+	const char *addr = getenv("MASTER_ADDR");
+	int port = 0;
+	int rc = env_int("MASTER_PORT", 1, 65535, &port, err, err_size);
 	if (rc != 0 && rc != DL_ENOTFOUND)
 		return rc;
-	rc = env_int("MASTER_PORT", 1, 65535, &port, err, err_size);
-	if (rc != 0 && rc != DL_ENOTFOUND)
-		return rc;
-	if (c.world_size > 1 && rc == DL_ENOTFOUND) {
+	if (c->world_size > 1 && rc == DL_ENOTFOUND) {
 		set_err(err, err_size,
 			"MASTER_PORT is not set (needed for WORLD_SIZE=%d)",
-			c.world_size);
+			c->world_size);
 		return DL_EINVAL;
 	}
-	c.master_port = (uint16_t)port;
-	if (addr == NULL && c.world_size > 1) {
+	c->master_port = (uint16_t)port;
+	if (addr == NULL && c->world_size > 1) {
 		set_err(err, err_size,
 			"MASTER_ADDR is not set (needed for WORLD_SIZE=%d)",
-			c.world_size);
+			c->world_size);
 		return DL_EINVAL;
 	}
 	if (addr == NULL)
 		addr = "127.0.0.1";
-	if (addr[0] == 0 || strlen(addr) >= sizeof(c.master_addr)) {
+	if (addr[0] == 0 || strlen(addr) >= sizeof(c->master_addr)) {
 		set_err(err, err_size,
 			"MASTER_ADDR must be a host name or address of 1 to "
 			"%zu characters",
-			sizeof(c.master_addr) - 1);
+			sizeof(c->master_addr) - 1);
 		return DL_EINVAL;
 	}
-	memcpy(c.master_addr, addr, strlen(addr) + 1);
+	memcpy(c->master_addr, addr, strlen(addr) + 1);
+	return 0;
+}
+
+int dist_config_from_env(struct dist_config *cfg, char *err, size_t err_size)
+{
+	struct dist_config c;
+	const char *timeout = getenv("DLAUNCH_DIST_TIMEOUT");
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.world_size = 1;
+	c.backend = DIST_BACKEND_TCP;
+	c.timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+	rc = env_rank_world(&c, err, err_size);
+	if (rc != 0)
+		return rc;
+	rc = env_int("LOCAL_RANK", 0, 1 << 20, &c.cuda_device, err, err_size);
+	if (rc != 0 && rc != DL_ENOTFOUND)
+		return rc;
+	rc = env_master(&c, err, err_size);
+	if (rc != 0)
+		return rc;
 	if (timeout != NULL &&
 	    parse_duration_ms(timeout, 1000, 1, UINT64_C(1) << 40,
 			      &c.timeout_ms) != 0) {
@@ -182,9 +195,41 @@ static int check_config(const struct dist_config *cfg, char *err,
 	return 0;
 }
 
+/* pick_ops: the table of the backend cfg asks for (checked by
+ * check_config), or why this build has none. */
+static int pick_ops(enum dist_backend backend, const struct dist_ops **out,
+		    char *err, size_t err_size)
+{
+	if (backend == DIST_BACKEND_NCCL)
+		return dist_nccl_ops(out, err, err_size);
+	*out = &dist_tcp_ops;
+	return 0;
+}
+
+/* group_new: a group with its configuration and no connections yet */
+static struct dist *group_new(const struct dist_config *cfg,
+			      const struct dist_ops *ops)
+{
+	struct dist *d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		return NULL;
+	d->cfg = *cfg;
+	d->rank = cfg->rank;
+	d->world = cfg->world_size;
+	d->backend = cfg->backend;
+	d->ops = ops;
+	d->timeout_ms =
+	    cfg->timeout_ms ? cfg->timeout_ms : DIST_DEFAULT_TIMEOUT_MS;
+	d->wake_fds[0] = d->wake_fds[1] = -1;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	return d;
+}
+
 int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 		       struct dist **out, char *err, size_t err_size)
 {
+	const struct dist_ops *ops = NULL;
 	struct dist *d = NULL;
 	int rc;
 
@@ -192,60 +237,28 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 		err[0] = 0;
 	*out = NULL;
 	rc = check_config(cfg, err, err_size);
+	if (rc == 0)
+		rc = pick_ops(cfg->backend, &ops, err, err_size);
 	if (rc != 0)
 		goto fail;
-#ifndef DLAUNCH_HAVE_CUDA
-	if (cfg->backend == DIST_BACKEND_NCCL) {
-		set_err(err, err_size,
-			"the nccl backend is not available: this dlaunch-train "
-			"was built without CUDA (use the tcp backend)");
-		rc = DL_ENOTSUP;
-		goto fail;
-	}
-#endif
-	d = calloc(1, sizeof(*d));
+	d = group_new(cfg, ops);
 	if (d == NULL) {
 		rc = DL_ENOMEM;
 		set_err(err, err_size, "out of memory");
 		goto fail;
 	}
-	d->cfg = *cfg;
-	d->rank = cfg->rank;
-	d->world = cfg->world_size;
-	d->backend = cfg->backend;
-	d->timeout_ms =
-	    cfg->timeout_ms ? cfg->timeout_ms : DIST_DEFAULT_TIMEOUT_MS;
-	d->wake_fds[0] = d->wake_fds[1] = -1;
-	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cv, NULL);
-	if (d->backend == DIST_BACKEND_TCP) {
-		d->scratch = malloc(DIST_SCRATCH_BYTES);
-		if (d->scratch == NULL) {
-			rc = DL_ENOMEM;
-			set_err(err, err_size, "out of memory");
-			goto fail;
-		}
-	}
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL && d->rank == 0) {
-		rc = dist_nccl_new_id(d, err, err_size);
-		if (rc != 0)
-			goto fail;
-	}
-#endif
+	rc = ops->prepare(d, err, err_size);
+	if (rc != 0)
+		goto fail;
 	if (d->world > 1) {
 		rc = dist_net_connect(d, listen_fd, err, err_size);
 		listen_fd = -1; /* owned by dist_net_connect */
 		if (rc != 0)
 			goto fail;
 	}
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL) {
-		rc = dist_nccl_init(d, err, err_size);
-		if (rc != 0)
-			goto fail;
-	}
-#endif
+	rc = ops->init(d, err, err_size);
+	if (rc != 0)
+		goto fail;
 	log_debug("dist: rank %d of %d joined the group (%s backend)", d->rank,
 		  d->world, dist_backend_name(d->backend));
 	*out = d;
@@ -263,43 +276,21 @@ int dist_init(const struct dist_config *cfg, struct dist **out, char *err,
 	return dist_init_listener(cfg, -1, out, err, err_size);
 }
 
-static void *progress_main(void *arg);
-
 void dist_free(struct dist *d)
 {
 	if (d == NULL)
 		return;
-	if (d->thread_started) {
-		pthread_mutex_lock(&d->mu);
-		d->stopping = 1;
-		pthread_cond_broadcast(&d->cv);
-		if (d->in_batch) /* wake it from poll */
-			(void)!write(d->wake_fds[1], "", 1);
-		pthread_mutex_unlock(&d->mu);
-		pthread_join(d->thread, NULL);
-	}
-	if (d->wake_fds[0] >= 0) {
-		close(d->wake_fds[0]);
-		close(d->wake_fds[1]);
-	}
-	free(d->batch);
 	if (d->all != NULL)
 		log_warn("dist: rank %d: freeing the group with requests not "
 			 "waited for",
 			 d->rank);
-#ifdef DLAUNCH_HAVE_CUDA
-	/* before the requests go: it issues those still queued and
-	 * releases their events */
-	if (d->backend == DIST_BACKEND_NCCL)
-		dist_nccl_free(d);
-#endif
+	d->ops->release(d);
 	while (d->all != NULL) {
 		struct dist_req *req = d->all;
 		d->all = req->next_all;
 		free(req);
 	}
 	dist_net_close(d);
-	free(d->scratch);
 	pthread_cond_destroy(&d->cv);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -307,13 +298,7 @@ void dist_free(struct dist *d)
 
 void dist_set_stream(struct dist *d, void *cuda_stream)
 {
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		dist_nccl_set_stream(d, cuda_stream);
-#else
-	(void)d;
-	(void)cuda_stream;
-#endif
+	d->ops->set_stream(d, cuda_stream);
 }
 
 /* Argument checks shared by every operation. */
@@ -368,22 +353,6 @@ static int check_op(const char *what, enum dist_op op)
 	return 0;
 }
 
-/* tcp_ready: waits for the progress queue to drain, then reports the
- * group's sticky failure, if any. Caller's thread only. */
-static int tcp_ready(struct dist *d)
-{
-	int failed;
-	pthread_mutex_lock(&d->mu);
-	while (d->queue_head != NULL || d->running)
-		pthread_cond_wait(&d->cv, &d->mu);
-	failed = d->failed;
-	pthread_mutex_unlock(&d->mu);
-	if (failed)
-		log_debug("dist: rank %d: the group failed earlier (%s)",
-			  d->rank, dl_strerror(failed));
-	return failed;
-}
-
 /* ---- asynchronous requests ---- */
 
 static struct dist_req *req_new(struct dist *d, enum dist_req_kind kind,
@@ -421,107 +390,11 @@ static void req_unlink_free(struct dist_req *req)
 	free(req);
 }
 
-static int run_req(struct dist *d, struct dist_req *req)
-{
-	size_t bytes = req->count * dist_dtype_size(req->dtype);
-	if (d->failed)
-		return d->failed;
-	(void)bytes;
-	if (req->kind == DIST_REQ_ALL_REDUCE)
-		return dist_tcp_all_reduce(d, req->buf, req->buf, req->count,
-					   req->dtype, req->op);
-	return DL_EINVAL; /* sends and receives run in dist_p2p_run_batch */
-}
-
-static void *progress_main(void *arg)
-{
-	struct dist *d = arg;
-	pthread_mutex_lock(&d->mu);
-	for (;;) {
-		while (d->queue_head == NULL && !d->stopping)
-			pthread_cond_wait(&d->cv, &d->mu);
-		struct dist_req *req = d->queue_head;
-		if (req == NULL)
-			break;
-		d->running = 1;
-		if (req->kind != DIST_REQ_ALL_REDUCE && !d->stopping) {
-			dist_p2p_run_batch(d);
-			d->running = 0;
-			pthread_cond_broadcast(&d->cv);
-			continue;
-		}
-		pthread_mutex_unlock(&d->mu);
-		int status = d->stopping ? DL_ECLOSED : run_req(d, req);
-		pthread_mutex_lock(&d->mu);
-		d->queue_head = req->next_queued;
-		if (d->queue_head == NULL)
-			d->queue_tail = NULL;
-		d->running = 0;
-		req->status = status;
-		req->done = 1;
-		pthread_cond_broadcast(&d->cv);
-	}
-	pthread_mutex_unlock(&d->mu);
-	return NULL;
-}
-
-static int tcp_enqueue(struct dist *d, struct dist_req *req)
-{
-	int rc = 0;
-	pthread_mutex_lock(&d->mu);
-	if (!d->thread_started) {
-		if (pipe2(d->wake_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
-			rc = DL_ESYS;
-			log_error("dist: rank %d: cannot make a pipe: %s",
-				  d->rank, strerror(errno));
-		} else if (pthread_create(&d->thread, NULL, progress_main, d) !=
-			   0) {
-			rc = DL_ESYS;
-			log_error("dist: rank %d: cannot start the progress "
-				  "thread: %s",
-				  d->rank, strerror(errno));
-		} else {
-			d->thread_started = 1;
-		}
-	}
-	if (rc == 0) {
-		if (d->queue_tail)
-			d->queue_tail->next_queued = req;
-		else
-			d->queue_head = req;
-		d->queue_tail = req;
-		pthread_cond_broadcast(&d->cv);
-		if (d->in_batch) /* the thread sleeps in poll, not on cv */
-			(void)!write(d->wake_fds[1], "", 1);
-	}
-	pthread_mutex_unlock(&d->mu);
-	return rc;
-}
-
-/* submit: starts req on its backend, or completes it at once (world of
- * one, count 0); on failure req is freed and *out stays NULL. */
+/* submit: starts req on the backend (which may complete it at once);
+ * on failure req is freed and *out stays NULL. */
 static int submit(struct dist *d, struct dist_req *req, struct dist_req **out)
 {
-	int rc = 0;
-	if (d->backend == DIST_BACKEND_TCP) {
-		if (req->count == 0 || d->world == 1) {
-			req->done = 1;
-		} else {
-			rc = tcp_enqueue(d, req);
-		}
-	}
-#ifdef DLAUNCH_HAVE_CUDA
-	else if (req->kind == DIST_REQ_SEND) {
-		rc = dist_nccl_send(d, req->buf, req->count, req->dtype,
-				    req->peer, req);
-	} else if (req->kind == DIST_REQ_RECV) {
-		rc = dist_nccl_recv(d, req->buf, req->count, req->dtype,
-				    req->peer, req);
-	} else {
-		rc = dist_nccl_all_reduce(d, req->buf, req->buf, req->count,
-					  req->dtype, req->op, req);
-	}
-#endif
+	int rc = d->ops->submit(d, req);
 	if (rc != 0) {
 		pthread_mutex_lock(&d->mu);
 		req_unlink_free(req);
@@ -537,20 +410,8 @@ int dist_wait(struct dist_req *req)
 	if (req == NULL)
 		return DL_EINVAL;
 	struct dist *d = req->d;
-	int status;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL) {
-		status = dist_nccl_wait(req);
-		pthread_mutex_lock(&d->mu);
-		req_unlink_free(req);
-		pthread_mutex_unlock(&d->mu);
-		return status;
-	}
-#endif
+	int status = d->ops->wait(req);
 	pthread_mutex_lock(&d->mu);
-	while (!req->done)
-		pthread_cond_wait(&d->cv, &d->mu);
-	status = req->status;
 	req_unlink_free(req);
 	pthread_mutex_unlock(&d->mu);
 	return status;
@@ -616,15 +477,7 @@ int dist_send(struct dist *d, const void *buf, size_t count,
 		rc = check_peer(d, "send", peer);
 	if (rc != 0)
 		return rc;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_send(d, buf, count, dtype, peer, NULL);
-#endif
-	rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_send(d, buf, count * dist_dtype_size(dtype),
-				   dtype, peer);
-	return rc;
+	return d->ops->send(d, buf, count, dtype, peer);
 }
 
 int dist_recv(struct dist *d, void *buf, size_t count, enum dist_dtype dtype,
@@ -635,15 +488,7 @@ int dist_recv(struct dist *d, void *buf, size_t count, enum dist_dtype dtype,
 		rc = check_peer(d, "recv", peer);
 	if (rc != 0)
 		return rc;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_recv(d, buf, count, dtype, peer, NULL);
-#endif
-	rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_recv(d, buf, count * dist_dtype_size(dtype),
-				   dtype, peer);
-	return rc;
+	return d->ops->recv(d, buf, count, dtype, peer);
 }
 
 int dist_broadcast(struct dist *d, void *buf, size_t count,
@@ -654,15 +499,7 @@ int dist_broadcast(struct dist *d, void *buf, size_t count,
 		rc = check_root(d, "broadcast", root);
 	if (rc != 0)
 		return rc;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_broadcast(d, buf, count, dtype, root);
-#endif
-	rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_broadcast(d, buf, count * dist_dtype_size(dtype),
-					root);
-	return rc;
+	return d->ops->broadcast(d, buf, count, dtype, root);
 }
 
 int dist_reduce(struct dist *d, const void *send, void *recv, size_t count,
@@ -677,14 +514,7 @@ int dist_reduce(struct dist *d, const void *send, void *recv, size_t count,
 		rc = check_op("reduce", op);
 	if (rc != 0)
 		return rc;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_reduce(d, send, recv, count, dtype, op, root);
-#endif
-	rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_reduce(d, send, recv, count, dtype, op, root);
-	return rc;
+	return d->ops->reduce(d, send, recv, count, dtype, op, root);
 }
 
 int dist_all_reduce(struct dist *d, const void *send, void *recv, size_t count,
@@ -697,15 +527,7 @@ int dist_all_reduce(struct dist *d, const void *send, void *recv, size_t count,
 		rc = check_op("all_reduce", op);
 	if (rc != 0)
 		return rc;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_all_reduce(d, send, recv, count, dtype, op,
-					    NULL);
-#endif
-	rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_all_reduce(d, send, recv, count, dtype, op);
-	return rc;
+	return d->ops->all_reduce(d, send, recv, count, dtype, op);
 }
 
 int dist_all_gather(struct dist *d, const void *send, void *recv, size_t count,
@@ -716,25 +538,10 @@ int dist_all_gather(struct dist *d, const void *send, void *recv, size_t count,
 		rc = check_buf(d, "all_gather", recv, count, dtype);
 	if (rc != 0)
 		return rc;
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_all_gather(d, send, recv, count, dtype);
-#endif
-	rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_all_gather(d, send, recv,
-					 count * dist_dtype_size(dtype));
-	return rc;
+	return d->ops->all_gather(d, send, recv, count, dtype);
 }
 
 int dist_barrier(struct dist *d)
 {
-#ifdef DLAUNCH_HAVE_CUDA
-	if (d->backend == DIST_BACKEND_NCCL)
-		return dist_nccl_barrier(d);
-#endif
-	int rc = tcp_ready(d);
-	if (rc == 0)
-		rc = dist_tcp_barrier(d);
-	return rc;
+	return d->ops->barrier(d);
 }

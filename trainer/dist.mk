@@ -1,15 +1,16 @@
 # trainer/dist.mk: the collective library of dlaunch-train (libdist.a):
-# the TCP backend always, the NCCL backend when CUDA is found.
-DIST_SRCS := trainer/dist.c trainer/dist_net.c trainer/dist_tcp.c \
-	trainer/dist_p2p.c \
-	trainer/dist_reduce.c
+# the TCP backend always, the NCCL backend when CUDA is found; without
+# CUDA, dist_nccl_nocuda.c answers that there is no NCCL backend.
+DIST_SRCS := trainer/dist.c trainer/dist_net.c trainer/dist_sock.c \
+	trainer/dist_tcp_backend.c \
+	trainer/dist_tcp.c trainer/dist_p2p.c trainer/dist_reduce.c
 ifneq ($(NVCC),)
 DIST_SRCS += trainer/dist_nccl.c
 # -isystem: NCCL's header has old-style prototypes our warnings reject.
 $(call objs,trainer/dist_nccl.c): CPPFLAGS += -isystem $(CUDA_HOME)/include
+else
+DIST_SRCS += trainer/dist_nccl_nocuda.c
 endif
-# Every file sees DLAUNCH_HAVE_CUDA the same way, so struct dist agrees.
-$(call objs,$(DIST_SRCS)): CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
 # The reduction loops are the hot path: let the compiler vectorise them.
 ifneq ($(SANITIZE),1)
 $(call objs,trainer/dist_reduce.c): CFLAGS += -O3

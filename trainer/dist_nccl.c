@@ -27,7 +27,8 @@
  * the first point that needs them: a dist_wait on any of them, any other
  * operation, or dist_free. Nothing here runs unless the NCCL backend was
  * asked for, so a CUDA build still runs the TCP backend on a machine
- * without a GPU.
+ * without a GPU. The front (dist.c) reaches this file only through its
+ * table, nccl_ops, at the end.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,9 +304,12 @@ static int finish(struct dist *d, ncclResult_t res, const char *what,
 	return record_done(d, req, what);
 }
 
-int dist_nccl_new_id(struct dist *d, char *err, size_t err_size)
+/* nccl_prepare: rank 0 makes the unique id the bootstrap carries */
+static int nccl_prepare(struct dist *d, char *err, size_t err_size)
 {
 	ncclUniqueId id;
+	if (d->rank != 0)
+		return 0;
 	cudaError_t ce = cudaSetDevice(d->cfg.cuda_device);
 	if (ce != cudaSuccess) {
 		snprintf(err, err_size,
@@ -324,7 +328,8 @@ int dist_nccl_new_id(struct dist *d, char *err, size_t err_size)
 	return 0;
 }
 
-int dist_nccl_init(struct dist *d, char *err, size_t err_size)
+/* nccl_init: the device, our stream and the communicator */
+static int nccl_init(struct dist *d, char *err, size_t err_size)
 {
 	struct dist_nccl *n = calloc(1, sizeof(*n));
 	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -373,7 +378,9 @@ int dist_nccl_init(struct dist *d, char *err, size_t err_size)
 	return 0;
 }
 
-void dist_nccl_free(struct dist *d)
+/* nccl_release: issues what is still queued, closes the communicator
+ * and releases the events of the requests not waited for (not them). */
+static void nccl_release(struct dist *d)
 {
 	struct dist_nccl *n = d->nccl;
 	if (n == NULL)
@@ -407,7 +414,7 @@ void dist_nccl_free(struct dist *d)
 	d->nccl = NULL;
 }
 
-void dist_nccl_set_stream(struct dist *d, void *stream)
+static void nccl_set_stream(struct dist *d, void *stream)
 {
 	if (d->nccl)
 		d->nccl->after = (cudaStream_t)stream;
@@ -429,20 +436,20 @@ static int point_to_point(struct dist *d, int send, const void *buf,
 		      NULL);
 }
 
-int dist_nccl_send(struct dist *d, const void *buf, size_t count,
-		   enum dist_dtype dtype, int peer, struct dist_req *req)
+static int nccl_send(struct dist *d, const void *buf, size_t count,
+		     enum dist_dtype dtype, int peer)
 {
-	return point_to_point(d, 1, buf, count, dtype, peer, req);
+	return point_to_point(d, 1, buf, count, dtype, peer, NULL);
 }
 
-int dist_nccl_recv(struct dist *d, void *buf, size_t count,
-		   enum dist_dtype dtype, int peer, struct dist_req *req)
+static int nccl_recv(struct dist *d, void *buf, size_t count,
+		     enum dist_dtype dtype, int peer)
 {
-	return point_to_point(d, 0, buf, count, dtype, peer, req);
+	return point_to_point(d, 0, buf, count, dtype, peer, NULL);
 }
 
-int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
-			enum dist_dtype dtype, int root)
+static int nccl_broadcast(struct dist *d, void *buf, size_t count,
+			  enum dist_dtype dtype, int root)
 {
 	int rc = nccl_ready(d, "broadcast");
 	if (rc != 0)
@@ -452,8 +459,9 @@ int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
 	return finish(d, res, "broadcast", NULL);
 }
 
-int dist_nccl_reduce(struct dist *d, const void *send, void *recv, size_t count,
-		     enum dist_dtype dtype, enum dist_op op, int root)
+static int nccl_reduce(struct dist *d, const void *send, void *recv,
+		       size_t count, enum dist_dtype dtype, enum dist_op op,
+		       int root)
 {
 	int rc = nccl_ready(d, "reduce");
 	if (rc != 0)
@@ -464,9 +472,10 @@ int dist_nccl_reduce(struct dist *d, const void *send, void *recv, size_t count,
 	return finish(d, res, "reduce", NULL);
 }
 
-int dist_nccl_all_reduce(struct dist *d, const void *send, void *recv,
-			 size_t count, enum dist_dtype dtype, enum dist_op op,
-			 struct dist_req *req)
+/* all_reduce: blocking (req NULL) or an iall_reduce (req) */
+static int all_reduce(struct dist *d, const void *send, void *recv,
+		      size_t count, enum dist_dtype dtype, enum dist_op op,
+		      struct dist_req *req)
 {
 	int rc = nccl_ready(d, "all_reduce");
 	if (rc != 0)
@@ -477,8 +486,14 @@ int dist_nccl_all_reduce(struct dist *d, const void *send, void *recv,
 	return finish(d, res, "all_reduce", req);
 }
 
-int dist_nccl_all_gather(struct dist *d, const void *send, void *recv,
-			 size_t count, enum dist_dtype dtype)
+static int nccl_all_reduce(struct dist *d, const void *send, void *recv,
+			   size_t count, enum dist_dtype dtype, enum dist_op op)
+{
+	return all_reduce(d, send, recv, count, dtype, op, NULL);
+}
+
+static int nccl_all_gather(struct dist *d, const void *send, void *recv,
+			   size_t count, enum dist_dtype dtype)
 {
 	int rc = nccl_ready(d, "all_gather");
 	if (rc != 0)
@@ -488,7 +503,7 @@ int dist_nccl_all_gather(struct dist *d, const void *send, void *recv,
 	return finish(d, res, "all_gather", NULL);
 }
 
-int dist_nccl_barrier(struct dist *d)
+static int nccl_barrier(struct dist *d)
 {
 	int rc = nccl_ready(d, "barrier");
 	if (rc != 0)
@@ -499,7 +514,25 @@ int dist_nccl_barrier(struct dist *d)
 	return finish(d, res, "barrier", NULL);
 }
 
-int dist_nccl_wait(struct dist_req *req)
+/* nccl_submit: an isend/irecv joins the queue flush_p2p issues; an
+ * iall_reduce goes on our stream at once, with its event behind it. */
+static int nccl_submit(struct dist *d, struct dist_req *req)
+{
+	switch (req->kind) {
+	case DIST_REQ_SEND:
+		return point_to_point(d, 1, req->buf, req->count, req->dtype,
+				      req->peer, req);
+	case DIST_REQ_RECV:
+		return point_to_point(d, 0, req->buf, req->count, req->dtype,
+				      req->peer, req);
+	case DIST_REQ_ALL_REDUCE:
+		return all_reduce(d, req->buf, req->buf, req->count, req->dtype,
+				  req->op, req);
+	}
+	return DL_EINVAL;
+}
+
+static int nccl_wait(struct dist_req *req)
 {
 	struct dist *d = req->d;
 	int rc = 0;
@@ -516,4 +549,28 @@ int dist_nccl_wait(struct dist_req *req)
 		rc = req->status;
 	}
 	return rc;
+}
+
+static const struct dist_ops nccl_ops = {
+    .prepare = nccl_prepare,
+    .init = nccl_init,
+    .release = nccl_release,
+    .set_stream = nccl_set_stream,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .submit = nccl_submit,
+    .wait = nccl_wait,
+    .broadcast = nccl_broadcast,
+    .reduce = nccl_reduce,
+    .all_reduce = nccl_all_reduce,
+    .all_gather = nccl_all_gather,
+    .barrier = nccl_barrier,
+};
+
+int dist_nccl_ops(const struct dist_ops **out, char *err, size_t err_size)
+{
+	(void)err;
+	(void)err_size;
+	*out = &nccl_ops;
+	return 0;
 }

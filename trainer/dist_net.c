@@ -11,23 +11,20 @@
  * bootstrap connections themselves are the ones to rank 0. A last
  * ready/go exchange through rank 0 makes dist_init fail on every rank when
  * it fails on one. Every received field is validated; a stranger on the
- * bootstrap port is dropped without disturbing the group.
+ * bootstrap port is dropped without disturbing the group. The sockets
+ * underneath (deadline-bounded connects, reads and writes) are in
+ * dist_sock.c.
  */
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <arpa/inet.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dist_priv.h"
+#include "dist_sock.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
@@ -115,332 +112,6 @@ static void hello_decode(const unsigned char *p, struct hello *h)
 	memcpy(h->addr, p + 40, 16);
 }
 
-static int remaining_ms(uint64_t deadline_ms)
-{
-	uint64_t now = clock_now_ms();
-	if (now >= deadline_ms)
-		return 0;
-	return deadline_ms - now > 1000000000 ? 1000000000
-					      : (int)(deadline_ms - now);
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* Socket addresses as (family, 16 address bytes, port), the form the
- * table carries. */
-static int sockaddr_pack(const struct sockaddr_storage *ss, uint8_t *family,
-			 uint8_t addr[16], uint16_t *port)
-{
-	memset(addr, 0, 16);
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)ss;
-		*family = 4;
-		memcpy(addr, &in->sin_addr, 4);
-		*port = ntohs(in->sin_port);
-		return 0;
-	}
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)ss;
-		*family = 6;
-		memcpy(addr, &in6->sin6_addr, 16);
-		*port = ntohs(in6->sin6_port);
-		return 0;
-	}
-	return DL_EINVAL;
-}
-
-static int sockaddr_unpack(uint8_t family, const uint8_t addr[16],
-			   uint16_t port, struct sockaddr_storage *ss,
-			   socklen_t *len)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (family == 4) {
-		struct sockaddr_in *in = (void *)ss;
-		in->sin_family = AF_INET;
-		memcpy(&in->sin_addr, addr, 4);
-		in->sin_port = htons(port);
-		*len = sizeof(*in);
-		return 0;
-	}
-	if (family == 6) {
-		struct sockaddr_in6 *in6 = (void *)ss;
-		in6->sin6_family = AF_INET6;
-		memcpy(&in6->sin6_addr, addr, 16);
-		in6->sin6_port = htons(port);
-		*len = sizeof(*in6);
-		return 0;
-	}
-	return DL_EINVAL;
-}
-
-static void sockaddr_text(const struct sockaddr_storage *ss, char *out,
-			  size_t out_size)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-	uint16_t port = 0;
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)ss;
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		port = ntohs(in->sin_port);
-		snprintf(out, out_size, "%s:%u", host, port);
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)ss;
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		port = ntohs(in6->sin6_port);
-		snprintf(out, out_size, "[%s]:%u", host, port);
-	} else {
-		snprintf(out, out_size, "an unknown address");
-	}
-}
-
-/* tune_data_socket: the options every mesh connection gets. The buffer
- * sizes are left to the kernel's autotuning (up to tcp_wmem/tcp_rmem):
- * fixed SO_SNDBUF/SO_RCVBUF of 1-4 MiB measured no faster on loopback and
- * would switch autotuning off. */
-static void tune_data_socket(int fd)
-{
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-/* wait_ready waits until fd is ready for events or the deadline passes:
- * 0 (also on EINTR: the caller retries), DL_ETIMEDOUT or DL_ESYS. */
-static int wait_ready(int fd, short events, uint64_t deadline_ms)
-{
-	struct pollfd pfd = {fd, events, 0};
-	int left = remaining_ms(deadline_ms), rc;
-	if (left == 0)
-		return DL_ETIMEDOUT;
-	rc = poll(&pfd, 1, left);
-	if (rc == 0)
-		return DL_ETIMEDOUT;
-	if (rc < 0 && errno != EINTR)
-		return DL_ESYS;
-	return 0;
-}
-
-/* write_full/read_full: bootstrap I/O on a non-blocking socket, bounded
- * by an absolute deadline. 0, DL_ETIMEDOUT, DL_ECLOSED or DL_ESYS. */
-static int write_full(int fd, const void *data, size_t len,
-		      uint64_t deadline_ms)
-{
-	const unsigned char *p = data;
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return errno == EPIPE || errno == ECONNRESET
-				   ? DL_ECLOSED
-				   : DL_ESYS;
-		int rc = wait_ready(fd, POLLOUT, deadline_ms);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *data, size_t len, uint64_t deadline_ms)
-{
-	unsigned char *p = data;
-	while (len > 0) {
-		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return DL_ECLOSED;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return errno == ECONNRESET ? DL_ECLOSED : DL_ESYS;
-		int rc = wait_ready(fd, POLLIN, deadline_ms);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-/* connect_once: one non-blocking connect bounded by the deadline. Returns
- * 0 with *out set, DL_EAGAIN when the peer is not (yet) there, or
- * DL_ETIMEDOUT / DL_ESYS. */
-static int connect_once(const struct sockaddr *sa, socklen_t len,
-			uint64_t deadline_ms, int *out)
-{
-	int fd = socket(sa->sa_family,
-			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return DL_ESYS;
-	if (connect(fd, sa, len) != 0 && errno != EINPROGRESS) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return e == ECONNREFUSED || e == ENETUNREACH ||
-			       e == EHOSTUNREACH || e == EAGAIN
-			   ? DL_EAGAIN
-			   : DL_ESYS;
-	}
-	struct pollfd pfd = {fd, POLLOUT, 0};
-	int rc;
-	do {
-		rc = poll(&pfd, 1, remaining_ms(deadline_ms));
-	} while (rc < 0 && errno == EINTR);
-	if (rc <= 0) {
-		close(fd);
-		return rc == 0 ? DL_ETIMEDOUT : DL_ESYS;
-	}
-	int soerr = 0;
-	socklen_t sl = sizeof(soerr);
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 ||
-	    soerr != 0) {
-		close(fd);
-		errno = soerr;
-		return soerr == ECONNREFUSED || soerr == ENETUNREACH ||
-			       soerr == EHOSTUNREACH || soerr == ETIMEDOUT
-			   ? DL_EAGAIN
-			   : DL_ESYS;
-	}
-	*out = fd;
-	return 0;
-}
-
-/* connect_master: rank r > 0 reaches rank 0, retrying with backoff (10 ms
- * doubling to 500 ms) until the deadline, since rank 0 may start last. */
-static int connect_master(const struct dist *d, uint64_t deadline_ms, int *out,
-			  char *err, size_t err_size)
-{
-	char port[8];
-	int backoff_ms = 10;
-	const char *why = "no attempt";
-	snprintf(port, sizeof(port), "%u", d->cfg.master_port);
-	for (;;) {
-		struct addrinfo hints = {0}, *res = NULL;
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		int gai = getaddrinfo(d->cfg.master_addr, port, &hints, &res);
-		if (gai != 0) {
-			why = gai_strerror(gai);
-		} else {
-			for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-				int rc =
-				    connect_once(ai->ai_addr, ai->ai_addrlen,
-						 deadline_ms, out);
-				if (rc == 0) {
-					freeaddrinfo(res);
-					return 0;
-				}
-				why = rc == DL_ETIMEDOUT ? "connect timed out"
-							 : strerror(errno);
-			}
-			freeaddrinfo(res);
-		}
-		int left = remaining_ms(deadline_ms);
-		if (left == 0)
-			break;
-		sleep_ms(backoff_ms < left ? backoff_ms : left);
-		backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;
-	}
-	set_err(err, err_size,
-		"rank %d: cannot reach the master (rank 0) at %s:%u within "
-		"%llu ms: %s (is rank 0 running with the same "
-		"MASTER_ADDR/MASTER_PORT?)",
-		d->rank, d->cfg.master_addr, d->cfg.master_port,
-		(unsigned long long)d->timeout_ms, why);
-	return DL_ETIMEDOUT;
-}
-
-/* listen_master: rank 0's bootstrap listener on MASTER_ADDR:MASTER_PORT
- * (the wildcard address when MASTER_ADDR is not one of this host's). */
-static int listen_master(const struct dist *d, int *out, char *err,
-			 size_t err_size)
-{
-	char port[8];
-	struct addrinfo hints = {0}, *res = NULL;
-	int fd = -1, one = 1, rc = DL_ESYS;
-	snprintf(port, sizeof(port), "%u", d->cfg.master_port);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	int gai = getaddrinfo(d->cfg.master_addr, port, &hints, &res);
-	if (gai != 0) {
-		set_err(err, err_size, "cannot resolve MASTER_ADDR '%s': %s",
-			d->cfg.master_addr, gai_strerror(gai));
-		return DL_EINVAL;
-	}
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0)
-		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
-		if (errno != EADDRNOTAVAIL)
-			goto fail;
-		struct sockaddr_storage any = {0};
-		socklen_t len;
-		uint8_t zero[16] = {0};
-		sockaddr_unpack(res->ai_family == AF_INET6 ? 6 : 4, zero,
-				d->cfg.master_port, &any, &len);
-		if (bind(fd, (struct sockaddr *)&any, len) != 0)
-			goto fail;
-	}
-	if (listen(fd, SOMAXCONN) != 0)
-		goto fail;
-	freeaddrinfo(res);
-	*out = fd;
-	return 0;
-fail:
-	set_err(err, err_size, "rank 0: cannot listen on %s:%u: %s%s",
-		d->cfg.master_addr, d->cfg.master_port, strerror(errno),
-		errno == EADDRINUSE ? " (is another job using MASTER_PORT?)"
-				    : "");
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(res);
-	return rc;
-}
-
-/* listen_local: a listener for peers on the address this rank reached
- * rank 0 from, on a port the kernel picks. */
-static int listen_local(int master_fd, int *out, struct sockaddr_storage *ss)
-{
-	socklen_t len = sizeof(*ss);
-	if (getsockname(master_fd, (struct sockaddr *)ss, &len) != 0)
-		return DL_ESYS;
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = 0;
-	else if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = 0;
-	else
-		return DL_EINVAL;
-	int fd = socket(ss->ss_family,
-			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return DL_ESYS;
-	if (bind(fd, (struct sockaddr *)ss, len) != 0 ||
-	    listen(fd, SOMAXCONN) != 0) {
-		close(fd);
-		return DL_ESYS;
-	}
-	len = sizeof(*ss);
-	if (getsockname(fd, (struct sockaddr *)ss, &len) != 0) {
-		close(fd);
-		return DL_ESYS;
-	}
-	*out = fd;
-	return 0;
-}
-
 struct pending {
 	int fd;
 	size_t got;
@@ -518,6 +189,88 @@ static int check_hello(const struct dist *d, const struct hello *h,
 	return 0;
 }
 
+/* report_missing: the message for an accept loop that timed out, naming
+ * the ranks that never arrived. */
+static void report_missing(const struct dist *d, uint32_t kind, int first,
+			   const int *fds, int need, char *err, size_t err_size)
+{
+	char missing[128] = "";
+	size_t used = 0;
+	for (int r = first; r < d->world && used < 100; r++)
+		if (r != d->rank && fds[r] < 0)
+			used += (size_t)snprintf(missing + used,
+						 sizeof(missing) - used, "%s%d",
+						 used ? ", " : "", r);
+	set_err(err, err_size,
+		"rank %d: timed out after %llu ms waiting for rank%s %s to %s "
+		"(are all WORLD_SIZE=%d ranks started with the same "
+		"MASTER_ADDR/MASTER_PORT?)",
+		d->rank, (unsigned long long)d->timeout_ms, need > 1 ? "s" : "",
+		missing, kind == NET_KIND_BOOTSTRAP ? "join" : "connect",
+		d->world);
+}
+
+enum pending_state { PENDING_KEEP, PENDING_JOINED, PENDING_DROPPED };
+
+/* pending_read: reads what p's connection has sent of its hello; once it
+ * is complete, either the peer joins (fds[rank] takes over p->fd, which
+ * becomes -1; hellos[rank] is its hello) or it is dropped (rejected with
+ * the reason where it may be one of ours). The caller closes p->fd
+ * unless the answer is PENDING_KEEP. */
+static enum pending_state pending_read(const struct dist *d, struct pending *p,
+				       uint32_t kind, uint64_t nonce, int first,
+				       int *fds, struct hello *hellos)
+{
+	char from[80], why[160];
+	struct hello h;
+	ssize_t got =
+	    recv(p->fd, p->buf + p->got, HELLO_BYTES - p->got, MSG_DONTWAIT);
+	if (got < 0 && (errno == EAGAIN || errno == EINTR))
+		return PENDING_KEEP;
+	dist_sock_addr_text(&p->from, from, sizeof(from));
+	if (got <= 0) {
+		log_debug("dist: rank %d: connection from %s closed before "
+			  "its hello",
+			  d->rank, from);
+		return PENDING_DROPPED;
+	}
+	if ((p->got += (size_t)got) < HELLO_BYTES)
+		return PENDING_KEEP;
+	hello_decode(p->buf, &h);
+	int bad = check_hello(d, &h, kind, nonce, first, fds, why, sizeof(why));
+	if (bad != 0) {
+		log_warn("dist: rank %d: rejected a connection from %s: %s",
+			 d->rank, from, why);
+		if (bad != DL_EPROTO && kind == NET_KIND_BOOTSTRAP)
+			send_reject(p->fd, bad, why);
+		return PENDING_DROPPED;
+	}
+	fds[h.rank] = p->fd;
+	hellos[h.rank] = h;
+	p->fd = -1;
+	return PENDING_JOINED;
+}
+
+/* pending_accept: takes one connection from lfd into pend (a flood of
+ * strangers pushes the oldest out). */
+static void pending_accept(int lfd, struct pending *pend, int *npend)
+{
+	struct sockaddr_storage from;
+	socklen_t len = sizeof(from);
+	int fd = accept4(lfd, (struct sockaddr *)&from, &len,
+			 SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (*npend == MAX_PENDING) {
+		close(pend[0].fd);
+		pend[0] = pend[--*npend];
+	}
+	pend[*npend].fd = fd;
+	pend[*npend].got = 0;
+	pend[*npend].from = from;
+	(*npend)++;
+}
+
 /* accept_peers: accepts connections on lfd until ranks first..world-1
  * (all but this one) have each sent a valid hello of the given kind;
  * fds[rank] and hellos[rank] receive them. Strangers, duplicates and
@@ -536,7 +289,7 @@ static int accept_peers(struct dist *d, int lfd, uint32_t kind, uint64_t nonce,
 		pfds[0] = (struct pollfd){lfd, POLLIN, 0};
 		for (int i = 0; i < npend; i++)
 			pfds[i + 1] = (struct pollfd){pend[i].fd, POLLIN, 0};
-		int left = remaining_ms(deadline_ms);
+		int left = dist_sock_remaining_ms(deadline_ms);
 		int n = left > 0 ? poll(pfds, (nfds_t)npend + 1, left) : 0;
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -547,23 +300,8 @@ static int accept_peers(struct dist *d, int lfd, uint32_t kind, uint64_t nonce,
 			goto out;
 		}
 		if (n == 0) {
-			char missing[128] = "";
-			size_t used = 0;
-			for (int r = first; r < d->world && used < 100; r++)
-				if (r != d->rank && fds[r] < 0)
-					used += (size_t)snprintf(
-					    missing + used,
-					    sizeof(missing) - used, "%s%d",
-					    used ? ", " : "", r);
-			set_err(err, err_size,
-				"rank %d: timed out after %llu ms waiting for "
-				"rank%s %s to %s (are all WORLD_SIZE=%d ranks "
-				"started with the same MASTER_ADDR/"
-				"MASTER_PORT?)",
-				d->rank, (unsigned long long)d->timeout_ms,
-				need > 1 ? "s" : "", missing,
-				kind == NET_KIND_BOOTSTRAP ? "join" : "connect",
-				d->world);
+			report_missing(d, kind, first, fds, need, err,
+				       err_size);
 			rc = DL_ETIMEDOUT;
 			goto out;
 		}
@@ -571,62 +309,18 @@ static int accept_peers(struct dist *d, int lfd, uint32_t kind, uint64_t nonce,
 		for (int i = npend - 1; i >= 0; i--) {
 			if (!pfds[i + 1].revents)
 				continue;
-			struct pending *p = &pend[i];
-			ssize_t got = recv(p->fd, p->buf + p->got,
-					   HELLO_BYTES - p->got, MSG_DONTWAIT);
-			if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			enum pending_state st = pending_read(
+			    d, &pend[i], kind, nonce, first, fds, hellos);
+			if (st == PENDING_KEEP)
 				continue;
-			char from[80], why[160];
-			sockaddr_text(&p->from, from, sizeof(from));
-			int keep = 0;
-			if (got <= 0) {
-				log_debug("dist: rank %d: connection from %s "
-					  "closed before its hello",
-					  d->rank, from);
-			} else if ((p->got += (size_t)got) < HELLO_BYTES) {
-				keep = 1;
-			} else {
-				struct hello h;
-				hello_decode(p->buf, &h);
-				int bad = check_hello(d, &h, kind, nonce, first,
-						      fds, why, sizeof(why));
-				if (bad == 0) {
-					fds[h.rank] = p->fd;
-					hellos[h.rank] = h;
-					p->fd = -1;
-					need--;
-				} else {
-					log_warn("dist: rank %d: rejected a "
-						 "connection from %s: %s",
-						 d->rank, from, why);
-					if (bad != DL_EPROTO &&
-					    kind == NET_KIND_BOOTSTRAP)
-						send_reject(p->fd, bad, why);
-				}
-			}
-			if (!keep) {
-				if (p->fd >= 0)
-					close(p->fd);
-				pend[i] = pend[--npend];
-			}
+			if (st == PENDING_JOINED)
+				need--;
+			if (pend[i].fd >= 0)
+				close(pend[i].fd);
+			pend[i] = pend[--npend];
 		}
-		if (pfds[0].revents & POLLIN) {
-			struct sockaddr_storage from;
-			socklen_t len = sizeof(from);
-			int fd = accept4(lfd, (struct sockaddr *)&from, &len,
-					 SOCK_NONBLOCK | SOCK_CLOEXEC);
-			if (fd < 0)
-				continue;
-			if (npend == MAX_PENDING) {
-				/* a flood of strangers: drop the oldest */
-				close(pend[0].fd);
-				pend[0] = pend[--npend];
-			}
-			pend[npend].fd = fd;
-			pend[npend].got = 0;
-			pend[npend].from = from;
-			npend++;
-		}
+		if (pfds[0].revents & POLLIN)
+			pending_accept(lfd, pend, &npend);
 	}
 out:
 	for (int i = 0; i < npend; i++)
@@ -670,7 +364,8 @@ static int master_serve(struct dist *d, int lfd, uint64_t deadline_ms,
 		memcpy(e + 4, hellos[r].addr, 16);
 	}
 	for (int r = 1; r < d->world; r++) {
-		rc = write_full(d->fds[r], reply, reply_bytes, deadline_ms);
+		rc = dist_sock_write_full(d->fds[r], reply, reply_bytes,
+					  deadline_ms);
 		if (rc != 0) {
 			set_err(err, err_size,
 				"rank 0: cannot send the group table to rank "
@@ -685,50 +380,26 @@ out:
 	return rc;
 }
 
-/* join_master: the bootstrap as seen from rank r > 0. On success
- * d->fds[0] is the connection to rank 0, *table (world entries) the
- * listeners, *nonce the session, *listen_fd this rank's listener. */
-static int join_master(struct dist *d, uint64_t deadline_ms,
-		       unsigned char **table, uint64_t *nonce, int *listen_fd,
-		       char *err, size_t err_size)
+/* hello_of: this rank's hello of the given kind (no listener yet) */
+static struct hello hello_of(const struct dist *d, uint32_t kind)
 {
-	struct sockaddr_storage local;
-	unsigned char buf[REPLY_HEADER_BYTES + MAX_REJECT_MSG + 1];
 	struct hello h = {0};
-	int fd = -1, rc;
-	rc = connect_master(d, deadline_ms, &fd, err, err_size);
-	if (rc != 0)
-		return rc;
-	d->fds[0] = fd;
-	rc = listen_local(fd, listen_fd, &local);
-	if (rc != 0) {
-		set_err(err, err_size, "rank %d: cannot open a listener: %s",
-			d->rank, strerror(errno));
-		return rc;
-	}
 	h.magic = NET_MAGIC;
 	h.version = NET_VERSION;
-	h.kind = NET_KIND_BOOTSTRAP;
+	h.kind = kind;
 	h.rank = (uint32_t)d->rank;
 	h.world = (uint32_t)d->world;
 	h.backend = (uint32_t)d->backend;
-	sockaddr_pack(&local, &h.family, h.addr, &h.port);
-	hello_encode(&h, buf);
-	rc = write_full(fd, buf, HELLO_BYTES, deadline_ms);
-	if (rc == 0)
-		rc = read_full(fd, buf, REPLY_HEADER_BYTES, deadline_ms);
-	if (rc != 0) {
-		set_err(err, err_size,
-			"rank %d: bootstrap with rank 0 at %s:%u failed: %s%s",
-			d->rank, d->cfg.master_addr, d->cfg.master_port,
-			dl_strerror(rc),
-			rc == DL_ETIMEDOUT ? " (waiting for the other ranks)"
-			: rc == DL_ECLOSED
-			    ? " (rank 0 gave up before the group formed; "
-			      "see its log)"
-			    : "");
-		return rc;
-	}
+	return h;
+}
+
+/* check_reply: rank 0's reply header (REPLY_HEADER_BYTES in buf, which
+ * has room for a refusal's reason) as rank r > 0 sees it: 0 when rank 0
+ * accepted this rank; else the error, with rank 0's reason when it
+ * refused (read from fd, sanitised for the terminal). */
+static int check_reply(const struct dist *d, int fd, unsigned char *buf,
+		       uint64_t deadline_ms, char *err, size_t err_size)
+{
 	if (get_u32(buf) != NET_MAGIC || get_u32(buf + 4) != NET_VERSION) {
 		set_err(err, err_size,
 			"rank %d: %s:%u is not a dlaunch-train rank 0 (bad "
@@ -741,7 +412,7 @@ static int join_master(struct dist *d, uint64_t deadline_ms,
 		uint32_t len = get_u32(buf + 24);
 		if (len > MAX_REJECT_MSG)
 			len = MAX_REJECT_MSG;
-		if (read_full(fd, buf, len, deadline_ms) != 0)
+		if (dist_sock_read_full(fd, buf, len, deadline_ms) != 0)
 			len = 0;
 		buf[len] = 0;
 		for (uint32_t i = 0; i < len; i++)
@@ -757,6 +428,51 @@ static int join_master(struct dist *d, uint64_t deadline_ms,
 			d->rank, get_u32(buf + 12), d->world);
 		return DL_EPROTO;
 	}
+	return 0;
+}
+
+/* join_master: the bootstrap as seen from rank r > 0. On success
+ * d->fds[0] is the connection to rank 0, *table (world entries) the
+ * listeners, *nonce the session, *listen_fd this rank's listener. */
+static int join_master(struct dist *d, uint64_t deadline_ms,
+		       unsigned char **table, uint64_t *nonce, int *listen_fd,
+		       char *err, size_t err_size)
+{
+	struct sockaddr_storage local;
+	unsigned char buf[REPLY_HEADER_BYTES + MAX_REJECT_MSG + 1];
+	struct hello h = hello_of(d, NET_KIND_BOOTSTRAP);
+	int fd = -1, rc;
+	rc = dist_sock_connect_master(d, deadline_ms, &fd, err, err_size);
+	if (rc != 0)
+		return rc;
+	d->fds[0] = fd;
+	rc = dist_sock_listen_local(fd, listen_fd, &local);
+	if (rc != 0) {
+		set_err(err, err_size, "rank %d: cannot open a listener: %s",
+			d->rank, strerror(errno));
+		return rc;
+	}
+	dist_sock_addr_pack(&local, &h.family, h.addr, &h.port);
+	hello_encode(&h, buf);
+	rc = dist_sock_write_full(fd, buf, HELLO_BYTES, deadline_ms);
+	if (rc == 0)
+		rc = dist_sock_read_full(fd, buf, REPLY_HEADER_BYTES,
+					 deadline_ms);
+	if (rc != 0) {
+		set_err(err, err_size,
+			"rank %d: bootstrap with rank 0 at %s:%u failed: %s%s",
+			d->rank, d->cfg.master_addr, d->cfg.master_port,
+			dl_strerror(rc),
+			rc == DL_ETIMEDOUT ? " (waiting for the other ranks)"
+			: rc == DL_ECLOSED
+			    ? " (rank 0 gave up before the group formed; "
+			      "see its log)"
+			    : "");
+		return rc;
+	}
+	rc = check_reply(d, fd, buf, deadline_ms, err, err_size);
+	if (rc != 0)
+		return rc;
 	*nonce = get_u64(buf + 16);
 	size_t rest = DIST_NCCL_ID_BYTES + (size_t)d->world * ENTRY_BYTES;
 	*table = malloc(rest);
@@ -764,7 +480,7 @@ static int join_master(struct dist *d, uint64_t deadline_ms,
 		set_err(err, err_size, "rank %d: out of memory", d->rank);
 		return DL_ENOMEM;
 	}
-	rc = read_full(fd, *table, rest, deadline_ms);
+	rc = dist_sock_read_full(fd, *table, rest, deadline_ms);
 	if (rc != 0) {
 		set_err(err, err_size,
 			"rank %d: reading the group table from rank 0: %s",
@@ -786,14 +502,14 @@ static int mesh_connect(struct dist *d, const unsigned char *table,
 		struct sockaddr_storage ss;
 		socklen_t len;
 		unsigned char buf[HELLO_BYTES];
-		struct hello h = {0};
+		struct hello h = hello_of(d, NET_KIND_MESH);
 		char where[80] = "?";
 		int fd = -1, rc;
-		rc = sockaddr_unpack(e[2], e + 4, get_u16(e), &ss, &len);
+		rc = dist_sock_addr_unpack(e[2], e + 4, get_u16(e), &ss, &len);
 		if (rc == 0) {
-			sockaddr_text(&ss, where, sizeof(where));
-			rc = connect_once((struct sockaddr *)&ss, len,
-					  deadline_ms, &fd);
+			dist_sock_addr_text(&ss, where, sizeof(where));
+			rc = dist_sock_connect_once((struct sockaddr *)&ss, len,
+						    deadline_ms, &fd);
 		}
 		if (rc != 0) {
 			set_err(err, err_size,
@@ -805,16 +521,10 @@ static int mesh_connect(struct dist *d, const unsigned char *table,
 			return rc == DL_EAGAIN ? DL_ECLOSED : rc;
 		}
 		d->fds[peer] = fd;
-		h.magic = NET_MAGIC;
-		h.version = NET_VERSION;
-		h.kind = NET_KIND_MESH;
-		h.rank = (uint32_t)d->rank;
-		h.world = (uint32_t)d->world;
-		h.backend = (uint32_t)d->backend;
 		h.target = (uint32_t)peer;
 		h.nonce = nonce;
 		hello_encode(&h, buf);
-		rc = write_full(fd, buf, HELLO_BYTES, deadline_ms);
+		rc = dist_sock_write_full(fd, buf, HELLO_BYTES, deadline_ms);
 		if (rc != 0) {
 			set_err(err, err_size,
 				"rank %d: cannot greet rank %d at %s: %s",
@@ -834,7 +544,8 @@ static int ready_go(struct dist *d, uint64_t deadline_ms, char *err,
 	int rc = 0;
 	if (d->rank == 0) {
 		for (int r = 1; r < d->world && rc == 0; r++) {
-			rc = read_full(d->fds[r], &token, 1, deadline_ms);
+			rc = dist_sock_read_full(d->fds[r], &token, 1,
+						 deadline_ms);
 			if (rc == 0 && token != 'R')
 				rc = DL_EPROTO;
 			if (rc != 0)
@@ -845,16 +556,17 @@ static int ready_go(struct dist *d, uint64_t deadline_ms, char *err,
 		}
 		token = 'G';
 		for (int r = 1; r < d->world && rc == 0; r++)
-			rc = write_full(d->fds[r], &token, 1, deadline_ms);
+			rc = dist_sock_write_full(d->fds[r], &token, 1,
+						  deadline_ms);
 		if (rc != 0 && err && !err[0])
 			set_err(err, err_size, "rank 0: starting the group: %s",
 				dl_strerror(rc));
 		return rc;
 	}
 	token = 'R';
-	rc = write_full(d->fds[0], &token, 1, deadline_ms);
+	rc = dist_sock_write_full(d->fds[0], &token, 1, deadline_ms);
 	if (rc == 0)
-		rc = read_full(d->fds[0], &token, 1, deadline_ms);
+		rc = dist_sock_read_full(d->fds[0], &token, 1, deadline_ms);
 	if (rc == 0 && token != 'G')
 		rc = DL_EPROTO;
 	if (rc != 0)
@@ -865,67 +577,84 @@ static int ready_go(struct dist *d, uint64_t deadline_ms, char *err,
 	return rc;
 }
 
-int dist_net_connect(struct dist *d, int listen_fd, char *err, size_t err_size)
+/* form_as_master: rank 0 serves the bootstrap on listen_fd (or on
+ * MASTER_PORT when it is -1), which it closes. */
+static int form_as_master(struct dist *d, int listen_fd, uint64_t deadline_ms,
+			  char *err, size_t err_size)
 {
-	uint64_t deadline_ms = clock_now_ms() + d->timeout_ms;
+	int rc = 0;
+	if (listen_fd < 0)
+		rc = dist_sock_listen_master(d, &listen_fd, err, err_size);
+	if (rc != 0)
+		return rc;
+	rc = master_serve(d, listen_fd, deadline_ms, err, err_size);
+	close(listen_fd);
+	return rc;
+}
+
+/* form_as_peer: rank r > 0 joins through rank 0, connects to the ranks
+ * below it and accepts those above it on a listener of its own. */
+static int form_as_peer(struct dist *d, uint64_t deadline_ms, char *err,
+			size_t err_size)
+{
 	unsigned char *table = NULL;
 	struct hello *hellos = NULL;
 	uint64_t nonce = 0;
 	int own_listener = -1, rc;
+	rc = join_master(d, deadline_ms, &table, &nonce, &own_listener, err,
+			 err_size);
+	if (rc != 0)
+		goto out;
+	rc = mesh_connect(d, table, nonce, deadline_ms, err, err_size);
+	if (rc != 0)
+		goto out;
+	hellos = calloc((size_t)d->world, sizeof(*hellos));
+	if (hellos == NULL) {
+		rc = DL_ENOMEM;
+		set_err(err, err_size, "out of memory");
+		goto out;
+	}
+	rc = accept_peers(d, own_listener, NET_KIND_MESH, nonce, d->rank + 1,
+			  d->fds, hellos, deadline_ms, err, err_size);
+out:
+	if (own_listener >= 0)
+		close(own_listener);
+	free(table);
+	free(hellos);
+	return rc;
+}
+
+int dist_net_connect(struct dist *d, int listen_fd, char *err, size_t err_size)
+{
+	uint64_t deadline_ms = clock_now_ms() + d->timeout_ms;
+	int rc;
 
 	d->fds = malloc((size_t)d->world * sizeof(*d->fds));
 	if (d->fds == NULL) {
+		if (listen_fd >= 0)
+			close(listen_fd);
 		set_err(err, err_size, "out of memory");
 		return DL_ENOMEM;
 	}
 	for (int r = 0; r < d->world; r++)
 		d->fds[r] = -1;
 	if (d->rank == 0) {
-		if (listen_fd < 0) {
-			rc = listen_master(d, &listen_fd, err, err_size);
-			if (rc != 0)
-				goto out;
-		}
-		rc = master_serve(d, listen_fd, deadline_ms, err, err_size);
-		close(listen_fd);
-		if (rc != 0)
-			goto out;
+		rc = form_as_master(d, listen_fd, deadline_ms, err, err_size);
 	} else {
 		if (listen_fd >= 0)
 			close(listen_fd);
-		rc = join_master(d, deadline_ms, &table, &nonce, &own_listener,
-				 err, err_size);
-		if (rc != 0)
-			goto out;
-		rc = mesh_connect(d, table, nonce, deadline_ms, err, err_size);
-		if (rc != 0)
-			goto out;
-		hellos = calloc((size_t)d->world, sizeof(*hellos));
-		if (hellos == NULL) {
-			rc = DL_ENOMEM;
-			set_err(err, err_size, "out of memory");
-			goto out;
-		}
-		rc = accept_peers(d, own_listener, NET_KIND_MESH, nonce,
-				  d->rank + 1, d->fds, hellos, deadline_ms, err,
-				  err_size);
-		if (rc != 0)
-			goto out;
+		rc = form_as_peer(d, deadline_ms, err, err_size);
 	}
-	rc = ready_go(d, deadline_ms, err, err_size);
-	if (rc != 0)
-		goto out;
+	if (rc == 0)
+		rc = ready_go(d, deadline_ms, err, err_size);
+	if (rc != 0) {
+		dist_net_close(d);
+		return rc;
+	}
 	for (int r = 0; r < d->world; r++)
 		if (d->fds[r] >= 0)
-			tune_data_socket(d->fds[r]);
-out:
-	if (own_listener >= 0)
-		close(own_listener);
-	free(table);
-	free(hellos);
-	if (rc != 0)
-		dist_net_close(d);
-	return rc;
+			dist_sock_tune(d->fds[r]);
+	return 0;
 }
 
 void dist_net_close(struct dist *d)

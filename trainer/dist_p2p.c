@@ -229,6 +229,26 @@ static int is_active(struct dist_req **batch, long i)
 	return 1;
 }
 
+/* wait_batch: sleeps until one of the npoll sockets in pfds (which has
+ * room for one more) can move, or a request is queued (the wake pipe);
+ * silence past the timeout fails the group, naming wait_peer. */
+static int wait_batch(struct dist *d, struct pollfd *pfds, long npoll,
+		      int wait_peer, const char *wait_what)
+{
+	pfds[npoll++] = (struct pollfd){d->wake_fds[0], POLLIN, 0};
+	int rc = poll(pfds, (nfds_t)npoll, poll_timeout(d));
+	if (rc == 0)
+		return dist_io_fail(d, DL_ETIMEDOUT, wait_peer, wait_what);
+	if (rc < 0 && errno != EINTR)
+		return dist_io_fail(d, DL_ESYS, -1, "poll");
+	if (rc > 0 && (pfds[npoll - 1].revents & POLLIN)) {
+		char drain[64];
+		while (read(d->wake_fds[0], drain, sizeof(drain)) > 0)
+			;
+	}
+	return 0;
+}
+
 void dist_p2p_run_batch(struct dist *d)
 {
 	struct pollfd *pfds = NULL;
@@ -283,22 +303,9 @@ void dist_p2p_run_batch(struct dist *d)
 				wait_what = r->p2p.sending ? "isend" : "irecv";
 			}
 		}
-		if (!failed && !any_moved && npoll > 0) {
-			pfds[npoll++] =
-			    (struct pollfd){d->wake_fds[0], POLLIN, 0};
-			int rc = poll(pfds, (nfds_t)npoll, poll_timeout(d));
-			if (rc == 0) {
-				failed = dist_io_fail(d, DL_ETIMEDOUT,
-						      wait_peer, wait_what);
-			} else if (rc < 0 && errno != EINTR) {
-				failed = dist_io_fail(d, DL_ESYS, -1, "poll");
-			} else if (pfds[npoll - 1].revents & POLLIN) {
-				char drain[64];
-				while (read(d->wake_fds[0], drain,
-					    sizeof(drain)) > 0)
-					;
-			}
-		}
+		if (!failed && !any_moved && npoll > 0)
+			failed =
+			    wait_batch(d, pfds, npoll, wait_peer, wait_what);
 		pthread_mutex_lock(&d->mu);
 		for (long i = 0; i < n; i++) {
 			struct dist_req *r = d->batch[i];

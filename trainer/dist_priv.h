@@ -1,8 +1,11 @@
 /*
  * dist_priv.h - the insides of struct dist shared by the collective
- * library's files: the group itself (dist.c), the bootstrap and sockets
- * (dist_net.c), the TCP algorithms (dist_tcp.c), the reduction kernels
- * (dist_reduce.c) and the NCCL backend (dist_nccl.c).
+ * library's files: the group itself (dist.c), the bootstrap (dist_net.c,
+ * over the sockets of dist_sock.c), the TCP backend (its table and
+ * progress thread in dist_tcp_backend.c, algorithms in dist_tcp.c, point
+ * to point in dist_p2p.c, reduction kernels in dist_reduce.c) and the
+ * NCCL backend (dist_nccl.c). The front calls a backend only through its
+ * struct dist_ops.
  */
 #ifndef DLAUNCH_DIST_PRIV_H
 #define DLAUNCH_DIST_PRIV_H
@@ -11,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlaunch/dist.h"
+#include "dist.h"
 
 #include "dlaunch/error.h"
 
@@ -68,6 +71,7 @@ struct dist {
 	int rank;
 	int world;
 	enum dist_backend backend;
+	const struct dist_ops *ops; /* the backend's table */
 	uint64_t timeout_ms;
 
 	/* TCP: fds[peer] is the connection to peer (-1 for self). */
@@ -138,31 +142,50 @@ void dist_reduce_to(enum dist_dtype dtype, enum dist_op op, void *out,
 		    const void *a, const void *b, size_t n);
 void dist_reduce_scale(enum dist_dtype dtype, void *x, size_t n, int divisor);
 
-#ifdef DLAUNCH_HAVE_CUDA
-/* dist_nccl.c: the NCCL backend; operations mirror the public API.
- * dist_nccl_send/recv with a req queue it (isend/irecv) until a
- * dist_nccl_wait, another operation or dist_nccl_free issues the queue
- * as one NCCL group. dist_nccl_free runs while d->all still holds the
- * requests not waited for (it releases their events, not them). */
-int dist_nccl_new_id(struct dist *d, char *err, size_t err_size);
-int dist_nccl_init(struct dist *d, char *err, size_t err_size);
-void dist_nccl_free(struct dist *d);
-void dist_nccl_set_stream(struct dist *d, void *stream);
-int dist_nccl_send(struct dist *d, const void *buf, size_t count,
-		   enum dist_dtype dtype, int peer, struct dist_req *req);
-int dist_nccl_recv(struct dist *d, void *buf, size_t count,
-		   enum dist_dtype dtype, int peer, struct dist_req *req);
-int dist_nccl_broadcast(struct dist *d, void *buf, size_t count,
-			enum dist_dtype dtype, int root);
-int dist_nccl_reduce(struct dist *d, const void *send, void *recv, size_t count,
-		     enum dist_dtype dtype, enum dist_op op, int root);
-int dist_nccl_all_reduce(struct dist *d, const void *send, void *recv,
-			 size_t count, enum dist_dtype dtype, enum dist_op op,
-			 struct dist_req *req);
-int dist_nccl_all_gather(struct dist *d, const void *send, void *recv,
-			 size_t count, enum dist_dtype dtype);
-int dist_nccl_barrier(struct dist *d);
-int dist_nccl_wait(struct dist_req *req);
-#endif
+/* struct dist_ops: what a backend does for the front (dist.c), which has
+ * validated the arguments and picked the table once, in dist_init. Every
+ * operation returns 0 or a DL_E* code; on failure prepare and init leave a
+ * message in err, and the front then calls release (which must cope with
+ * a group that is only partly set up).
+ *   prepare     before the bootstrap: what must travel in it, scratch
+ *   init        after the mesh is formed (world 1: no mesh)
+ *   release     before the requests not waited for are freed (d->all
+ *               still lists them) and before the sockets close
+ *   set_stream  dist_set_stream (a cudaStream_t, or NULL)
+ *   submit      starts an isend, irecv or iall_reduce (req->kind) that
+ *               dist_wait completes; on failure the front frees req
+ *   wait        blocks until req is done and returns its status (the
+ *               front unlinks and frees it)
+ * The rest mirror the public operations of dist.h. */
+struct dist_ops {
+	int (*prepare)(struct dist *d, char *err, size_t err_size);
+	int (*init)(struct dist *d, char *err, size_t err_size);
+	void (*release)(struct dist *d);
+	void (*set_stream)(struct dist *d, void *stream);
+	int (*send)(struct dist *d, const void *buf, size_t count,
+		    enum dist_dtype dtype, int peer);
+	int (*recv)(struct dist *d, void *buf, size_t count,
+		    enum dist_dtype dtype, int peer);
+	int (*submit)(struct dist *d, struct dist_req *req);
+	int (*wait)(struct dist_req *req);
+	int (*broadcast)(struct dist *d, void *buf, size_t count,
+			 enum dist_dtype dtype, int root);
+	int (*reduce)(struct dist *d, const void *send, void *recv,
+		      size_t count, enum dist_dtype dtype, enum dist_op op,
+		      int root);
+	int (*all_reduce)(struct dist *d, const void *send, void *recv,
+			  size_t count, enum dist_dtype dtype, enum dist_op op);
+	int (*all_gather)(struct dist *d, const void *send, void *recv,
+			  size_t count, enum dist_dtype dtype);
+	int (*barrier)(struct dist *d);
+};
+
+/* dist_tcp_backend.c: the TCP backend, always built. */
+extern const struct dist_ops dist_tcp_ops;
+
+/* dist_nccl_ops: the NCCL backend's table in *out (dist_nccl.c, CUDA
+ * builds), or DL_ENOTSUP and a message saying why there is none
+ * (dist_nccl_nocuda.c, builds without CUDA). */
+int dist_nccl_ops(const struct dist_ops **out, char *err, size_t err_size);
 
 #endif

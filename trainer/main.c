@@ -19,18 +19,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dlaunch/ckpt.h"
+#include "ckpt.h"
+#include "data.h"
+#include "dist.h"
+#include "mlp.h"
+#include "train_ddp.h"
+#include "train_optim.h"
+#include "train_rng.h"
+#include "train_sampler.h"
 #include "dlaunch/clock.h"
-#include "dlaunch/data.h"
-#include "dlaunch/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
-#include "dlaunch/mlp.h"
 #include "dlaunch/parse.h"
-#include "dlaunch/train_ddp.h"
-#include "dlaunch/train_optim.h"
-#include "dlaunch/train_rng.h"
-#include "dlaunch/train_sampler.h"
 
 #define EXIT_USAGE 2
 
@@ -677,6 +677,117 @@ static void fmt_eta(double secs, char *out, size_t size)
 		snprintf(out, size, "%lum%02lus", s / 60, s % 60);
 }
 
+/* The training loss since the last report: summed over this rank's
+ * samples, averaged over every rank's when reported. */
+struct loss_window {
+	double sum[2]; /* loss sum, samples */
+	uint64_t steps;
+	uint64_t start_ns;
+};
+
+static void window_reset(struct loss_window *w)
+{
+	w->sum[0] = w->sum[1] = 0;
+	w->steps = 0;
+	w->start_ns = clock_now_ns();
+}
+
+/* window_reduce: r->last_loss = the window's mean loss over all ranks
+ * (collective: every rank calls it at the same step). */
+static int window_reduce(struct run *r, const struct loss_window *w)
+{
+	double wl[2] = {w->sum[0], w->sum[1]};
+	int rc = train_ddp_sum_host(r->ddp, wl, 2);
+
+	if (rc == 0)
+		r->last_loss = wl[0] / wl[1];
+	return rc;
+}
+
+/* train_step: one optimiser step on the next global batch; *local_n and
+ * *global_n are the samples this rank and all ranks took, stats[0] this
+ * rank's loss sum. */
+static int train_step(struct run *r, float lr, size_t *local_n,
+		      size_t *global_n, double stats[2])
+{
+	const struct options *o = &r->o;
+	int rc, rc2;
+
+	r->offset =
+	    train_sampler_batch(&r->sampler, r->offset, o->global_batch,
+				r->rank, r->world, r->idx, local_n, global_n);
+	data_gather(&r->train, r->idx, *local_n, r->x, r->y);
+	rc = mlp_train_step(r->model, r->x, r->y, (int)*local_n, (int)*global_n,
+			    train_ddp_hooks(r->ddp), stats);
+	rc2 = train_ddp_finish(r->ddp);
+	if (rc == 0)
+		rc = rc2;
+	if (rc != 0) {
+		log_error("rank %d: step %llu failed: %s", r->rank,
+			  (unsigned long long)r->step + 1, dl_strerror(rc));
+		return rc;
+	}
+	train_optim_step(&r->optim, mlp_params(r->model), mlp_grads(r->model),
+			 lr);
+	r->step++;
+	return 0;
+}
+
+/* end_epoch: scores the epoch just finished, reports it and moves on to
+ * the next one. */
+static int end_epoch(struct run *r, struct loss_window *w)
+{
+	const struct options *o = &r->o;
+	int rc = evaluate(r);
+
+	if (rc == 0 && w->steps)
+		rc = window_reduce(r, w);
+	if (rc != 0)
+		return rc;
+	if (r->rank == 0) {
+		printf("epoch %llu/%llu done: step %llu train loss %.4f test "
+		       "loss %.4f test accuracy %.2f%%\n",
+		       (unsigned long long)r->epoch + 1,
+		       (unsigned long long)o->epochs,
+		       (unsigned long long)r->step, r->last_loss,
+		       r->last_test_loss, 100.0 * r->last_accuracy);
+		fflush(stdout);
+	}
+	r->epoch++;
+	r->offset = 0;
+	train_sampler_set_epoch(&r->sampler, r->epoch);
+	window_reset(w);
+	r->evaluated_at_end = 1;
+	return 0;
+}
+
+/* report_progress: the loss, rate and time left since the last report */
+static int report_progress(struct run *r, struct loss_window *w,
+			   uint64_t total_steps)
+{
+	const struct options *o = &r->o;
+	double secs = (double)(clock_now_ns() - w->start_ns) / 1e9;
+	double rate = (double)w->steps * o->global_batch / secs;
+	char eta[32];
+	int rc = window_reduce(r, w);
+
+	if (rc != 0)
+		return rc;
+	fmt_eta((double)(total_steps - r->step) * o->global_batch / rate, eta,
+		sizeof(eta));
+	if (r->rank == 0) {
+		printf(
+		    "epoch %llu/%llu step %llu/%llu loss %.4f samples/s "
+		    "%.0f eta %s\n",
+		    (unsigned long long)r->epoch + 1,
+		    (unsigned long long)o->epochs, (unsigned long long)r->step,
+		    (unsigned long long)total_steps, r->last_loss, rate, eta);
+		fflush(stdout);
+	}
+	window_reset(w);
+	return 0;
+}
+
 static int train(struct run *r, double *train_secs, uint64_t *samples)
 {
 	const struct options *o = &r->o;
@@ -685,131 +796,52 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 	uint64_t total_steps = steps_per_epoch * o->epochs;
 	uint64_t schedule_steps = total_steps; /* --max-steps does not stretch
 						* or cut the schedule */
-	uint64_t start_step = r->step, window_start = clock_now_ns();
-	uint64_t window_steps = 0, t_train_ns = 0;
-	double window[2] = {0, 0}; /* loss sum, samples */
+	uint64_t t_train_ns = 0;
+	struct loss_window w;
 	int rc = 0;
 
 	if (o->max_steps && o->max_steps < total_steps)
 		total_steps = o->max_steps;
 	*samples = 0;
+	window_reset(&w);
 	train_sampler_set_epoch(&r->sampler, r->epoch);
 	while (r->step < total_steps && r->epoch < o->epochs) {
 		size_t local_n, global_n;
 		double stats[2] = {0, 0};
 		uint64_t t0 = clock_now_ns();
-		float lr = lr_at(o, r->step, schedule_steps);
 
 		if (stop_signal)
 			break;
-		r->offset = train_sampler_batch(
-		    &r->sampler, r->offset, o->global_batch, r->rank, r->world,
-		    r->idx, &local_n, &global_n);
-		data_gather(&r->train, r->idx, local_n, r->x, r->y);
-		rc = mlp_train_step(r->model, r->x, r->y, (int)local_n,
-				    (int)global_n, train_ddp_hooks(r->ddp),
-				    stats);
-		{
-			int rc2 = train_ddp_finish(r->ddp);
-
-			if (rc == 0)
-				rc = rc2;
-		}
-		if (rc != 0) {
-			log_error("rank %d: step %llu failed: %s", r->rank,
-				  (unsigned long long)r->step + 1,
-				  dl_strerror(rc));
+		rc = train_step(r, lr_at(o, r->step, schedule_steps), &local_n,
+				&global_n, stats);
+		if (rc != 0)
 			return rc;
-		}
-		train_optim_step(&r->optim, mlp_params(r->model),
-				 mlp_grads(r->model), lr);
-		r->step++;
 		t_train_ns += clock_now_ns() - t0;
 		*samples += global_n;
-		window[0] += stats[0];
-		window[1] += (double)local_n;
-		window_steps++;
+		w.sum[0] += stats[0];
+		w.sum[1] += (double)local_n;
+		w.steps++;
 		crash_hook(r);
 
 		if (r->offset >= r->train.n) {
-			/* epoch done: score it, move to the next one */
-			double wl[2] = {window[0], window[1]};
-
-			rc = evaluate(r);
-			if (rc == 0 && window_steps)
-				rc = train_ddp_sum_host(r->ddp, wl, 2);
-			if (rc != 0)
-				return rc;
-			if (window_steps)
-				r->last_loss = wl[0] / wl[1];
-			if (r->rank == 0) {
-				printf("epoch %llu/%llu done: step %llu train "
-				       "loss %.4f test loss %.4f test accuracy "
-				       "%.2f%%\n",
-				       (unsigned long long)r->epoch + 1,
-				       (unsigned long long)o->epochs,
-				       (unsigned long long)r->step,
-				       r->last_loss, r->last_test_loss,
-				       100.0 * r->last_accuracy);
-				fflush(stdout);
-			}
-			r->epoch++;
-			r->offset = 0;
-			train_sampler_set_epoch(&r->sampler, r->epoch);
-			window[0] = window[1] = 0;
-			window_steps = 0;
-			window_start = clock_now_ns();
-			r->evaluated_at_end = 1;
+			rc = end_epoch(r, &w);
 		} else {
 			r->evaluated_at_end = 0;
-			if (window_steps >= o->log_every) {
-				double wl[2] = {window[0], window[1]};
-				double secs =
-				    (double)(clock_now_ns() - window_start) /
-				    1e9;
-				double rate = (double)window_steps *
-					      o->global_batch / secs;
-				char eta[32];
-
-				rc = train_ddp_sum_host(r->ddp, wl, 2);
-				if (rc != 0)
-					return rc;
-				r->last_loss = wl[0] / wl[1];
-				fmt_eta((double)(total_steps - r->step) *
-					    o->global_batch / rate,
-					eta, sizeof(eta));
-				if (r->rank == 0) {
-					printf("epoch %llu/%llu step %llu/%llu "
-					       "loss %.4f samples/s %.0f eta "
-					       "%s\n",
-					       (unsigned long long)r->epoch + 1,
-					       (unsigned long long)o->epochs,
-					       (unsigned long long)r->step,
-					       (unsigned long long)total_steps,
-					       r->last_loss, rate, eta);
-					fflush(stdout);
-				}
-				window[0] = window[1] = 0;
-				window_steps = 0;
-				window_start = clock_now_ns();
-			}
+			if (w.steps >= o->log_every)
+				rc = report_progress(r, &w, total_steps);
 		}
-		if (o->checkpoint_every && r->step % o->checkpoint_every == 0) {
+		if (rc == 0 && o->checkpoint_every &&
+		    r->step % o->checkpoint_every == 0)
 			rc = save_checkpoint(r);
-			if (rc != 0)
-				return rc;
-		}
-	}
-	if (window_steps && !stop_signal) {
-		double wl[2] = {window[0], window[1]};
-
-		rc = train_ddp_sum_host(r->ddp, wl, 2);
 		if (rc != 0)
 			return rc;
-		r->last_loss = wl[0] / wl[1];
+	}
+	if (w.steps && !stop_signal) {
+		rc = window_reduce(r, &w);
+		if (rc != 0)
+			return rc;
 	}
 	*train_secs = (double)t_train_ns / 1e9;
-	(void)start_step;
 	return 0;
 }
 
@@ -844,6 +876,89 @@ static void release_run(struct run *r)
 	free(r->x);
 	free(r->y);
 	free(r->idx);
+}
+
+/* setup_model: the batch buffers, the model, its optimiser and DDP (and
+ * rank 0's checkpoint buffer), with parameters initialised identically
+ * on every rank from the seed. */
+static int setup_model(struct run *r)
+{
+	struct ckpt_state init;
+	int rc;
+
+	r->max_local = (int)((r->o.global_batch + (uint32_t)r->world - 1) /
+			     (uint32_t)r->world);
+	r->x = malloc((size_t)r->max_local * r->train.dim * sizeof(float));
+	r->y = malloc((size_t)r->max_local * sizeof(int32_t));
+	r->idx = malloc((size_t)(r->max_local + 1) * sizeof(uint32_t));
+	if (!r->x || !r->y || !r->idx) {
+		log_error("out of memory for the batch buffers");
+		return DL_ENOMEM;
+	}
+	rc = mlp_new(&r->o.shape, &r->be, r->max_local, &r->model);
+	if (rc == 0)
+		rc = train_optim_init(&r->optim, &r->be,
+				      mlp_param_count(&r->o.shape),
+				      (float)r->o.lr, (float)r->o.momentum,
+				      (float)r->o.weight_decay);
+	if (rc == 0)
+		rc = train_ddp_new(r->dist, r->model, &r->be, r->o.bucket_bytes,
+				   &r->ddp);
+	if (rc == 0 && r->rank == 0)
+		rc = ckpt_state_alloc(&r->ck, &r->o.shape);
+	if (rc != 0) {
+		log_error("cannot set up the model: %s", dl_strerror(rc));
+		return rc;
+	}
+	/* identical initialisation everywhere, then rank 0's copy wins */
+	rc = ckpt_state_alloc(&init, &r->o.shape);
+	if (rc == 0) {
+		mlp_init_params(&r->o.shape, r->o.seed, init.params,
+				init.buffers);
+		rc = mlp_set_params(r->model, init.params, init.buffers);
+		ckpt_state_release(&init);
+	}
+	return rc;
+}
+
+static void print_banner(const struct run *r)
+{
+	char shape[128];
+
+	mlp_shape_format(&r->o.shape, shape, sizeof(shape));
+	printf("dlaunch-train: model %s (%zu parameters), %zu training "
+	       "samples, world size %d, global batch %u, device %s, "
+	       "backend %s, %d bucket(s)\n",
+	       shape, mlp_param_count(&r->o.shape), r->train.n, r->world,
+	       r->o.global_batch, r->be.name,
+	       r->world == 1 ? "none"
+			     : (r->o.backend == BACKEND_NCCL ? "nccl" : "tcp"),
+	       train_ddp_bucket_count(r->ddp));
+	fflush(stdout);
+}
+
+/* print_summary: the run's one-line JSON summary on stdout */
+static void print_summary(const struct run *r, double train_secs,
+			  uint64_t samples, double wall_secs)
+{
+	printf("{\"summary\": {\"steps\": %llu, \"epochs\": %llu, "
+	       "\"resumed_from_step\": %llu, \"world_size\": %d, "
+	       "\"global_batch\": %u, \"samples_per_s\": %.1f, "
+	       "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, "
+	       "\"final_loss\": %.6f, \"test_loss\": %.6f, "
+	       "\"test_accuracy\": %.4f, \"device\": \"%s\", "
+	       "\"checkpoint\": ",
+	       (unsigned long long)r->step, (unsigned long long)r->epoch,
+	       (unsigned long long)r->resumed_from, r->world, r->o.global_batch,
+	       train_secs > 0 ? (double)samples / train_secs : 0.0, train_secs,
+	       wall_secs, r->last_loss, r->last_test_loss, r->last_accuracy,
+	       r->be.name);
+	if (r->ckpt_file[0])
+		json_string(stdout, r->ckpt_file);
+	else
+		fputs("null", stdout);
+	printf("}}\n");
+	fflush(stdout);
 }
 
 /* pick_blas_kernels: OpenBLAS chooses its kernels from CPUID when it is
@@ -892,44 +1007,11 @@ int main(int argc, char **argv)
 		rc = load_data(&r);
 	if (rc != 0)
 		goto out;
-	r.max_local = (int)((r.o.global_batch + (uint32_t)r.world - 1) /
-			    (uint32_t)r.world);
-	r.x = malloc((size_t)r.max_local * r.train.dim * sizeof(float));
-	r.y = malloc((size_t)r.max_local * sizeof(int32_t));
-	r.idx = malloc((size_t)(r.max_local + 1) * sizeof(uint32_t));
-	if (!r.x || !r.y || !r.idx) {
-		rc = DL_ENOMEM;
-		log_error("out of memory for the batch buffers");
+	rc = setup_model(&r);
+	if (rc != 0)
 		goto out;
-	}
-	rc = mlp_new(&r.o.shape, &r.be, r.max_local, &r.model);
-	if (rc == 0)
-		rc = train_optim_init(
-		    &r.optim, &r.be, mlp_param_count(&r.o.shape), (float)r.o.lr,
-		    (float)r.o.momentum, (float)r.o.weight_decay);
-	if (rc == 0)
-		rc = train_ddp_new(r.dist, r.model, &r.be, r.o.bucket_bytes,
-				   &r.ddp);
-	if (rc == 0 && r.rank == 0)
-		rc = ckpt_state_alloc(&r.ck, &r.o.shape);
-	if (rc != 0) {
-		log_error("cannot set up the model: %s", dl_strerror(rc));
-		goto out;
-	}
-	/* identical initialisation everywhere, then rank 0's copy wins */
-	{
-		struct ckpt_state init;
-
-		rc = ckpt_state_alloc(&init, &r.o.shape);
-		if (rc == 0) {
-			mlp_init_params(&r.o.shape, r.o.seed, init.params,
-					init.buffers);
-			rc = mlp_set_params(r.model, init.params, init.buffers);
-			ckpt_state_release(&init);
-		}
-	}
 	train_rng_seed(&r.rng, r.o.seed, 0x747261696eULL /* "train" */);
-	if (rc == 0 && r.o.checkpoint_dir)
+	if (r.o.checkpoint_dir)
 		rc = resume(&r);
 	if (rc == 0)
 		rc = train_ddp_broadcast_model(r.ddp);
@@ -937,21 +1019,8 @@ int main(int argc, char **argv)
 		rc = train_sampler_init(&r.sampler, r.train.n, r.o.seed);
 	if (rc != 0)
 		goto out;
-	if (r.rank == 0) {
-		char shape[128];
-
-		mlp_shape_format(&r.o.shape, shape, sizeof(shape));
-		printf("dlaunch-train: model %s (%zu parameters), %zu training "
-		       "samples, world size %d, global batch %u, device %s, "
-		       "backend %s, %d bucket(s)\n",
-		       shape, mlp_param_count(&r.o.shape), r.train.n, r.world,
-		       r.o.global_batch, r.be.name,
-		       r.world == 1
-			   ? "none"
-			   : (r.o.backend == BACKEND_NCCL ? "nccl" : "tcp"),
-		       train_ddp_bucket_count(r.ddp));
-		fflush(stdout);
-	}
+	if (r.rank == 0)
+		print_banner(&r);
 
 	rc = train(&r, &train_secs, &samples);
 	if (rc != 0)
@@ -969,28 +1038,9 @@ int main(int argc, char **argv)
 			 (unsigned long long)r.step);
 		goto out;
 	}
-	if (r.rank == 0) {
-		printf("{\"summary\": {\"steps\": %llu, \"epochs\": %llu, "
-		       "\"resumed_from_step\": %llu, \"world_size\": %d, "
-		       "\"global_batch\": %u, \"samples_per_s\": %.1f, "
-		       "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, "
-		       "\"final_loss\": %.6f, \"test_loss\": %.6f, "
-		       "\"test_accuracy\": %.4f, \"device\": \"%s\", "
-		       "\"checkpoint\": ",
-		       (unsigned long long)r.step, (unsigned long long)r.epoch,
-		       (unsigned long long)r.resumed_from, r.world,
-		       r.o.global_batch,
-		       train_secs > 0 ? (double)samples / train_secs : 0.0,
-		       train_secs, (double)(clock_now_ms() - t_start) / 1e3,
-		       r.last_loss, r.last_test_loss, r.last_accuracy,
-		       r.be.name);
-		if (r.ckpt_file[0])
-			json_string(stdout, r.ckpt_file);
-		else
-			fputs("null", stdout);
-		printf("}}\n");
-		fflush(stdout);
-	}
+	if (r.rank == 0)
+		print_summary(&r, train_secs, samples,
+			      (double)(clock_now_ms() - t_start) / 1e3);
 	status = 0;
 out:
 	release_run(&r);

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mlp.h"
+#include "train_rng.h"
 #include "dlaunch/error.h"
-#include "dlaunch/mlp.h"
 #include "dlaunch/parse.h"
-#include "dlaunch/train_rng.h"
 
 #define BN_EPS	    1e-5f
 #define BN_MOMENTUM 0.1f
@@ -433,30 +433,46 @@ static int forward(struct mlp *m, const float *in, int rows, int global_rows,
 	return 0;
 }
 
-int mlp_train_step(struct mlp *m, const float *x, const int32_t *labels,
-		   int rows, int global_rows, const struct mlp_hooks *hooks,
-		   double stats[2])
+/* bn_backward_layer: the batch norm of layer l on the way back: this
+ * rank's shares of dgamma and dbeta into the gradients, the statistics
+ * summed over the ranks (hooks->sum_stats), then d through the norm. */
+static int bn_backward_layer(struct mlp *m, int l, float *d, int rows,
+			     int global_rows, const struct mlp_hooks *hooks)
+{
+	const struct train_backend *be = m->be;
+	int w = m->shape.widths[l + 1], rc;
+
+	be->bn_backward_sums(be->ctx, d, m->xhat[l], rows, w, m->sums[l]);
+	/* this rank's share of dbeta and dgamma; the gradient all-reduce
+	 * sums the shares */
+	be->copy(be->ctx, m->grads + m->beta_off[l], m->sums[l],
+		 (size_t)w * sizeof(float));
+	be->copy(be->ctx, m->grads + m->gamma_off[l], m->sums[l] + w,
+		 (size_t)w * sizeof(float));
+	if (hooks && hooks->sum_stats) {
+		rc = hooks->sum_stats(hooks->ctx, m->sums[l], 2 * (size_t)w);
+		if (rc != 0)
+			return rc;
+	}
+	if (rows > 0)
+		be->bn_backward(be->ctx, d, m->xhat[l],
+				m->params + m->gamma_off[l], m->invstd[l],
+				m->sums[l], (float)global_rows, rows, w);
+	return 0;
+}
+
+/* backward: the loss of the batch forward() just ran (into
+ * m->loss_stats), then the gradients layer by layer from the last,
+ * calling hooks->grads_ready as each layer's are complete. */
+static int backward(struct mlp *m, const float *in, const int32_t *lab,
+		    int rows, int global_rows, const struct mlp_hooks *hooks)
 {
 	const struct train_backend *be = m->be;
 	const struct mlp_shape *s = &m->shape;
-	const float *in;
-	const int32_t *lab;
-	float host_stats[2];
-	float *d;
 	int cur = 0, rc, L = s->n_layers;
-
-	if (rows < 0 || rows > m->max_batch || global_rows < 1 ||
-	    rows > global_rows)
-		return DL_EINVAL;
-	rc = stage_batch(m, x, labels, rows, &in, &lab);
-	if (rc != 0)
-		return rc;
-	rc = forward(m, in, rows, global_rows, 1, hooks);
-	if (rc != 0)
-		return rc;
+	float *d = m->delta[cur];
 
 	be->zero(be->ctx, m->loss_stats, 2 * sizeof(float));
-	d = m->delta[cur];
 	if (rows > 0)
 		be->softmax_xent(be->ctx, m->act[L - 1], lab, rows,
 				 s->widths[L], 1.0f / (float)global_rows, d,
@@ -472,28 +488,10 @@ int mlp_train_step(struct mlp *m, const float *x, const int32_t *labels,
 				be->relu_backward(be->ctx, d, m->act[l],
 						  (size_t)rows * (size_t)w);
 			if (has_bn(s, l)) {
-				be->bn_backward_sums(be->ctx, d, m->xhat[l],
-						     rows, w, m->sums[l]);
-				/* this rank's share of dbeta and dgamma; the
-				 * gradient all-reduce sums the shares */
-				be->copy(be->ctx, m->grads + m->beta_off[l],
-					 m->sums[l], (size_t)w * sizeof(float));
-				be->copy(be->ctx, m->grads + m->gamma_off[l],
-					 m->sums[l] + w,
-					 (size_t)w * sizeof(float));
-				if (hooks && hooks->sum_stats) {
-					rc = hooks->sum_stats(hooks->ctx,
-							      m->sums[l],
-							      2 * (size_t)w);
-					if (rc != 0)
-						return rc;
-				}
-				if (rows > 0)
-					be->bn_backward(
-					    be->ctx, d, m->xhat[l],
-					    m->params + m->gamma_off[l],
-					    m->invstd[l], m->sums[l],
-					    (float)global_rows, rows, w);
+				rc = bn_backward_layer(m, l, d, rows,
+						       global_rows, hooks);
+				if (rc != 0)
+					return rc;
 			}
 		}
 		if (rows > 0) {
@@ -519,8 +517,30 @@ int mlp_train_step(struct mlp *m, const float *x, const int32_t *labels,
 			d = next;
 		}
 	}
-	rc = be->download(be->ctx, host_stats, m->loss_stats,
-			  sizeof(host_stats));
+	return 0;
+}
+
+int mlp_train_step(struct mlp *m, const float *x, const int32_t *labels,
+		   int rows, int global_rows, const struct mlp_hooks *hooks,
+		   double stats[2])
+{
+	const struct train_backend *be = m->be;
+	const float *in;
+	const int32_t *lab;
+	float host_stats[2];
+	int rc;
+
+	if (rows < 0 || rows > m->max_batch || global_rows < 1 ||
+	    rows > global_rows)
+		return DL_EINVAL;
+	rc = stage_batch(m, x, labels, rows, &in, &lab);
+	if (rc == 0)
+		rc = forward(m, in, rows, global_rows, 1, hooks);
+	if (rc == 0)
+		rc = backward(m, in, lab, rows, global_rows, hooks);
+	if (rc == 0)
+		rc = be->download(be->ctx, host_stats, m->loss_stats,
+				  sizeof(host_stats));
 	if (rc != 0)
 		return rc;
 	stats[0] += host_stats[0];

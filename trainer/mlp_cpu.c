@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dlaunch/train_backend.h"
+#include "train_backend.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes)
 {

@@ -16,8 +16,8 @@
 #include <string.h>
 
 extern "C" {
+#include "train_backend.h"
 #include "dlaunch/error.h"
-#include "dlaunch/train_backend.h"
 }
 
 namespace

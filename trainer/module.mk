@@ -17,7 +17,7 @@ TRAIN_GPU_OBJS := $(BUILD)/obj/trainer/mlp_cuda.o
 # nvcc's generated host code (static guards, unwinding) needs libstdc++
 TRAIN_GPU_LIBS := $(CUDA_LIBS) -lstdc++
 $(BUILD)/obj/trainer/mlp_cuda.o: trainer/mlp_cuda.cu \
-		include/dlaunch/train_backend.h include/dlaunch/error.h
+		trainer/train_backend.h include/dlaunch/error.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(CUDA_CPPFLAGS) -Iinclude -c $< -o $@
 else

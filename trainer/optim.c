@@ -1,8 +1,8 @@
 /* optim.c - SGD with momentum and weight decay (see train_optim.h). */
 #include <string.h>
 
+#include "train_optim.h"
 #include "dlaunch/error.h"
-#include "dlaunch/train_optim.h"
 
 int train_optim_init(struct train_optim *o, const struct train_backend *be,
 		     size_t n, float lr, float momentum, float weight_decay)

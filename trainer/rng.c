@@ -1,7 +1,7 @@
 /* rng.c - SplitMix64-based counter generator (see train_rng.h). */
 #include <math.h>
 
-#include "dlaunch/train_rng.h"
+#include "train_rng.h"
 
 static uint64_t mix64(uint64_t z)
 {

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_rng.h"
+#include "train_sampler.h"
 #include "dlaunch/error.h"
-#include "dlaunch/train_rng.h"
-#include "dlaunch/train_sampler.h"
 
 int train_sampler_init(struct train_sampler *s, size_t n, uint64_t seed)
 {

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "dlaunch/ckpt.h"
+#include "../../trainer/ckpt.h"
 #include "dlaunch/crc32c.h"
 #include "dlaunch/error.h"
 

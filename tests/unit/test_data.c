@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "dlaunch/data.h"
+#include "../../trainer/data.h"
 #include "dlaunch/error.h"
 
 static char dir[] = "/tmp/dlaunch-test-data.XXXXXX";

@@ -36,9 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../trainer/dist.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/crc32c.h"
-#include "dlaunch/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
@@ -1159,6 +1159,7 @@ static int rank_nccl_init(const struct dist_config *cfg, int listen_fd,
 #else
 	CHECK(rc == DL_ENOTSUP);
 	CHECK(strstr(err, "nccl") != NULL);
+	CHECK(strstr(err, "without CUDA") != NULL);
 #endif
 	CHECK(d == NULL);
 	return 0;

@@ -13,11 +13,11 @@
 
 #include <cmocka.h>
 
-#include "dlaunch/data.h"
+#include "../../trainer/data.h"
+#include "../../trainer/mlp.h"
+#include "../../trainer/train_optim.h"
+#include "../../trainer/train_rng.h"
 #include "dlaunch/error.h"
-#include "dlaunch/mlp.h"
-#include "dlaunch/train_optim.h"
-#include "dlaunch/train_rng.h"
 
 static void test_shape_parse(void **state)
 {

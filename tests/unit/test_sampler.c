@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "dlaunch/train_rng.h"
-#include "dlaunch/train_sampler.h"
+#include "../../trainer/train_rng.h"
+#include "../../trainer/train_sampler.h"
 
 static void test_permutation(void **state)
 {

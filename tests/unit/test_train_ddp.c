@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "dlaunch/mlp.h"
-#include "dlaunch/train_ddp.h"
+#include "../../trainer/mlp.h"
+#include "../../trainer/train_ddp.h"
 
 static void test_ddp_bucket_plan(void **state)
 {

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlaunch/train_backend.h"
+#include "train_backend.h"
 
 #define MLP_MAX_LAYERS 16
 #define MLP_MAX_WIDTH  65536

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "dlaunch/train_backend.h"
+#include "train_backend.h"
 
 struct train_optim {
 	const struct train_backend *be; /* borrowed */

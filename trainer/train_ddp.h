@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlaunch/dist.h"
-#include "dlaunch/mlp.h"
+#include "dist.h"
+#include "mlp.h"
 
 #define TRAIN_DDP_BUCKET_DEFAULT (128u * 1024u)
 

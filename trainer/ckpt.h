@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlaunch/mlp.h"
+#include "mlp.h"
 
 #define CKPT_VERSION	  1
 #define CKPT_KEEP_DEFAULT 3
