@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """ckpt_tool.py - read dlaunch-train checkpoints independently of the trainer.
 
-The layout is the one include/dlaunch/ckpt.h documents (32-byte header with
+The layout is the one trainer/ckpt.h documents (32-byte header with
 magic, version, header and payload CRC-32C; payload with shape, counters,
 parameters, momentum, buffers). The reliability suite uses this to check
 checkpoints with code that is not the trainer's own.
