@@ -16,6 +16,7 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/launcher.h"
+#include "dlaunch/opt.h"
 
 static char *no_env[] = {NULL};
 
@@ -298,6 +299,82 @@ static void test_worker_argv(void **state)
 	free(argv);
 }
 
+/* the defaults: an empty command line gets launcher_options_init's values,
+ * whose agent settings are agent_config_init's, and --help shows each of
+ * them as text that parses back to the value used */
+static void test_defaults(void **state)
+{
+	struct launcher_options d, o;
+	struct agent_config c;
+	char err[256];
+	(void)state;
+	launcher_options_init(&d);
+	agent_config_init(&c);
+	c.node_id = d.cfg.node_id;
+	c.ranks_filter = d.cfg.ranks_filter;
+	c.signals = d.cfg.signals;
+	assert_memory_equal(&c, &d.cfg, sizeof(c));
+	assert_int_equal(opt_check_defaults(launcher_option_table(), &d,
+					    sizeof(d), err, sizeof(err)),
+			 0);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "p", NULL), 0);
+	o.cfg.node_id = d.cfg.node_id;
+	o.cfg.ranks_filter = d.cfg.ranks_filter;
+	o.cfg.signals = d.cfg.signals;
+	o.program = NULL;
+	o.n_program = 0;
+	assert_memory_equal(&o, &d, sizeof(o));
+}
+
+/* squeeze_lines undoes the help's wrapping: a newline and the indent
+ * after it become one space. */
+static void squeeze_lines(char *text)
+{
+	char *w = text;
+	for (const char *r = text; *r; r++) {
+		if (*r == '\n') {
+			*w++ = ' ';
+			r += strspn(r + 1, " ");
+			continue;
+		}
+		*w++ = *r;
+	}
+	*w = '\0';
+}
+
+/* --help lists every option the table has, each with its default */
+static void test_help_shows_defaults(void **state)
+{
+	const struct opt_spec *s;
+	struct launcher_options d;
+	char *text = NULL, want[512], def[256];
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	(void)state;
+	assert_non_null(fp);
+	launcher_usage(fp);
+	fclose(fp);
+	squeeze_lines(text);
+	launcher_options_init(&d);
+	for (s = launcher_option_table()->specs; s->name; s++) {
+		snprintf(want, sizeof(want), "--%s", s->name);
+		assert_non_null(strstr(text, want));
+		opt_format_default(s, &d, def, sizeof(def));
+		if (!def[0])
+			continue;
+		snprintf(want, sizeof(want), "(default: %s)", def);
+		if (!strstr(text, want))
+			fail_msg("--help lacks '%s' for --%s", want, s->name);
+	}
+	assert_non_null(strstr(text, "(default: 1:1)"));
+	assert_non_null(strstr(text, "(default: 30s)"));
+	assert_non_null(
+	    strstr(text, "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)"));
+	assert_non_null(strstr(text, "Not supported (refused): --run-path, "
+				     "--logs-specs."));
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +386,8 @@ int main(void)
 	    cmocka_unit_test(test_static_and_signals),
 	    cmocka_unit_test(test_progress_timeout),
 	    cmocka_unit_test(test_worker_argv),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_help_shows_defaults),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
