@@ -1,4 +1,4 @@
-/* parse.c - checked parsing of numbers, durations, sizes and addresses. */
+/* parse.c - checked parsing of numbers, durations, sizes, addresses, names. */
 #include "dlaunch/parse.h"
 
 #include <ctype.h>

@@ -1,5 +1,6 @@
 /*
- * parse.h - checked parsing of numbers, durations, sizes and addresses.
+ * parse.h - checked parsing of numbers, durations, sizes, addresses and
+ * names.
  *
  * Every function rejects empty strings, leading/trailing garbage, signs
  * where none is allowed and values outside [min, max]; none uses atoi or
