@@ -1,5 +1,9 @@
 /*
  * config.c - the agent's configuration defaults (see dlaunch/agent.h).
+ *
+ * The only place they are written: dlaunch parses its command line onto a
+ * config filled here and its --help prints them from one
+ * (launcher/options.c); test_launcher checks the two agree.
  */
 #include <string.h>
 

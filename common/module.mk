@@ -1,8 +1,10 @@
 # common/: helpers several modules share (logging, errors, parsing, buffers,
-# JSON, time, files, checksums). Only jsonh.c needs jansson; the trainer links
-# this archive without jansson and so must not call jsonh_*.
+# JSON, time, files, checksums, the option engine). Only jsonh.c needs
+# jansson; the trainer links this archive without jansson and so must not
+# call jsonh_*.
 COMMON_SRCS := $(wildcard common/*.c)
 OBJS += $(call objs,$(COMMON_SRCS))
 $(COMMON_LIB): $(call objs,$(COMMON_SRCS))
 
 $(eval $(call unit_test,test_common,$(COMMON_LIB),$(JSON_LIBS)))
+$(eval $(call unit_test,test_opt,$(COMMON_LIB),))

@@ -1,4 +1,4 @@
-/* parse.c - checked parsing of numbers, durations, sizes and addresses. */
+/* parse.c - checked parsing of numbers, durations, sizes, addresses, names. */
 #include "dlaunch/parse.h"
 
 #include <ctype.h>
@@ -246,4 +246,29 @@ int parse_host_port(const char *s, uint16_t default_port, int allow_zero,
 	host[hlen] = '\0';
 	*port = (uint16_t)p;
 	return 0;
+}
+
+static int name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+	       c == '-';
+}
+
+int parse_name_valid(const char *s, size_t max_len)
+{
+	size_t n;
+	if (!s || !*s || *s == '.')
+		return 0;
+	for (n = 0; s[n]; n++)
+		if (n >= max_len || !name_char(s[n]))
+			return 0;
+	return 1;
+}
+
+void parse_name_sanitize(char *s)
+{
+	for (size_t i = 0; s[i]; i++)
+		if (!name_char(s[i]) || (i == 0 && s[i] == '.'))
+			s[i] = '-';
 }

@@ -20,6 +20,7 @@
 #include "dlaunch/fsutil.h"
 #include "dlaunch/launcher.h"
 #include "dlaunch/log.h"
+#include "dlaunch/parse.h"
 #include "dlaunch/rdzv_server.h"
 #include "dlaunch/spawn.h"
 
@@ -31,31 +32,30 @@ static int usage_error(const char *msg)
 	return 2;
 }
 
+/* resolve_nproc turns --nproc-per-node gpu|cpu|auto into cfg.nproc (a
+ * number is there already). */
 static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
 {
-	const char *s = o->nproc_spec;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (strcmp(s, "gpu") == 0 || strcmp(s, "auto") == 0) {
+	int kind = o->nproc_kind;
+	if (kind == LAUNCHER_NPROC_GPU || kind == LAUNCHER_NPROC_AUTO) {
 		int g = launcher_count_gpus();
 		if (g > 0) {
-			o->nproc = g;
+			o->cfg.nproc = g;
 			return 0;
 		}
-		if (strcmp(s, "gpu") == 0) {
+		if (kind == LAUNCHER_NPROC_GPU) {
 			snprintf(err, es,
 				 "--nproc-per-node gpu: no NVIDIA GPU found on "
 				 "this node");
 			return DL_ENOTFOUND;
 		}
 	}
-	if (strcmp(s, "cpu") == 0 || strcmp(s, "auto") == 0) {
-		o->nproc =
+	if (kind == LAUNCHER_NPROC_CPU || kind == LAUNCHER_NPROC_AUTO)
+		o->cfg.nproc =
 		    cpus > 0
 			? (int)(cpus > AGENT_MAX_NPROC ? AGENT_MAX_NPROC : cpus)
 			: 1;
-		return 0;
-	}
-	o->nproc = atoi(s); /* validated by the option parser */
 	return 0;
 }
 
@@ -80,7 +80,6 @@ static void default_node_id(char *out, size_t size)
 {
 	char host[256];
 	const char *env = getenv("DLAUNCH_NODE_ID");
-	size_t i;
 	if (env && *env) {
 		snprintf(out, size, "%s", env);
 		return;
@@ -89,18 +88,13 @@ static void default_node_id(char *out, size_t size)
 		snprintf(host, sizeof(host), "node");
 	host[sizeof(host) - 1] = '\0';
 	snprintf(out, size, "%.100s-%ld", host, (long)getpid());
-	for (i = 0; out[i]; i++)
-		if (!strchr(
-			"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			"0123456789._:-",
-			out[i]))
-			out[i] = '-';
+	parse_name_sanitize(out);
 }
 
 int main(int argc, char **argv)
 {
 	struct launcher_options o;
-	struct agent_config cfg;
+	struct agent_config *cfg;
 	struct event_base *base = NULL;
 	struct agent *agent = NULL;
 	struct rdzv_server *srv = NULL;
@@ -137,35 +131,9 @@ int main(int argc, char **argv)
 	if (!o.node_id[0])
 		default_node_id(o.node_id, sizeof(o.node_id));
 
-	agent_config_init(&cfg);
-	cfg.argv = wargv;
-	cfg.nproc = o.nproc;
-	cfg.role = o.role;
-	cfg.max_restarts = o.max_restarts;
-	cfg.shutdown_timeout_ms = o.shutdown_timeout_ms;
-	cfg.progress_timeout_ms = o.progress_timeout_ms;
-	cfg.run_id = o.rdzv_id;
-	cfg.node_id = o.node_id;
-	cfg.nnodes = o.max_nodes;
-	cfg.node_rank = o.node_rank;
-	cfg.master_addr = o.master_addr;
-	cfg.master_port = (uint16_t)o.master_port;
-	cfg.token = token;
-	cfg.ca_file = o.ca_file;
-	cfg.min_nodes = o.min_nodes;
-	cfg.max_nodes = o.max_nodes;
-	cfg.local_addr = o.local_addr;
-	cfg.join_timeout_ms = o.join_timeout_ms;
-	cfg.last_call_timeout_ms = o.last_call_timeout_ms;
-	cfg.heartbeat_interval_ms = o.heartbeat_interval_ms;
-	cfg.heartbeat_timeout_ms = o.heartbeat_timeout_ms;
-	cfg.read_timeout_ms = o.read_timeout_ms;
-	cfg.log_dir = o.log_dir;
-	cfg.redirects = o.redirects;
-	cfg.tee = o.tee;
-	cfg.ranks_filter = o.ranks_filter;
-	cfg.n_ranks_filter = o.n_ranks_filter;
-	cfg.signals = o.signals;
+	cfg = &o.cfg;
+	cfg->argv = wargv;
+	cfg->token = token;
 
 	base = event_base_new();
 	if (!base) {
@@ -189,18 +157,16 @@ int main(int argc, char **argv)
 		snprintf(run_id, sizeof(run_id),
 			 "standalone-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
 			 rnd[2], rnd[3], rnd[4], rnd[5]);
-		if (strcmp(o.rdzv_id, "none") != 0)
-			snprintf(run_id, sizeof(run_id), "%s", o.rdzv_id);
-		cfg.mode = AGENT_MODE_RDZV;
-		cfg.endpoint = endpoint;
-		cfg.run_id = run_id;
-		cfg.local_addr = o.local_addr ? o.local_addr : "127.0.0.1";
-		cfg.last_call_timeout_ms = 0;
-	} else if (o.rdzv_endpoint) {
-		cfg.mode = AGENT_MODE_RDZV;
-		cfg.endpoint = o.rdzv_endpoint;
+		if (strcmp(cfg->run_id, "none") != 0)
+			snprintf(run_id, sizeof(run_id), "%s", cfg->run_id);
+		cfg->mode = AGENT_MODE_RDZV;
+		cfg->endpoint = endpoint;
+		cfg->run_id = run_id;
+		if (!cfg->local_addr)
+			cfg->local_addr = "127.0.0.1";
+		cfg->last_call_timeout_ms = 0;
 	}
-	if (agent_new(base, &cfg, &agent, err, sizeof(err)) != 0 ||
+	if (agent_new(base, cfg, &agent, err, sizeof(err)) != 0 ||
 	    agent_start(agent, err, sizeof(err)) != 0) {
 		log_error("%s", err);
 		goto out;

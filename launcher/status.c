@@ -1,6 +1,9 @@
 /*
  * status.c - `dlaunch status`: a readable table of the rendezvous' jobs,
- * or of one job's members and failures, from GET /v1/jobs[/{job}].
+ * or of one job's members and failures, from GET /v1/jobs[/{job}]. Its
+ * options are a table for the shared engine (dlaunch/opt.h); the job name
+ * is checked with the server's rule and the token read by fs_read_token,
+ * as everywhere else.
  */
 #include <event2/event.h>
 #include <jansson.h>
@@ -13,7 +16,10 @@
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
 #include "dlaunch/launcher.h"
+#include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
+
+extern char **environ;
 
 struct status_ctx {
 	struct event_base *base;
@@ -129,99 +135,120 @@ static void on_reply(void *arg, const struct client_reply *r)
 	event_base_loopexit(s->base, NULL);
 }
 
-int status_main(int argc, char **argv)
-{
-	const char *endpoint = getenv("PET_RDZV_ENDPOINT"), *job = NULL;
-	const char *token_file = NULL, *ca = NULL;
-	char err[512], path[512], *token = NULL;
-	struct client *c = NULL;
-	struct status_ctx s = {0};
-	int i;
+struct status_options {
+	int help;
+	const char *endpoint;
+	const char *job;
+	const char *token_file;
+	const char *ca_file;
+};
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = NULL;
-		const char *eq = strchr(a, '=');
-		char name[64];
-		size_t len = eq ? (size_t)(eq - a) : strlen(a);
-		if (len >= sizeof(name))
-			len = sizeof(name) - 1;
-		memcpy(name, a, len);
-		name[len] = '\0';
-		for (char *p = name; *p; p++)
-			if (*p == '_')
-				*p = '-';
-		if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
-			printf(
-			    "usage: dlaunch status --rdzv-endpoint HOST:PORT "
-			    "[--rdzv-id ID] [--rdzv-token-file FILE] "
-			    "[--rdzv-ca FILE]\n");
-			return 0;
-		}
-		if (eq)
-			v = eq + 1;
-		else if (i + 1 < argc)
-			v = argv[i + 1];
-		if (!v) {
-			fprintf(stderr,
-				"dlaunch: error: status: option %s "
-				"needs a value\n",
-				name);
-			return 2;
-		}
-		if (strcmp(name, "--rdzv-endpoint") == 0)
-			endpoint = v;
-		else if (strcmp(name, "--rdzv-id") == 0)
-			job = v;
-		else if (strcmp(name, "--rdzv-token-file") == 0)
-			token_file = v;
-		else if (strcmp(name, "--rdzv-ca") == 0)
-			ca = v;
-		else {
-			fprintf(stderr,
-				"dlaunch: error: status: unknown option '%s'\n",
-				a);
-			return 2;
-		}
-		if (!eq)
-			i++;
+#define SO(f) OPT_FIELD(struct status_options, f)
+
+static const struct opt_spec status_specs[] = {
+    {.name = "help",
+     .short_name = 'h',
+     .type = OPT_FLAG,
+     .flags = OPT_STOP,
+     SO(help),
+     .help = "show this help and exit"},
+    {.name = "rdzv-endpoint",
+     .type = OPT_STRING,
+     .flags = OPT_EMPTY_UNSET,
+     SO(endpoint),
+     .env = "PET_RDZV_ENDPOINT",
+     .metavar = "HOST:PORT|URL",
+     .unset = "$PET_RDZV_ENDPOINT; required",
+     .help = "the dlaunch-rdzv server to ask"},
+    {.name = "rdzv-id",
+     .type = OPT_NAME,
+     SO(job),
+     .max = PARSE_NAME_MAX,
+     .metavar = "ID",
+     .unset = "all jobs",
+     .help = "show this job's members and failures"},
+    {.name = "rdzv-token-file",
+     .type = OPT_STRING,
+     SO(token_file),
+     .metavar = "FILE",
+     .help = "bearer token for a dlaunch-rdzv started with --token-file"},
+    {.name = "rdzv-ca",
+     .type = OPT_STRING,
+     SO(ca_file),
+     .metavar = "FILE",
+     .help = "CA certificate to verify a TLS dlaunch-rdzv (implies https)"},
+    {.name = NULL},
+};
+
+static const struct opt_table status_table = {
+    .prog = "dlaunch status",
+    .usage = "usage: dlaunch status --rdzv-endpoint HOST:PORT [--rdzv-id ID] "
+	     "[--rdzv-token-file FILE] [--rdzv-ca FILE]\n"
+	     "\n"
+	     "Shows the rendezvous' jobs, or one job's members and failures "
+	     "(the first\nis the root cause).\n\n"
+	     "Options ('_' may replace '-'):\n",
+    .specs = status_specs,
+};
+
+/* status_parse reads the command line; returns -1 to go on, else the exit
+ * status. */
+static int status_parse(int argc, char **argv, struct status_options *o)
+{
+	char err[512];
+	int next;
+	memset(o, 0, sizeof(*o));
+	if (opt_parse(&status_table, o, argc, argv, environ, &next, err,
+		      sizeof(err)) != 0) {
+		fprintf(stderr, "dlaunch: error: status: %s\n", err);
+		return 2;
 	}
-	if (!endpoint) {
+	if (o->help) {
+		struct status_options defaults = {0};
+		opt_usage(&status_table, &defaults, stdout);
+		return 0;
+	}
+	if (next < argc) {
+		fprintf(stderr,
+			"dlaunch: error: status: unexpected argument '%s'\n",
+			argv[next]);
+		return 2;
+	}
+	if (!o->endpoint) {
 		fprintf(stderr,
 			"dlaunch: error: status needs --rdzv-endpoint\n");
 		return 2;
 	}
-	if (job && (strlen(job) > 128 ||
-		    strspn(job, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrs"
-				"tuvwxyz0123456789._:-") != strlen(job) ||
-		    !*job)) {
-		fprintf(stderr, "dlaunch: error: status: bad --rdzv-id '%s'\n",
-			job);
+	return -1;
+}
+
+int status_main(int argc, char **argv)
+{
+	struct status_options o;
+	char err[512], path[512], *token = NULL;
+	struct client *c = NULL;
+	struct status_ctx s = {0};
+	int rc = status_parse(argc, argv, &o);
+
+	if (rc >= 0)
+		return rc;
+	if (o.token_file &&
+	    fs_read_token(o.token_file, &token, err, sizeof(err)) != 0) {
+		fprintf(stderr, "dlaunch: error: %s\n", err);
 		return 2;
 	}
-	if (token_file) {
-		size_t len;
-		if (fs_read_file(token_file, 4096, &token, &len) != 0) {
-			fprintf(stderr,
-				"dlaunch: error: cannot read token file "
-				"%s\n",
-				token_file);
-			return 2;
-		}
-		while (len && strchr("\r\n ", token[len - 1]))
-			token[--len] = '\0';
-	}
 	s.base = event_base_new();
-	s.endpoint = endpoint;
+	s.endpoint = o.endpoint;
 	s.rc = 1;
-	s.one_job = job != NULL;
-	if (!s.base || client_new(s.base, endpoint, token, ca, &c, err,
+	s.one_job = o.job != NULL;
+	if (!s.base || client_new(s.base, o.endpoint, token, o.ca_file, &c, err,
 				  sizeof(err)) != 0) {
 		fprintf(stderr, "dlaunch: error: %s\n",
 			s.base ? err : "cannot create event loop");
 		goto out;
 	}
-	if (job)
-		snprintf(path, sizeof(path), "/v1/jobs/%s", job);
+	if (o.job)
+		snprintf(path, sizeof(path), "/v1/jobs/%s", o.job);
 	else
 		snprintf(path, sizeof(path), "/v1/jobs");
 	if (!client_call(c, "GET", path, NULL, 10000, on_reply, &s))

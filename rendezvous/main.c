@@ -1,9 +1,11 @@
 /*
  * main.c - dlaunch-rdzv, the rendezvous server's command line: options,
  * the event loop, signals. Everything else is librdzv (rdzv_server.h).
+ * The options are a table on the shared engine (dlaunch/opt.h), parsed
+ * straight into struct rdzv_server_config; --help shows the defaults of
+ * rdzv_server_config_init.
  */
 #include <event2/event.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,72 +14,173 @@
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
 #include "dlaunch/log.h"
+#include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "dlaunch/rdzv_server.h"
 
-static const char usage[] =
-    "usage: dlaunch-rdzv [options]\n"
-    "\n"
-    "The dlaunch rendezvous server: jobs, rounds, membership, ranks,\n"
-    "heartbeats, failure reports and a small key-value store over HTTP(S)\n"
-    "(API: docs/http-api.md).\n"
-    "\n"
-    "  --listen HOST:PORT     address to serve (default 127.0.0.1:29400);\n"
-    "                         port 0 picks a free port; the bound address\n"
-    "                         is printed as 'listening on HOST:PORT'\n"
-    "  --token-file FILE      require 'Authorization: Bearer <token>' on\n"
-    "                         every endpoint but /healthz (the file's first\n"
-    "                         line); DLAUNCH_TOKEN sets it too\n"
-    "  --tls-cert FILE        PEM certificate chain: serve HTTPS only\n"
-    "  --tls-key FILE         PEM private key for --tls-cert\n"
-    "  --state-dir DIR        journal every state change there (fsync) and\n"
-    "                         recover the jobs from it on start\n"
-    "  --max-body SIZE        largest request body (default 64KiB; 413)\n"
-    "  --max-header SIZE      largest request header block (default 16KiB)\n"
-    "  --max-jobs N           most jobs kept (default 1024; ended jobs are\n"
-    "                         forgotten first)\n"
-    "  --max-nodes N          most nodes per job (default 65536)\n"
-    "  --idle-timeout DUR     close idle or slow connections (default 60s)\n"
-    "  --log-level LEVEL      error, warn, info (default) or debug\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "SIGTERM or SIGINT: answer pending long polls, stop, exit 0.\n";
-
-enum {
-	OPT_LISTEN = 256,
-	OPT_TOKEN_FILE,
-	OPT_TLS_CERT,
-	OPT_TLS_KEY,
-	OPT_STATE_DIR,
-	OPT_MAX_BODY,
-	OPT_MAX_HEADER,
-	OPT_MAX_JOBS,
-	OPT_MAX_NODES,
-	OPT_IDLE_TIMEOUT,
-	OPT_LOG_LEVEL,
+struct rdzv_options {
+	struct rdzv_server_config cfg; /* parsed straight into */
+	int help;
+	const char *token_file;
+	int log_level; /* enum log_level; -1: DLAUNCH_LOG_LEVEL or info */
 };
 
-static const struct option options[] = {
-    {"listen", required_argument, NULL, OPT_LISTEN},
-    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-    {"max-body", required_argument, NULL, OPT_MAX_BODY},
-    {"max-header", required_argument, NULL, OPT_MAX_HEADER},
-    {"max-jobs", required_argument, NULL, OPT_MAX_JOBS},
-    {"max-nodes", required_argument, NULL, OPT_MAX_NODES},
-    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
+#define RO(f) OPT_FIELD(struct rdzv_options, f)
 
-static int bad_value(const char *opt, const char *value, const char *want)
+static int set_log_level(const struct opt_spec *s, void *base, const char *v,
+			 char *err, size_t es)
 {
-	fprintf(stderr, "dlaunch-rdzv: invalid %s '%s' (%s)\n", opt, value,
-		want);
-	return 2;
+	enum log_level level;
+	if (log_level_parse(v, &level) != 0)
+		return dl_errorf(err, es, DL_EINVAL,
+				 "--%s '%s' is not error, warn, info or debug",
+				 s->name, v);
+	((struct rdzv_options *)base)->log_level = (int)level;
+	return 0;
+}
+
+static const struct opt_spec rdzv_specs[] = {
+    {.name = "listen",
+     .type = OPT_STRING,
+     RO(cfg.listen),
+     .min = 1,
+     .max = 300,
+     .metavar = "HOST:PORT",
+     .help = "address to serve; port 0 picks a free port; the bound address "
+	     "is printed as 'listening on HOST:PORT'"},
+    {.name = "token-file",
+     .type = OPT_STRING,
+     RO(token_file),
+     .metavar = "FILE",
+     .unset = "$DLAUNCH_TOKEN, else no token",
+     .help = "require 'Authorization: Bearer <token>' on every endpoint but "
+	     "/healthz (the file's first line)"},
+    {.name = "tls-cert",
+     .type = OPT_STRING,
+     RO(cfg.tls_cert_file),
+     .metavar = "FILE",
+     .help = "PEM certificate chain: serve HTTPS only"},
+    {.name = "tls-key",
+     .type = OPT_STRING,
+     RO(cfg.tls_key_file),
+     .metavar = "FILE",
+     .help = "PEM private key for --tls-cert"},
+    {.name = "state-dir",
+     .type = OPT_STRING,
+     RO(cfg.state_dir),
+     .metavar = "DIR",
+     .unset = "none: state in memory only",
+     .help = "journal every state change there (fsync) and recover the "
+	     "jobs from it on start"},
+    {.name = "max-body",
+     .type = OPT_SIZE,
+     RO(cfg.max_body_bytes),
+     .min = 1024,
+     .max = 1ULL << 30,
+     .metavar = "SIZE",
+     .help = "largest request body (413 beyond)"},
+    {.name = "max-header",
+     .type = OPT_SIZE,
+     RO(cfg.max_header_bytes),
+     .min = 1024,
+     .max = 1ULL << 20,
+     .metavar = "SIZE",
+     .help = "largest request header block"},
+    {.name = "max-jobs",
+     .type = OPT_UINT,
+     RO(cfg.max_jobs),
+     .min = 1,
+     .max = 1000000,
+     .metavar = "N",
+     .help = "most jobs kept (ended jobs are forgotten first)"},
+    {.name = "max-nodes",
+     .type = OPT_UINT,
+     RO(cfg.max_nodes_per_job),
+     .min = 1,
+     .max = 1000000,
+     .metavar = "N",
+     .help = "most nodes per job"},
+    {.name = "idle-timeout",
+     .type = OPT_DURATION,
+     RO(cfg.idle_timeout_ms),
+     .min = 100,
+     .max = 3600000,
+     .metavar = "DURATION",
+     .help = "close idle or slow connections"},
+    {.name = "log-level",
+     .type = OPT_CALLBACK,
+     RO(log_level),
+     .set = set_log_level,
+     .metavar = "LEVEL",
+     .unset = "$DLAUNCH_LOG_LEVEL, else info",
+     .help = "error, warn, info or debug"},
+    {.name = "help",
+     .short_name = 'h',
+     .type = OPT_FLAG,
+     .flags = OPT_STOP,
+     RO(help),
+     .help = "show this help and exit"},
+    {.name = NULL},
+};
+
+static const struct opt_table rdzv_table = {
+    .prog = "dlaunch-rdzv",
+    .usage = "usage: dlaunch-rdzv [options]\n"
+	     "\n"
+	     "The dlaunch rendezvous server: jobs, rounds, membership, ranks,\n"
+	     "heartbeats, failure reports and a small key-value store over "
+	     "HTTP(S)\n(API: docs/http-api.md).\n"
+	     "\n",
+    .footer = "SIGTERM or SIGINT: answer pending long polls, stop, exit 0.\n",
+    .specs = rdzv_specs,
+    .flags = OPT_ABBREV,
+};
+
+static void rdzv_options_init(struct rdzv_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	rdzv_server_config_init(&o->cfg);
+	o->log_level = -1;
+}
+
+/* parse_options reads the command line into o and the token into *token;
+ * returns -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, struct rdzv_options *o,
+			 char **token)
+{
+	const char *env_token = getenv("DLAUNCH_TOKEN");
+	char err[512];
+	int next;
+
+	rdzv_options_init(o);
+	if (opt_parse(&rdzv_table, o, argc, argv, NULL, &next, err,
+		      sizeof(err)) != 0) {
+		fprintf(stderr, "dlaunch-rdzv: %s\n", err);
+		return 2;
+	}
+	if (o->help) {
+		struct rdzv_options defaults;
+		rdzv_options_init(&defaults);
+		opt_usage(&rdzv_table, &defaults, stdout);
+		return 0;
+	}
+	if (next < argc) {
+		fprintf(stderr, "dlaunch-rdzv: unexpected argument '%s'\n",
+			argv[next]);
+		return 2;
+	}
+	if (o->log_level >= 0)
+		log_set_level((enum log_level)o->log_level);
+	if (o->token_file) {
+		if (fs_read_token(o->token_file, token, err, sizeof(err))) {
+			fprintf(stderr, "dlaunch-rdzv: %s\n", err);
+			return 2;
+		}
+	} else if (env_token && *env_token) {
+		*token = strdup(env_token);
+	}
+	o->cfg.token = *token;
+	return -1;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -94,91 +197,26 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-	struct rdzv_server_config cfg;
+	struct rdzv_options o;
 	struct rdzv_server *srv = NULL;
 	struct event_base *base = NULL;
 	struct event *sigterm = NULL, *sigint = NULL;
 	char *token = NULL, err[512] = "";
-	const char *env_token = getenv("DLAUNCH_TOKEN");
 	void *sig_args[2];
-	enum log_level level;
-	uint64_t v;
-	int c, status = 1;
+	int status;
 
 	log_init("dlaunch-rdzv");
-	rdzv_server_config_init(&cfg);
-	while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (c) {
-		case OPT_LISTEN: cfg.listen = optarg; break;
-		case OPT_TOKEN_FILE:
-			free(token);
-			if (fs_read_token(optarg, &token, err, sizeof(err))) {
-				fprintf(stderr, "dlaunch-rdzv: %s\n", err);
-				return 2;
-			}
-			break;
-		case OPT_TLS_CERT: cfg.tls_cert_file = optarg; break;
-		case OPT_TLS_KEY: cfg.tls_key_file = optarg; break;
-		case OPT_STATE_DIR: cfg.state_dir = optarg; break;
-		case OPT_MAX_BODY:
-			if (parse_size_bytes(optarg, 1024, 1ull << 30, &v))
-				return bad_value("--max-body", optarg,
-						 "a size from 1KiB to 1GiB");
-			cfg.max_body_bytes = (size_t)v;
-			break;
-		case OPT_MAX_HEADER:
-			if (parse_size_bytes(optarg, 1024, 1u << 20, &v))
-				return bad_value("--max-header", optarg,
-						 "a size from 1KiB to 1MiB");
-			cfg.max_header_bytes = (size_t)v;
-			break;
-		case OPT_MAX_JOBS:
-			if (parse_u64(optarg, 1, 1000000, &v))
-				return bad_value("--max-jobs", optarg,
-						 "1 to 1000000");
-			cfg.max_jobs = (unsigned)v;
-			break;
-		case OPT_MAX_NODES:
-			if (parse_u64(optarg, 1, 1000000, &v))
-				return bad_value("--max-nodes", optarg,
-						 "1 to 1000000");
-			cfg.max_nodes_per_job = (unsigned)v;
-			break;
-		case OPT_IDLE_TIMEOUT:
-			if (parse_duration_ms(optarg, 1000, 100, 3600000, &v))
-				return bad_value("--idle-timeout", optarg,
-						 "a duration from 100ms to 1h");
-			cfg.idle_timeout_ms = v;
-			break;
-		case OPT_LOG_LEVEL:
-			if (log_level_parse(optarg, &level))
-				return bad_value("--log-level", optarg,
-						 "error, warn, info or debug");
-			log_set_level(level);
-			break;
-		case 'h': fputs(usage, stdout); return 0;
-		default:
-			fputs("try 'dlaunch-rdzv --help'\n", stderr);
-			free(token);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "dlaunch-rdzv: unexpected argument '%s'\n",
-			argv[optind]);
-		free(token);
-		return 2;
-	}
-	if (!token && env_token && *env_token)
-		token = strdup(env_token);
-	cfg.token = token;
+	status = parse_options(argc, argv, &o, &token);
+	if (status >= 0)
+		return status;
+	status = 1;
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
 	if (!base) {
 		fprintf(stderr, "dlaunch-rdzv: cannot create the event loop\n");
 		goto out;
 	}
-	if (rdzv_server_new(base, &cfg, &srv, err, sizeof(err)) != 0) {
+	if (rdzv_server_new(base, &o.cfg, &srv, err, sizeof(err)) != 0) {
 		fprintf(stderr, "dlaunch-rdzv: %s\n", err);
 		goto out;
 	}

@@ -30,6 +30,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
+#include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 
 #define EXIT_USAGE 2
@@ -38,23 +39,26 @@ enum device_kind { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 enum backend_kind { BACKEND_AUTO, BACKEND_NCCL, BACKEND_TCP };
 
 struct options {
+	int help;
 	const char *data;     /* "fashion-mnist" or "synthetic:N" */
 	const char *data_dir; /* IDX files */
 	size_t synthetic_n;   /* > 0 for synthetic data */
+	const char *model;    /* "784-256-128-10", parsed into shape */
+	int batch_norm;	      /* --batch-norm, copied into shape */
 	struct mlp_shape shape;
 	uint64_t epochs;
 	uint64_t max_steps; /* 0: no limit */
 	uint32_t global_batch;
 	double lr, momentum, weight_decay;
-	int cosine; /* learning rate schedule: cosine decay to 0, or constant */
+	int cosine; /* 1: cosine decay to 0; 0: constant (--lr-schedule) */
 	uint64_t seed;
 	const char *checkpoint_dir; /* NULL: no checkpoints */
 	uint64_t checkpoint_every;  /* steps; 0: only at exit */
 	int keep_checkpoints;
 	uint64_t log_every; /* steps per progress line */
-	enum device_kind device;
-	enum backend_kind backend;
-	int threads; /* BLAS threads; 0: library default */
+	int device;	    /* enum device_kind */
+	int backend;	    /* enum backend_kind */
+	int threads;	    /* BLAS threads; 0: library default */
 	uint64_t bucket_bytes;
 	uint64_t timeout_ms; /* collectives; 0: dist default */
 };
@@ -90,122 +94,182 @@ static void on_stop_signal(int sig)
 	stop_signal = sig;
 }
 
-static void usage(FILE *f)
-{
-	fputs(
-	    "usage: dlaunch-train [options]\n"
-	    "\n"
-	    "Data-parallel training of an MLP; ranks come from RANK, "
-	    "WORLD_SIZE,\n"
-	    "MASTER_ADDR, MASTER_PORT and LOCAL_RANK (as dlaunch or torchrun "
-	    "set them).\n"
-	    "\n"
-	    "  --data fashion-mnist|synthetic:N  data set (default "
-	    "fashion-mnist)\n"
-	    "  --data-dir DIR          IDX files (default " DATA_DEFAULT_DIR
-	    ")\n"
-	    "  --model W0-W1-...-Wn    layer widths (default 784-256-128-10)\n"
-	    "  --batch-norm            SyncBatchNorm after each hidden layer\n"
-	    "  --epochs N              epochs (default 10)\n"
-	    "  --max-steps N           stop after N optimizer steps in all\n"
-	    "  --global-batch N        samples per step over all ranks "
-	    "(default 128)\n"
-	    "  --lr X                  learning rate (default 0.05)\n"
-	    "  --momentum X            SGD momentum (default 0.9)\n"
-	    "  --weight-decay X        L2 weight decay (default 5e-4)\n"
-	    "  --lr-schedule cosine|constant  cosine: decay to 0 over "
-	    "--epochs\n"
-	    "                          (default cosine)\n"
-	    "  --seed N                initialisation and shuffling seed "
-	    "(default 42)\n"
-	    "  --checkpoint-dir DIR    write checkpoints here and resume from "
-	    "them\n"
-	    "  --checkpoint-every N    steps between checkpoints (default "
-	    "200;\n"
-	    "                          0: only at exit)\n"
-	    "  --keep-checkpoints N    checkpoints kept (default 3)\n"
-	    "  --log-every N           steps per progress line (default 100)\n"
-	    "  --device auto|cpu|cuda  where to train (default auto: cuda "
-	    "when a GPU\n"
-	    "                          is visible; GPU = LOCAL_RANK)\n"
-	    "  --backend auto|nccl|tcp collectives (default auto: nccl on "
-	    "cuda)\n"
-	    "  --threads N             BLAS threads per rank (default: "
-	    "OMP_NUM_THREADS\n"
-	    "                          or the BLAS default)\n"
-	    "  --bucket-size SIZE      gradient all-reduce bucket (default "
-	    "128KiB)\n"
-	    "  --timeout DURATION      bound on every collective wait "
-	    "(default 300s)\n"
-	    "  -h, --help              this text\n"
-	    "\n"
-	    "Progress goes to stdout from rank 0, ending with one JSON line\n"
-	    "{\"summary\": {...}}. Test hook: DLAUNCH_TRAIN_CRASH_AT_STEP=N "
-	    "makes\n"
-	    "the rank DLAUNCH_TRAIN_CRASH_RANK (default 0) SIGKILL itself "
-	    "after step N\n"
-	    "on the first attempt (TORCHELASTIC_RESTART_COUNT unset or 0).\n",
-	    f);
-}
+#define TO(f) OPT_FIELD(struct options, f)
 
-/* opt_u64 / opt_double: checked option values with a clear message. */
-static int opt_u64(const char *name, const char *v, uint64_t min, uint64_t max,
-		   uint64_t *out)
-{
-	if (parse_u64(v, min, max, out) == 0)
-		return 0;
-	fprintf(stderr,
-		"dlaunch-train: --%s '%s' is not a whole number in "
-		"%llu..%llu\n",
-		name, v, (unsigned long long)min, (unsigned long long)max);
-	return -1;
-}
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const backends[] = {"auto", "nccl", "tcp", NULL};
+static const char *const schedules[] = {"constant", "cosine", NULL};
 
-static int opt_double(const char *name, const char *v, double min, double max,
-		      double *out)
-{
-	if (parse_double(v, min, max, out) == 0)
-		return 0;
-	fprintf(stderr, "dlaunch-train: --%s '%s' is not a number in %g..%g\n",
-		name, v, min, max);
-	return -1;
-}
+static const struct opt_spec train_specs[] = {
+    {.name = "data",
+     .type = OPT_STRING,
+     TO(data),
+     .min = 1,
+     .metavar = "fashion-mnist|synthetic:N",
+     .help = "data set"},
+    {.name = "data-dir",
+     .type = OPT_STRING,
+     TO(data_dir),
+     .min = 1,
+     .metavar = "DIR",
+     .help = "IDX files"},
+    {.name = "model",
+     .type = OPT_STRING,
+     TO(model),
+     .min = 1,
+     .metavar = "W0-W1-...-Wn",
+     .help = "layer widths"},
+    {.name = "batch-norm",
+     .type = OPT_FLAG,
+     TO(batch_norm),
+     .help = "SyncBatchNorm after each hidden layer"},
+    {.name = "epochs",
+     .type = OPT_UINT,
+     TO(epochs),
+     .min = 1,
+     .max = 1000000,
+     .metavar = "N",
+     .help = "epochs"},
+    {.name = "max-steps",
+     .type = OPT_UINT,
+     TO(max_steps),
+     .min = 1,
+     .max = UINT64_MAX / 2,
+     .metavar = "N",
+     .unset = "no limit",
+     .help = "stop after N optimizer steps in all"},
+    {.name = "global-batch",
+     .type = OPT_UINT,
+     TO(global_batch),
+     .min = 1,
+     .max = 1u << 20,
+     .metavar = "N",
+     .help = "samples per step over all ranks"},
+    {.name = "lr",
+     .type = OPT_DOUBLE,
+     TO(lr),
+     .dmax = 100,
+     .metavar = "X",
+     .help = "learning rate"},
+    {.name = "momentum",
+     .type = OPT_DOUBLE,
+     TO(momentum),
+     .dmax = 1,
+     .metavar = "X",
+     .help = "SGD momentum"},
+    {.name = "weight-decay",
+     .type = OPT_DOUBLE,
+     TO(weight_decay),
+     .dmax = 1,
+     .metavar = "X",
+     .help = "L2 weight decay"},
+    {.name = "lr-schedule",
+     .type = OPT_CHOICE,
+     TO(cosine),
+     .choices = schedules,
+     .metavar = "cosine|constant",
+     .help = "cosine: decay to 0 over --epochs"},
+    {.name = "seed",
+     .type = OPT_UINT,
+     TO(seed),
+     .max = UINT64_MAX,
+     .metavar = "N",
+     .help = "initialisation and shuffling seed"},
+    {.name = "checkpoint-dir",
+     .type = OPT_STRING,
+     TO(checkpoint_dir),
+     .min = 1,
+     .metavar = "DIR",
+     .unset = "none: no checkpoints",
+     .help = "write checkpoints here and resume from them"},
+    {.name = "checkpoint-every",
+     .type = OPT_UINT,
+     TO(checkpoint_every),
+     .max = UINT64_MAX / 2,
+     .metavar = "N",
+     .help = "steps between checkpoints (0: only at exit)"},
+    {.name = "keep-checkpoints",
+     .type = OPT_INT,
+     TO(keep_checkpoints),
+     .min = 1,
+     .max = 1000,
+     .metavar = "N",
+     .help = "checkpoints kept"},
+    {.name = "log-every",
+     .type = OPT_UINT,
+     TO(log_every),
+     .min = 1,
+     .max = UINT64_MAX / 2,
+     .metavar = "N",
+     .help = "steps per progress line"},
+    {.name = "device",
+     .type = OPT_CHOICE,
+     TO(device),
+     .choices = devices,
+     .metavar = "auto|cpu|cuda",
+     .help = "where to train (auto: cuda when a GPU is visible; GPU = "
+	     "LOCAL_RANK)"},
+    {.name = "backend",
+     .type = OPT_CHOICE,
+     TO(backend),
+     .choices = backends,
+     .metavar = "auto|nccl|tcp",
+     .help = "collectives (auto: nccl on cuda, else tcp)"},
+    {.name = "threads",
+     .type = OPT_INT,
+     TO(threads),
+     .min = 1,
+     .max = 1024,
+     .metavar = "N",
+     .unset = "OMP_NUM_THREADS or the BLAS default",
+     .help = "BLAS threads per rank"},
+    {.name = "bucket-size",
+     .type = OPT_SIZE,
+     TO(bucket_bytes),
+     .min = 4,
+     .max = 1ULL << 30,
+     .metavar = "SIZE",
+     .help = "gradient all-reduce bucket"},
+    {.name = "timeout",
+     .type = OPT_DURATION,
+     TO(timeout_ms),
+     .min = 1,
+     .max = 86400000,
+     .metavar = "DURATION",
+     .unset = "$DLAUNCH_DIST_TIMEOUT, else 300s",
+     .help = "bound on every collective wait"},
+    {.name = "help",
+     .short_name = 'h',
+     .type = OPT_FLAG,
+     .flags = OPT_STOP,
+     TO(help),
+     .help = "show this help and exit"},
+    {.name = NULL},
+};
 
-static int parse_args(int argc, char **argv, struct options *o)
-{
-	static const struct option longopts[] = {
-	    {"data", required_argument, NULL, 'D'},
-	    {"data-dir", required_argument, NULL, 'd'},
-	    {"model", required_argument, NULL, 'm'},
-	    {"batch-norm", no_argument, NULL, 'B'},
-	    {"epochs", required_argument, NULL, 'e'},
-	    {"max-steps", required_argument, NULL, 'S'},
-	    {"global-batch", required_argument, NULL, 'b'},
-	    {"lr", required_argument, NULL, 'l'},
-	    {"momentum", required_argument, NULL, 'M'},
-	    {"weight-decay", required_argument, NULL, 'w'},
-	    {"lr-schedule", required_argument, NULL, 'R'},
-	    {"seed", required_argument, NULL, 's'},
-	    {"checkpoint-dir", required_argument, NULL, 'c'},
-	    {"checkpoint-every", required_argument, NULL, 'C'},
-	    {"keep-checkpoints", required_argument, NULL, 'k'},
-	    {"log-every", required_argument, NULL, 'L'},
-	    {"device", required_argument, NULL, 'v'},
-	    {"backend", required_argument, NULL, 'K'},
-	    {"threads", required_argument, NULL, 't'},
-	    {"bucket-size", required_argument, NULL, 'Z'},
-	    {"timeout", required_argument, NULL, 'T'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *model = "784-256-128-10";
-	char err[256];
-	uint64_t v;
-	int c, bn = 0;
+static const struct opt_table train_table = {
+    .prog = "dlaunch-train",
+    .usage = "usage: dlaunch-train [options]\n"
+	     "\n"
+	     "Data-parallel training of an MLP; ranks come from RANK, "
+	     "WORLD_SIZE,\nMASTER_ADDR, MASTER_PORT and LOCAL_RANK (as dlaunch "
+	     "or torchrun set them).\n\n",
+    .footer = "Progress goes to stdout from rank 0, ending with one JSON "
+	      "line\n{\"summary\": {...}}. Test hook: "
+	      "DLAUNCH_TRAIN_CRASH_AT_STEP=N makes\nthe rank "
+	      "DLAUNCH_TRAIN_CRASH_RANK (default 0) SIGKILL itself after step "
+	      "N\non the first attempt (TORCHELASTIC_RESTART_COUNT unset or "
+	      "0).\n",
+    .specs = train_specs,
+    .flags = OPT_ABBREV,
+};
 
+static void options_init(struct options *o)
+{
 	memset(o, 0, sizeof(*o));
 	o->data = "fashion-mnist";
 	o->data_dir = DATA_DEFAULT_DIR;
+	o->model = "784-256-128-10";
 	o->epochs = 10;
 	o->global_batch = 128;
 	o->lr = 0.05;
@@ -217,146 +281,35 @@ static int parse_args(int argc, char **argv, struct options *o)
 	o->keep_checkpoints = CKPT_KEEP_DEFAULT;
 	o->log_every = 100;
 	o->bucket_bytes = TRAIN_DDP_BUCKET_DEFAULT;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'D': o->data = optarg; break;
-		case 'd': o->data_dir = optarg; break;
-		case 'm': model = optarg; break;
-		case 'B': bn = 1; break;
-		case 'e':
-			if (opt_u64("epochs", optarg, 1, 1000000, &o->epochs))
-				return -1;
-			break;
-		case 'S':
-			if (opt_u64("max-steps", optarg, 1, UINT64_MAX / 2,
-				    &o->max_steps))
-				return -1;
-			break;
-		case 'b':
-			if (opt_u64("global-batch", optarg, 1, 1u << 20, &v))
-				return -1;
-			o->global_batch = (uint32_t)v;
-			break;
-		case 'l':
-			if (opt_double("lr", optarg, 0, 100, &o->lr))
-				return -1;
-			break;
-		case 'M':
-			if (opt_double("momentum", optarg, 0, 1, &o->momentum))
-				return -1;
-			break;
-		case 'w':
-			if (opt_double("weight-decay", optarg, 0, 1,
-				       &o->weight_decay))
-				return -1;
-			break;
-		case 'R':
-			if (strcmp(optarg, "cosine") == 0)
-				o->cosine = 1;
-			else if (strcmp(optarg, "constant") == 0)
-				o->cosine = 0;
-			else {
-				fprintf(stderr,
-					"dlaunch-train: --lr-schedule '%s' is "
-					"not cosine or constant\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 's':
-			if (opt_u64("seed", optarg, 0, UINT64_MAX, &o->seed))
-				return -1;
-			break;
-		case 'c': o->checkpoint_dir = optarg; break;
-		case 'C':
-			if (opt_u64("checkpoint-every", optarg, 0,
-				    UINT64_MAX / 2, &o->checkpoint_every))
-				return -1;
-			break;
-		case 'k':
-			if (opt_u64("keep-checkpoints", optarg, 1, 1000, &v))
-				return -1;
-			o->keep_checkpoints = (int)v;
-			break;
-		case 'L':
-			if (opt_u64("log-every", optarg, 1, UINT64_MAX / 2,
-				    &o->log_every))
-				return -1;
-			break;
-		case 'v':
-			if (strcmp(optarg, "auto") == 0)
-				o->device = DEVICE_AUTO;
-			else if (strcmp(optarg, "cpu") == 0)
-				o->device = DEVICE_CPU;
-			else if (strcmp(optarg, "cuda") == 0)
-				o->device = DEVICE_CUDA;
-			else {
-				fprintf(stderr,
-					"dlaunch-train: --device '%s' is not "
-					"auto, cpu or cuda\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 'K':
-			if (strcmp(optarg, "auto") == 0)
-				o->backend = BACKEND_AUTO;
-			else if (strcmp(optarg, "nccl") == 0)
-				o->backend = BACKEND_NCCL;
-			else if (strcmp(optarg, "tcp") == 0)
-				o->backend = BACKEND_TCP;
-			else {
-				fprintf(stderr,
-					"dlaunch-train: --backend '%s' is not "
-					"auto, nccl or tcp\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 't':
-			if (opt_u64("threads", optarg, 1, 1024, &v))
-				return -1;
-			o->threads = (int)v;
-			break;
-		case 'Z':
-			if (parse_size_bytes(optarg, 4, 1ULL << 30,
-					     &o->bucket_bytes) != 0) {
-				fprintf(stderr,
-					"dlaunch-train: --bucket-size '%s' is "
-					"not a size in 4..1GiB\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 'T':
-			if (parse_duration_ms(optarg, 1000, 1, 86400000,
-					      &o->timeout_ms) != 0) {
-				fprintf(stderr,
-					"dlaunch-train: --timeout '%s' is not "
-					"a duration (e.g. 300s)\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "dlaunch-train: unexpected argument '%s'\n",
-			argv[optind]);
-		return -1;
-	}
-	if (mlp_shape_parse(model, &o->shape, err, sizeof(err)) != 0) {
+}
+
+static void usage(FILE *f)
+{
+	struct options defaults;
+	options_init(&defaults);
+	opt_usage(&train_table, &defaults, f);
+}
+
+/* check_data turns --model and --data into the shape and the data set. */
+static int check_data(struct options *o)
+{
+	char err[256];
+	uint64_t n;
+	if (mlp_shape_parse(o->model, &o->shape, err, sizeof(err)) != 0) {
 		fprintf(stderr, "dlaunch-train: --%s\n", err);
 		return -1;
 	}
-	o->shape.batch_norm = bn;
+	o->shape.batch_norm = o->batch_norm;
 	if (strncmp(o->data, "synthetic:", 10) == 0) {
-		if (opt_u64("data synthetic:N", o->data + 10, 1,
-			    DATA_MAX_SAMPLES, &v))
+		if (parse_u64(o->data + 10, 1, DATA_MAX_SAMPLES, &n) != 0) {
+			fprintf(stderr,
+				"dlaunch-train: --data synthetic:N '%s' is not "
+				"a whole number in 1..%llu\n",
+				o->data + 10,
+				(unsigned long long)DATA_MAX_SAMPLES);
 			return -1;
-		o->synthetic_n = (size_t)v;
+		}
+		o->synthetic_n = (size_t)n;
 	} else if (strcmp(o->data, "fashion-mnist") != 0) {
 		fprintf(stderr,
 			"dlaunch-train: --data '%s' is not fashion-mnist or "
@@ -365,6 +318,32 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return -1;
 	}
 	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	char err[512];
+	int next, rc;
+
+	options_init(o);
+	rc = opt_parse(&train_table, o, argc, argv, NULL, &next, err,
+		       sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "dlaunch-train: %s\n", err);
+		if (rc == DL_ENOTFOUND)
+			usage(stderr);
+		return -1;
+	}
+	if (o->help) {
+		usage(stdout);
+		exit(0);
+	}
+	if (next < argc) {
+		fprintf(stderr, "dlaunch-train: unexpected argument '%s'\n",
+			argv[next]);
+		return -1;
+	}
+	return check_data(o);
 }
 
 static int env_int(const char *name, int def, int min, int max, int *out)

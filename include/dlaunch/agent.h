@@ -79,7 +79,10 @@ struct agent_config {
 
 /* agent_config_init fills the defaults (static, 1 node, 1 worker, role
  * "default", shutdown 30 s, no progress timeout, heartbeat 1 s/5 s, join
- * 600 s, last call 5 s, read 60 s, master 127.0.0.1:29500). */
+ * 600 s, last call 5 s, read 60 s, master 127.0.0.1:29500). They are the
+ * one source of dlaunch's defaults: the command line is parsed onto a
+ * config this function filled, and `dlaunch --help` prints each default
+ * from it (launcher_options_init). */
 void agent_config_init(struct agent_config *cfg);
 
 /* agent_new prepares an agent on base; nothing starts until agent_start.

@@ -11,58 +11,75 @@
 #define DLAUNCH_LAUNCHER_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dlaunch/agent.h"
+#include "dlaunch/parse.h"
 
 #define LAUNCHER_MAX_SIGNALS 16
+#define LAUNCHER_MAX_RANKS   256 /* --local-ranks-filter entries */
 
+struct opt_table;
+
+/* --nproc-per-node: a number (in cfg.nproc) or one of these */
+enum launcher_nproc {
+	LAUNCHER_NPROC_N = 0,
+	LAUNCHER_NPROC_GPU,
+	LAUNCHER_NPROC_CPU,
+	LAUNCHER_NPROC_AUTO,
+};
+
+/* --rdzv-backend (c10d is taken as dlaunch) */
+enum launcher_backend {
+	LAUNCHER_BACKEND_STATIC = 0,
+	LAUNCHER_BACKEND_C10D,
+	LAUNCHER_BACKEND_DLAUNCH,
+};
+
+/*
+ * What dlaunch's command line sets. The agent's settings are parsed
+ * straight into cfg (its defaults are agent_config_init's); the rest is
+ * the launcher's own. cfg.node_id, cfg.ranks_filter and cfg.signals point
+ * into this struct, so it is not copied.
+ */
 struct launcher_options {
+	struct agent_config cfg;
 	int help;
 	int standalone;
-	int min_nodes, max_nodes;
-	const char *nproc_spec;	  /* N, gpu, cpu or auto */
-	int nproc;		  /* resolved */
-	const char *rdzv_backend; /* static, c10d or dlaunch */
-	const char *rdzv_endpoint;
-	const char *rdzv_id;
-	/* --rdzv-conf */
-	uint64_t join_timeout_ms, last_call_timeout_ms;
-	uint64_t heartbeat_interval_ms, heartbeat_timeout_ms, read_timeout_ms;
-	char node_id[129];
-	/* --progress-timeout (or --rdzv-conf progress_timeout); 0: off */
-	uint64_t progress_timeout_ms;
-	int max_restarts;
-	uint64_t shutdown_timeout_ms;
-	const char *role;
+	int nproc_kind;	  /* enum launcher_nproc; LAUNCHER_NPROC_N: cfg.nproc */
+	int rdzv_backend; /* enum launcher_backend */
 	int module;
 	int no_python;
 	const char *python;
-	const char *log_dir;
-	struct agent_std_spec redirects, tee;
-	int ranks_filter[256];
-	int n_ranks_filter;
-	int node_rank;
-	const char *master_addr;
-	unsigned master_port;
-	const char *local_addr;
-	const char *token_file;
-	const char *ca_file;
+	const char *token_file;		  /* read into cfg.token by main */
+	double monitor_interval_s;	  /* accepted for torchrun; unused */
+	int start_method;		  /* accepted for torchrun; unused */
+	char node_id[PARSE_NAME_MAX + 1]; /* --rdzv-conf node_id; "": default */
+	int ranks_filter[LAUNCHER_MAX_RANKS];
 	int signals[LAUNCHER_MAX_SIGNALS + 1]; /* 0-terminated */
 	char **program; /* program and its arguments; borrowed */
 	int n_program;
 };
 
+/* launcher_options_init fills o with the defaults (those --help shows). */
+void launcher_options_init(struct launcher_options *o);
+
+/* launcher_option_table is dlaunch's option table (dlaunch/opt.h), whose
+ * fields are those of struct launcher_options. */
+const struct opt_table *launcher_option_table(void);
+
 /*
- * launcher_parse_options reads argv (argv[0] is dlaunch) and the PET_*
- * variables of envp into o. Returns 0, or DL_EINVAL with a message naming
+ * launcher_parse_options fills o with the defaults, then reads the PET_*
+ * variables of envp and argv (argv[0] is dlaunch) into it, and checks the
+ * options against each other. Returns 0, or DL_EINVAL with a message naming
  * the option in err (a usage error: exit status 2).
  */
 int launcher_parse_options(int argc, char **argv, char **envp,
 			   struct launcher_options *o, char *err,
 			   size_t err_size);
 
-/* launcher_usage prints every option with its default to fp (a FILE *). */
-void launcher_usage(void *fp);
+/* launcher_usage prints --help: every option with its default. */
+void launcher_usage(FILE *fp);
 
 /* launcher_count_gpus counts NVIDIA GPUs from /proc and /dev (no CUDA
  * needed); 0 when none. */

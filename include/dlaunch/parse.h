@@ -1,5 +1,6 @@
 /*
- * parse.h - checked parsing of numbers, durations, sizes and addresses.
+ * parse.h - checked parsing of numbers, durations, sizes, addresses and
+ * names.
  *
  * Every function rejects empty strings, leading/trailing garbage, signs
  * where none is allowed and values outside [min, max]; none uses atoi or
@@ -40,5 +41,23 @@ int parse_size_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out);
  */
 int parse_host_port(const char *s, uint16_t default_port, int allow_zero,
 		    char *host, size_t host_size, uint16_t *port);
+
+/*
+ * Names: job ids, node ids and KV keys are 1..max_len bytes of
+ * [A-Za-z0-9._:-], not starting with '.' (so never "." or ".."): exactly
+ * what the rendezvous server accepts, so a client refuses a name before the
+ * server would. PARSE_NAME_MAX is the server's limit for all three.
+ */
+#define PARSE_NAME_MAX	128
+#define PARSE_NAME_RULE "[A-Za-z0-9._:-], not starting with '.'"
+
+/* parse_name_valid returns 1 when s is a valid name of at most max_len
+ * bytes, else 0 (NULL is not valid). */
+int parse_name_valid(const char *s, size_t max_len);
+
+/* parse_name_sanitize turns s into a valid name in place: every byte
+ * outside the name characters, and a leading '.', becomes '-' (an empty
+ * s is left empty). */
+void parse_name_sanitize(char *s);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/launcher.h"
+#include "dlaunch/opt.h"
 
 static char *no_env[] = {NULL};
 
@@ -44,19 +45,20 @@ static void test_spellings(void **state)
 			       "--rdzv_endpoint", "h:1", "--rdzv-id=job",
 			       "train.py", "--lr", "1", NULL),
 			 0);
-	assert_string_equal(o.nproc_spec, "4");
-	assert_int_equal(o.max_restarts, 2);
-	assert_int_equal(o.min_nodes, 2);
-	assert_int_equal(o.max_nodes, 4);
-	assert_string_equal(o.rdzv_endpoint, "h:1");
-	assert_string_equal(o.rdzv_id, "job");
+	assert_int_equal(o.nproc_kind, LAUNCHER_NPROC_N);
+	assert_int_equal(o.cfg.nproc, 4);
+	assert_int_equal(o.cfg.max_restarts, 2);
+	assert_int_equal(o.cfg.min_nodes, 2);
+	assert_int_equal(o.cfg.max_nodes, 4);
+	assert_string_equal(o.cfg.endpoint, "h:1");
+	assert_string_equal(o.cfg.run_id, "job");
 	assert_int_equal(o.n_program, 3);
 	assert_string_equal(o.program[0], "train.py");
 	assert_string_equal(o.program[1], "--lr"); /* the program's own */
 	assert_int_equal(parse(&o, no_env, err, sizeof(err),
 			       "--nproc_per_node=gpu", "-m", "pkg.mod", NULL),
 			 0);
-	assert_string_equal(o.nproc_spec, "gpu");
+	assert_int_equal(o.nproc_kind, LAUNCHER_NPROC_GPU);
 	assert_int_equal(o.module, 1);
 }
 
@@ -69,14 +71,15 @@ static void test_pet_env(void **state)
 	char *bad[] = {"PET_MAX_RESTARTS=lots", NULL};
 	(void)state;
 	assert_int_equal(parse(&o, env, err, sizeof(err), "prog", NULL), 0);
-	assert_string_equal(o.nproc_spec, "3");
-	assert_int_equal(o.max_restarts, 5);
+	assert_int_equal(o.nproc_kind, LAUNCHER_NPROC_N);
+	assert_int_equal(o.cfg.nproc, 3);
+	assert_int_equal(o.cfg.max_restarts, 5);
 	assert_int_equal(o.standalone, 1);
 	/* the command line wins over PET_* */
 	assert_int_equal(parse(&o, env, err, sizeof(err), "--max-restarts", "1",
 			       "prog", NULL),
 			 0);
-	assert_int_equal(o.max_restarts, 1);
+	assert_int_equal(o.cfg.max_restarts, 1);
 	assert_int_equal(parse(&o, bad, err, sizeof(err), "prog", NULL),
 			 DL_EINVAL);
 	assert_non_null(strstr(err, "PET_MAX_RESTARTS"));
@@ -116,11 +119,11 @@ static void test_rdzv_conf(void **state)
 		  "200ms,heartbeat_timeout=2,read_timeout=10s,node_id=n-1",
 		  "p", NULL),
 	    0);
-	assert_int_equal(o.join_timeout_ms, 30000);
-	assert_int_equal(o.last_call_timeout_ms, 500);
-	assert_int_equal(o.heartbeat_interval_ms, 200);
-	assert_int_equal(o.heartbeat_timeout_ms, 2000);
-	assert_int_equal(o.read_timeout_ms, 10000);
+	assert_int_equal(o.cfg.join_timeout_ms, 30000);
+	assert_int_equal(o.cfg.last_call_timeout_ms, 500);
+	assert_int_equal(o.cfg.heartbeat_interval_ms, 200);
+	assert_int_equal(o.cfg.heartbeat_timeout_ms, 2000);
+	assert_int_equal(o.cfg.read_timeout_ms, 10000);
 	assert_string_equal(o.node_id, "n-1");
 	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
 			       "store_type=x", "p", NULL),
@@ -186,14 +189,15 @@ static void test_static_and_signals(void **state)
 			       "SIGUSR1,TERM", "--shutdown-timeout", "500ms",
 			       "p", NULL),
 			 0);
-	assert_int_equal(o.node_rank, 1);
-	assert_string_equal(o.master_addr, "10.1.1.1");
-	assert_int_equal(o.master_port, 1234);
+	assert_int_equal(o.cfg.node_rank, 1);
+	assert_string_equal(o.cfg.master_addr, "10.1.1.1");
+	assert_int_equal(o.cfg.master_port, 1234);
 	assert_int_equal(o.signals[0], SIGUSR1);
 	assert_int_equal(o.signals[1], SIGTERM);
 	assert_int_equal(o.signals[2], 0);
-	assert_int_equal(o.shutdown_timeout_ms, 500);
-	assert_string_equal(o.rdzv_backend, "static");
+	assert_int_equal(o.cfg.shutdown_timeout_ms, 500);
+	assert_int_equal(o.rdzv_backend, LAUNCHER_BACKEND_STATIC);
+	assert_int_equal(o.cfg.mode, AGENT_MODE_STATIC);
 }
 
 static void test_progress_timeout(void **state)
@@ -204,40 +208,40 @@ static void test_progress_timeout(void **state)
 	char *bad_pet[] = {"PET_PROGRESS_TIMEOUT=never", NULL};
 	(void)state;
 	assert_int_equal(parse(&o, no_env, err, sizeof(err), "p", NULL), 0);
-	assert_int_equal(o.progress_timeout_ms, 0); /* off */
+	assert_int_equal(o.cfg.progress_timeout_ms, 0); /* off */
 	assert_int_equal(parse(&o, no_env, err, sizeof(err),
 			       "--progress-timeout", "30s", "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 30000);
+	assert_int_equal(o.cfg.progress_timeout_ms, 30000);
 	assert_int_equal(parse(&o, no_env, err, sizeof(err),
 			       "--progress_timeout=1.5", "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 1500);
+	assert_int_equal(o.cfg.progress_timeout_ms, 1500);
 	assert_int_equal(parse(&o, no_env, err, sizeof(err),
 			       "--progress-timeout", "500ms", "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 500);
+	assert_int_equal(o.cfg.progress_timeout_ms, 500);
 	assert_int_equal(parse(&o, no_env, err, sizeof(err),
 			       "--progress-timeout", "0", "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 0);
+	assert_int_equal(o.cfg.progress_timeout_ms, 0);
 	/* --rdzv-conf spelling; the later one wins */
 	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
 			       "progress_timeout=2m", "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 120000);
+	assert_int_equal(o.cfg.progress_timeout_ms, 120000);
 	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--rdzv-conf",
 			       "progress_timeout=2m", "--progress-timeout", "3",
 			       "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 3000);
+	assert_int_equal(o.cfg.progress_timeout_ms, 3000);
 	/* PET_PROGRESS_TIMEOUT, overridden by the command line */
 	assert_int_equal(parse(&o, pet, err, sizeof(err), "p", NULL), 0);
-	assert_int_equal(o.progress_timeout_ms, 45000);
+	assert_int_equal(o.cfg.progress_timeout_ms, 45000);
 	assert_int_equal(parse(&o, pet, err, sizeof(err), "--progress-timeout",
 			       "250ms", "p", NULL),
 			 0);
-	assert_int_equal(o.progress_timeout_ms, 250);
+	assert_int_equal(o.cfg.progress_timeout_ms, 250);
 	/* refusals name the option */
 	assert_int_equal(parse(&o, bad_pet, err, sizeof(err), "p", NULL),
 			 DL_EINVAL);
@@ -295,6 +299,82 @@ static void test_worker_argv(void **state)
 	free(argv);
 }
 
+/* the defaults: an empty command line gets launcher_options_init's values,
+ * whose agent settings are agent_config_init's, and --help shows each of
+ * them as text that parses back to the value used */
+static void test_defaults(void **state)
+{
+	struct launcher_options d, o;
+	struct agent_config c;
+	char err[256];
+	(void)state;
+	launcher_options_init(&d);
+	agent_config_init(&c);
+	c.node_id = d.cfg.node_id;
+	c.ranks_filter = d.cfg.ranks_filter;
+	c.signals = d.cfg.signals;
+	assert_memory_equal(&c, &d.cfg, sizeof(c));
+	assert_int_equal(opt_check_defaults(launcher_option_table(), &d,
+					    sizeof(d), err, sizeof(err)),
+			 0);
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "p", NULL), 0);
+	o.cfg.node_id = d.cfg.node_id;
+	o.cfg.ranks_filter = d.cfg.ranks_filter;
+	o.cfg.signals = d.cfg.signals;
+	o.program = NULL;
+	o.n_program = 0;
+	assert_memory_equal(&o, &d, sizeof(o));
+}
+
+/* squeeze_lines undoes the help's wrapping: a newline and the indent
+ * after it become one space. */
+static void squeeze_lines(char *text)
+{
+	char *w = text;
+	for (const char *r = text; *r; r++) {
+		if (*r == '\n') {
+			*w++ = ' ';
+			r += strspn(r + 1, " ");
+			continue;
+		}
+		*w++ = *r;
+	}
+	*w = '\0';
+}
+
+/* --help lists every option the table has, each with its default */
+static void test_help_shows_defaults(void **state)
+{
+	const struct opt_spec *s;
+	struct launcher_options d;
+	char *text = NULL, want[512], def[256];
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	(void)state;
+	assert_non_null(fp);
+	launcher_usage(fp);
+	fclose(fp);
+	squeeze_lines(text);
+	launcher_options_init(&d);
+	for (s = launcher_option_table()->specs; s->name; s++) {
+		snprintf(want, sizeof(want), "--%s", s->name);
+		assert_non_null(strstr(text, want));
+		opt_format_default(s, &d, def, sizeof(def));
+		if (!def[0])
+			continue;
+		snprintf(want, sizeof(want), "(default: %s)", def);
+		if (!strstr(text, want))
+			fail_msg("--help lacks '%s' for --%s", want, s->name);
+	}
+	assert_non_null(strstr(text, "(default: 1:1)"));
+	assert_non_null(strstr(text, "(default: 30s)"));
+	assert_non_null(
+	    strstr(text, "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)"));
+	assert_non_null(strstr(text, "Not supported (refused): --run-path, "
+				     "--logs-specs."));
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -306,6 +386,8 @@ int main(void)
 	    cmocka_unit_test(test_static_and_signals),
 	    cmocka_unit_test(test_progress_timeout),
 	    cmocka_unit_test(test_worker_argv),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_help_shows_defaults),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,78 @@
+#!/bin/bash
+# cli_help.sh - the four command lines share one option engine: each
+# --help is generated from its table and shows every default (the values
+# of the config a bare command line gets: agent_config_init,
+# rdzv_server_config_init, the trainer's options_init); `dlaunch status`
+# checks a job name with the server's rule and reads the token file as
+# dlaunch does.
+source "$(dirname "$0")/lib.sh"
+
+# help_has NAME FILE TEXT...: each TEXT is in FILE, the help's line wraps
+# undone (a newline and its indent read as one space)
+help_has() {
+	local name=$1 file=$2 flat
+	shift 2
+	flat=$(sed -e ':a' -e 'N' -e '$!ba' -e 's/\n */ /g' "$file")
+	for text in "$@"; do
+		if [[ $flat == *"$text"* ]]; then ok "$name: --help shows '$text'"
+		else not_ok "$name: --help lacks '$text'"; fi
+	done
+}
+
+"$BIN/dlaunch" --help >"$TEST_TMP/dlaunch" 2>&1
+check_eq "dlaunch --help exits 0" 0 $?
+help_has dlaunch "$TEST_TMP/dlaunch" \
+	"--nnodes N|MIN:MAX number of nodes, or the range the job may run with (default: 1:1)" \
+	"(default: join_timeout=600s,last_call_timeout=5s,heartbeat_interval=1s,heartbeat_timeout=5s,read_timeout=60s)" \
+	"--shutdown-timeout DURATION grace between SIGTERM and SIGKILL when stopping workers (default: 30s)" \
+	"--progress-timeout DURATION" "(default: 0: off)" \
+	"--rdzv-backend NAME" "(default: static)" "--rdzv-id ID" "(default: none)" \
+	"--max-restarts N" "(default: 0)" "--role NAME ROLE_NAME of the workers (default: default)" \
+	"--master-addr ADDR static mode: address of node rank 0 (default: 127.0.0.1)" \
+	"(default: 29500)" "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)" \
+	"Not supported (refused): --run-path, --logs-specs."
+check_eq "dlaunch --help: its 28 options (30 less the 2 refused) are listed" \
+	28 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
+
+"$BIN/dlaunch" status --help >"$TEST_TMP/status" 2>&1
+check_eq "dlaunch status --help exits 0" 0 $?
+help_has "dlaunch status" "$TEST_TMP/status" "usage: dlaunch status" \
+	"--rdzv-id ID" "(default: all jobs)" "--rdzv-token-file FILE" "--rdzv-ca FILE"
+"$BIN/dlaunch" status --rdzv-endpoint 127.0.0.1:1 --rdzv-id .hidden >"$TEST_TMP/out" 2>&1
+check_eq "dlaunch status --rdzv-id .hidden (the server refuses it): exit 2" 2 $?
+check "dlaunch status --rdzv-id .hidden: the rule is named" \
+	grep -q "rdzv-id '.hidden' must be 1-128 of \[A-Za-z0-9._:-\], not starting with '.'" "$TEST_TMP/out"
+printf 'one\ntwo\n' >"$TEST_TMP/twolines"
+"$BIN/dlaunch" status --rdzv-endpoint 127.0.0.1:1 --rdzv-token-file "$TEST_TMP/twolines" \
+	>"$TEST_TMP/out" 2>&1
+check_eq "dlaunch status: a two-line token file is a usage error" 2 $?
+check "dlaunch status: the token file is named" grep -q "twolines has more than one line" "$TEST_TMP/out"
+"$BIN/dlaunch" status --rdzv-endpoint 127.0.0.1:1 --bogus x >"$TEST_TMP/out" 2>&1
+check_eq "dlaunch status --bogus: exit 2" 2 $?
+check "dlaunch status --bogus: named" grep -q "unknown option '--bogus'" "$TEST_TMP/out"
+
+"$BIN/dlaunch-rdzv" --help >"$TEST_TMP/rdzv" 2>&1
+check_eq "dlaunch-rdzv --help exits 0" 0 $?
+help_has dlaunch-rdzv "$TEST_TMP/rdzv" "--listen HOST:PORT" "(default: 127.0.0.1:29400)" \
+	"--max-body SIZE largest request body (413 beyond) (default: 64KiB)" \
+	"--max-header SIZE largest request header block (default: 16KiB)" \
+	"(default: 1024)" "(default: 65536)" \
+	"--idle-timeout DURATION close idle or slow connections (default: 60s)"
+"$BIN/dlaunch-rdzv" --max-jobs 0 >"$TEST_TMP/out" 2>&1
+check_eq "dlaunch-rdzv --max-jobs 0: exit 2" 2 $?
+check "dlaunch-rdzv --max-jobs 0: the range is named" \
+	grep -q -- "--max-jobs '0' is not a whole number in 1..1000000" "$TEST_TMP/out"
+
+if [ -x "$BIN/dlaunch-train" ]; then
+	"$BIN/dlaunch-train" --help >"$TEST_TMP/train" 2>&1
+	check_eq "dlaunch-train --help exits 0" 0 $?
+	help_has dlaunch-train "$TEST_TMP/train" "(default: fashion-mnist)" \
+		"(default: 784-256-128-10)" "--epochs N epochs (default: 10)" \
+		"--global-batch N samples per step over all ranks (default: 128)" \
+		"--lr X learning rate (default: 0.05)" "(default: 0.0005)" \
+		"(default: cosine)" "(default: 42)" "(default: 200)" "(default: 3)" \
+		"(default: 128KiB)" "(default: \$DLAUNCH_DIST_TIMEOUT, else 300s)"
+else
+	skip "dlaunch-train: not built"
+fi
+finish
