@@ -408,10 +408,9 @@ static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
 	uint64_t wait_ms;
 	int rc;
 
-	if (!rdzv_name_valid(key, RDZV_NAME_MAX)) {
+	if (!parse_name_valid(key, RDZV_NAME_MAX)) {
 		reply_error(resp, 400,
-			    "key must be 1 to 128 characters of "
-			    "[A-Za-z0-9._:-], not starting with '.'",
+			    "key must be 1 to 128 characters of " PARSE_NAME_RULE,
 			    NULL);
 		return;
 	}
@@ -500,8 +499,7 @@ static int method_ok(enum rdzv_endpoint ep, const char *method)
 }
 
 #define BAD_JOB_NAME                                                           \
-	"job name must be 1 to 128 characters of [A-Za-z0-9._:-], not "        \
-	"starting with '.'"
+	"job name must be 1 to 128 characters of " PARSE_NAME_RULE
 
 /* answer_server answers the endpoints about the server rather than a job
  * (healthz, the job list, metrics); returns 1 when ep is one of them. */
@@ -544,7 +542,7 @@ static int job_of(const char *path, char *job, const char **rest,
 	}
 	memcpy(job, p, n);
 	job[n] = '\0';
-	if (!rdzv_name_valid(job, RDZV_NAME_MAX)) {
+	if (!parse_name_valid(job, RDZV_NAME_MAX)) {
 		reply_error(resp, 400, BAD_JOB_NAME, NULL);
 		return -1;
 	}

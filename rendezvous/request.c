@@ -78,10 +78,10 @@ int request_query_name(const char *query, const char *key, size_t max_len,
 		out[0] = '\0';
 		return 0;
 	}
-	if (rc < 0 || !rdzv_name_valid(out, max_len)) {
+	if (rc < 0 || !parse_name_valid(out, max_len)) {
 		snprintf(err, err_size,
 			 "query parameter '%s' must be 1 to %zu characters "
-			 "of [A-Za-z0-9._:-]",
+			 "of " PARSE_NAME_RULE,
 			 key, max_len);
 		return DL_EINVAL;
 	}
@@ -96,10 +96,10 @@ static int get_name(json_t *body, const char *key, size_t max_len, char *out,
 	int rc = jsonh_get_str(body, key, 1, max_len, &s, err, err_size);
 	if (rc)
 		return DL_EINVAL;
-	if (!rdzv_name_valid(s, max_len)) {
+	if (!parse_name_valid(s, max_len)) {
 		snprintf(err, err_size,
 			 "field '%s' must be 1 to %zu characters of "
-			 "[A-Za-z0-9._:-], not starting with '.'",
+			 PARSE_NAME_RULE,
 			 key, max_len);
 		return DL_EINVAL;
 	}
@@ -204,7 +204,7 @@ static int clean_failure(json_t *f, size_t i, json_t *c, char *err,
 		json_object_set(c, ints[k], v);
 	}
 	if (jsonh_get_str(f, "signal", 0, MAX_SIGNAL, &s, err, err_size) ||
-	    (s && !rdzv_name_valid(s, MAX_SIGNAL))) {
+	    (s && !parse_name_valid(s, MAX_SIGNAL))) {
 		snprintf(err, err_size,
 			 "failures[%zu].signal must be a signal name or null",
 			 i);

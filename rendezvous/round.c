@@ -324,10 +324,10 @@ static int check_join(const struct rdzv_state *st, const char *job,
 		      const struct rdzv_job_config *cfg, char *err,
 		      size_t err_size)
 {
-	if (!rdzv_name_valid(job, RDZV_NAME_MAX))
+	if (!parse_name_valid(job, RDZV_NAME_MAX))
 		return ERR(DL_EINVAL, "invalid job name");
-	if (!rdzv_name_valid(node->node_id, RDZV_NAME_MAX) ||
-	    !rdzv_name_valid(node->incarnation, RDZV_INCARNATION_MAX))
+	if (!parse_name_valid(node->node_id, RDZV_NAME_MAX) ||
+	    !parse_name_valid(node->incarnation, RDZV_INCARNATION_MAX))
 		return ERR(DL_EINVAL, "invalid node_id or incarnation");
 	if (node->nproc < 1 || node->nproc > RDZV_MAX_NPROC)
 		return ERR(DL_EINVAL, "nproc must be between 1 and %d",

@@ -65,23 +65,6 @@ const char *rdzv_member_status_name(enum rdzv_member_status s)
 	return "running";
 }
 
-int rdzv_name_valid(const char *s, size_t max_len)
-{
-	size_t n = 0;
-	if (!s || !*s || *s == '.')
-		return 0;
-	for (; s[n]; n++) {
-		char c = s[n];
-		if (n >= max_len)
-			return 0;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == ':' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
-
 struct rdzv_state *rdzv_state_new(const struct rdzv_limits *limits)
 {
 	struct rdzv_state *st = calloc(1, sizeof(*st));
@@ -330,7 +313,7 @@ int rdzv_kv_put(struct rdzv_state *st, const char *job, const char *key,
 	int rc;
 	if (!j)
 		return ERR(DL_ENOTFOUND, "no job %s", job);
-	if (!rdzv_name_valid(key, RDZV_NAME_MAX))
+	if (!parse_name_valid(key, RDZV_NAME_MAX))
 		return ERR(DL_EINVAL, "invalid key name");
 	if (len > st->limits.max_value_bytes)
 		return ERR(DL_ELIMIT, "value of key %s is over %zu bytes", key,

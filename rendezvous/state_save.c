@@ -269,7 +269,7 @@ static int restore_survivors(json_t *arr, struct job *j, uint64_t now_ms)
 	json_array_foreach(arr, i, o)
 	{
 		if (!json_is_string(o) ||
-		    !rdzv_name_valid(json_string_value(o), RDZV_NAME_MAX))
+		    !parse_name_valid(json_string_value(o), RDZV_NAME_MAX))
 			return DL_EINVAL;
 		snprintf(j->survivors[i].node_id,
 			 sizeof(j->survivors[i].node_id), "%s",
@@ -330,7 +330,7 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 	    jsonh_get_str(saved, "job", 1, RDZV_NAME_MAX, &name, err, err_size);
 	if (rc)
 		return rc;
-	if (!rdzv_name_valid(name, RDZV_NAME_MAX)) {
+	if (!parse_name_valid(name, RDZV_NAME_MAX)) {
 		snprintf(err, err_size, "invalid job name");
 		return DL_EINVAL;
 	}

@@ -44,7 +44,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDZV_NAME_MAX	     128 /* job, node_id and KV key names */
+#include "dlaunch/parse.h"
+
+#define RDZV_NAME_MAX	     PARSE_NAME_MAX /* job, node_id and KV key names */
 #define RDZV_INCARNATION_MAX 64
 #define RDZV_ADDR_MAX	     64 /* an IP address literal */
 #define RDZV_MAX_FAILURES    64 /* failures kept per job */
@@ -126,10 +128,6 @@ void rdzv_job_config_init(struct rdzv_job_config *cfg);
 /* rdzv_state_new: an empty state; limits copied (NULL: defaults). */
 struct rdzv_state *rdzv_state_new(const struct rdzv_limits *limits);
 void rdzv_state_free(struct rdzv_state *st); /* NULL is allowed */
-
-/* rdzv_name_valid: 1..max_len bytes of [A-Za-z0-9._:-], not starting with
- * '.'; returns 1 when valid. */
-int rdzv_name_valid(const char *s, size_t max_len);
 
 const char *rdzv_job_state_name(enum rdzv_job_state s);
 const char *rdzv_action_name(enum rdzv_action a);

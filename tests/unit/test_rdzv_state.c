@@ -466,11 +466,11 @@ static void test_limits_and_names(void **state)
 	struct rdzv_node_info n = node("n1", 1);
 	struct rdzv_reply r;
 	(void)state;
-	assert_true(rdzv_name_valid("a.b_c:d-9", 128));
-	assert_false(rdzv_name_valid(".hidden", 128));
-	assert_false(rdzv_name_valid("a/b", 128));
-	assert_false(rdzv_name_valid("", 128));
-	assert_false(rdzv_name_valid("abc", 2));
+	assert_true(parse_name_valid("a.b_c:d-9", 128));
+	assert_false(parse_name_valid(".hidden", 128));
+	assert_false(parse_name_valid("a/b", 128));
+	assert_false(parse_name_valid("", 128));
+	assert_false(parse_name_valid("abc", 2));
 	rdzv_limits_init(&lim);
 	lim.max_jobs = 2;
 	lim.max_nodes_per_job = 2;
