@@ -19,7 +19,7 @@ BENCH_BINS := $(BENCH_DIR)/rdzv_load
 OBJS += $(call objs,bench/rdzv_load.c)
 $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ -lm
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
 # The collective benchmark needs the dist library, which trainer/'s
 # fragment declares ($(DIST_LIB)); bench/*.mk is read before trainer/*.mk,
@@ -32,7 +32,7 @@ $(call objs,bench/dist_bench.c): CPPFLAGS += $(CUDA_CPPFLAGS)
 $(BENCH_DIR)/dist_bench: $(call objs,bench/dist_bench.c) $(DIST_LIB) \
 		$(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 endif
 
 # The checkpoint benchmark runs the trainer's checkpoint code ($(TRAIN_LIB),
@@ -43,7 +43,7 @@ OBJS += $(call objs,bench/ckpt_bench.c)
 $(BENCH_DIR)/ckpt_bench: $(call objs,bench/ckpt_bench.c) $(TRAIN_LIB) \
 		$(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(ZLIB_LIBS) -lm
 endif
 
 .PHONY: bench-build bench-suite bench-launch bench-restart bench-nodeloss \

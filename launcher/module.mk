@@ -7,7 +7,7 @@ BINS += $(BUILD)/bin/dlaunch
 $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
 		$(RDZV_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
 		$(SSL_LIBS) -lm
 
 $(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c) \

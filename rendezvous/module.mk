@@ -23,7 +23,7 @@ endif
 $(BUILD)/bin/dlaunch-rdzv: $(call objs,rendezvous/main.c) $(RDZV_LIB) \
 		$(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm
 
 RDZV_UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_rdzv*.c))
 RDZV_STATE_TESTS := test_rdzv_state
@@ -49,7 +49,7 @@ RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c \
 $(BUILD)/fuzz/fuzz_rdzv_api: $(RDZV_FUZZ_SRCS) $(wildcard rendezvous/*.h) \
 		include/dlaunch/rdzv_state.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \
+	$(call quiet,LD)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all -Iinclude -D_GNU_SOURCE -std=c11 \
 		-o $@ $(RDZV_FUZZ_SRCS) $(JSON_LIBS) $(SSL_LIBS) -lm
 

@@ -19,7 +19,7 @@ TRAIN_GPU_LIBS := $(CUDA_LIBS) -lstdc++
 $(BUILD)/obj/trainer/mlp_cuda.o: trainer/mlp_cuda.cu \
 		trainer/train_backend.h include/dlaunch/error.h
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $(CUDA_CPPFLAGS) -Iinclude -c $< -o $@
+	$(call quiet,NVCC)$(NVCC) $(NVCCFLAGS) $(CUDA_CPPFLAGS) -Iinclude -c $< -o $@
 else
 TRAIN_GPU_OBJS := $(call objs,trainer/backend_nocuda.c)
 TRAIN_GPU_LIBS :=
@@ -32,7 +32,7 @@ BINS += $(BUILD)/bin/dlaunch-train
 $(BUILD)/bin/dlaunch-train: $(TRAIN_MAIN_OBJS) $(TRAIN_GPU_OBJS) $(TRAIN_LIB) \
 		$(DIST_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(TRAIN_GPU_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(TRAIN_GPU_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
 TRAIN_BIN := $(BUILD)/bin/dlaunch-train
 endif
 
