@@ -1,6 +1,6 @@
 /*
- * main.c - dlaunch-train: command line, process group, training loop,
- * progress, checkpoints and the final summary.
+ * main.c - dlaunch-train: process group, training loop, progress,
+ * checkpoints and the final summary (the command line: options.c).
  *
  * Every rank runs the same loop in lockstep: the same global batch from the
  * same permutation (each rank its slice), the same all-reduced gradients
@@ -10,7 +10,6 @@
  * by timing, which keeps ranks in step and runs reproducible.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include "data.h"
 #include "dist.h"
 #include "mlp.h"
+#include "options.h"
 #include "train_ddp.h"
 #include "train_optim.h"
 #include "train_rng.h"
@@ -35,36 +35,8 @@
 
 #define EXIT_USAGE 2
 
-enum device_kind { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
-enum backend_kind { BACKEND_AUTO, BACKEND_NCCL, BACKEND_TCP };
-
-struct options {
-	int help;
-	const char *data;     /* "fashion-mnist" or "synthetic:N" */
-	const char *data_dir; /* IDX files */
-	size_t synthetic_n;   /* > 0 for synthetic data */
-	const char *model;    /* "784-256-128-10", parsed into shape */
-	int batch_norm;	      /* --batch-norm, copied into shape */
-	struct mlp_shape shape;
-	uint64_t epochs;
-	uint64_t max_steps; /* 0: no limit */
-	uint32_t global_batch;
-	double lr, momentum, weight_decay;
-	int cosine; /* 1: cosine decay to 0; 0: constant (--lr-schedule) */
-	uint64_t seed;
-	const char *checkpoint_dir; /* NULL: no checkpoints */
-	uint64_t checkpoint_every;  /* steps; 0: only at exit */
-	int keep_checkpoints;
-	uint64_t log_every; /* steps per progress line */
-	int device;	    /* enum device_kind */
-	int backend;	    /* enum backend_kind */
-	int threads;	    /* BLAS threads; 0: library default */
-	uint64_t bucket_bytes;
-	uint64_t timeout_ms; /* collectives; 0: dist default */
-};
-
 struct run {
-	struct options o;
+	struct train_options o;
 	int rank, world, local_rank;
 	struct dist *dist;
 	struct train_backend be;
@@ -94,258 +66,6 @@ static void on_stop_signal(int sig)
 	stop_signal = sig;
 }
 
-#define TO(f) OPT_FIELD(struct options, f)
-
-static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const backends[] = {"auto", "nccl", "tcp", NULL};
-static const char *const schedules[] = {"constant", "cosine", NULL};
-
-static const struct opt_spec train_specs[] = {
-    {.name = "data",
-     .type = OPT_STRING,
-     TO(data),
-     .min = 1,
-     .metavar = "fashion-mnist|synthetic:N",
-     .help = "data set"},
-    {.name = "data-dir",
-     .type = OPT_STRING,
-     TO(data_dir),
-     .min = 1,
-     .metavar = "DIR",
-     .help = "IDX files"},
-    {.name = "model",
-     .type = OPT_STRING,
-     TO(model),
-     .min = 1,
-     .metavar = "W0-W1-...-Wn",
-     .help = "layer widths"},
-    {.name = "batch-norm",
-     .type = OPT_FLAG,
-     TO(batch_norm),
-     .help = "SyncBatchNorm after each hidden layer"},
-    {.name = "epochs",
-     .type = OPT_UINT,
-     TO(epochs),
-     .min = 1,
-     .max = 1000000,
-     .metavar = "N",
-     .help = "epochs"},
-    {.name = "max-steps",
-     .type = OPT_UINT,
-     TO(max_steps),
-     .min = 1,
-     .max = UINT64_MAX / 2,
-     .metavar = "N",
-     .unset = "no limit",
-     .help = "stop after N optimizer steps in all"},
-    {.name = "global-batch",
-     .type = OPT_UINT,
-     TO(global_batch),
-     .min = 1,
-     .max = 1u << 20,
-     .metavar = "N",
-     .help = "samples per step over all ranks"},
-    {.name = "lr",
-     .type = OPT_DOUBLE,
-     TO(lr),
-     .dmax = 100,
-     .metavar = "X",
-     .help = "learning rate"},
-    {.name = "momentum",
-     .type = OPT_DOUBLE,
-     TO(momentum),
-     .dmax = 1,
-     .metavar = "X",
-     .help = "SGD momentum"},
-    {.name = "weight-decay",
-     .type = OPT_DOUBLE,
-     TO(weight_decay),
-     .dmax = 1,
-     .metavar = "X",
-     .help = "L2 weight decay"},
-    {.name = "lr-schedule",
-     .type = OPT_CHOICE,
-     TO(cosine),
-     .choices = schedules,
-     .metavar = "cosine|constant",
-     .help = "cosine: decay to 0 over --epochs"},
-    {.name = "seed",
-     .type = OPT_UINT,
-     TO(seed),
-     .max = UINT64_MAX,
-     .metavar = "N",
-     .help = "initialisation and shuffling seed"},
-    {.name = "checkpoint-dir",
-     .type = OPT_STRING,
-     TO(checkpoint_dir),
-     .min = 1,
-     .metavar = "DIR",
-     .unset = "none: no checkpoints",
-     .help = "write checkpoints here and resume from them"},
-    {.name = "checkpoint-every",
-     .type = OPT_UINT,
-     TO(checkpoint_every),
-     .max = UINT64_MAX / 2,
-     .metavar = "N",
-     .help = "steps between checkpoints (0: only at exit)"},
-    {.name = "keep-checkpoints",
-     .type = OPT_INT,
-     TO(keep_checkpoints),
-     .min = 1,
-     .max = 1000,
-     .metavar = "N",
-     .help = "checkpoints kept"},
-    {.name = "log-every",
-     .type = OPT_UINT,
-     TO(log_every),
-     .min = 1,
-     .max = UINT64_MAX / 2,
-     .metavar = "N",
-     .help = "steps per progress line"},
-    {.name = "device",
-     .type = OPT_CHOICE,
-     TO(device),
-     .choices = devices,
-     .metavar = "auto|cpu|cuda",
-     .help = "where to train (auto: cuda when a GPU is visible; GPU = "
-	     "LOCAL_RANK)"},
-    {.name = "backend",
-     .type = OPT_CHOICE,
-     TO(backend),
-     .choices = backends,
-     .metavar = "auto|nccl|tcp",
-     .help = "collectives (auto: nccl on cuda, else tcp)"},
-    {.name = "threads",
-     .type = OPT_INT,
-     TO(threads),
-     .min = 1,
-     .max = 1024,
-     .metavar = "N",
-     .unset = "OMP_NUM_THREADS or the BLAS default",
-     .help = "BLAS threads per rank"},
-    {.name = "bucket-size",
-     .type = OPT_SIZE,
-     TO(bucket_bytes),
-     .min = 4,
-     .max = 1ULL << 30,
-     .metavar = "SIZE",
-     .help = "gradient all-reduce bucket"},
-    {.name = "timeout",
-     .type = OPT_DURATION,
-     TO(timeout_ms),
-     .min = 1,
-     .max = 86400000,
-     .metavar = "DURATION",
-     .unset = "$DLAUNCH_DIST_TIMEOUT, else 300s",
-     .help = "bound on every collective wait"},
-    {.name = "help",
-     .short_name = 'h',
-     .type = OPT_FLAG,
-     .flags = OPT_STOP,
-     TO(help),
-     .help = "show this help and exit"},
-    {.name = NULL},
-};
-
-static const struct opt_table train_table = {
-    .prog = "dlaunch-train",
-    .usage = "usage: dlaunch-train [options]\n"
-	     "\n"
-	     "Data-parallel training of an MLP; ranks come from RANK, "
-	     "WORLD_SIZE,\nMASTER_ADDR, MASTER_PORT and LOCAL_RANK (as dlaunch "
-	     "or torchrun set them).\n\n",
-    .footer = "Progress goes to stdout from rank 0, ending with one JSON "
-	      "line\n{\"summary\": {...}}. Test hook: "
-	      "DLAUNCH_TRAIN_CRASH_AT_STEP=N makes\nthe rank "
-	      "DLAUNCH_TRAIN_CRASH_RANK (default 0) SIGKILL itself after step "
-	      "N\non the first attempt (TORCHELASTIC_RESTART_COUNT unset or "
-	      "0).\n",
-    .specs = train_specs,
-    .flags = OPT_ABBREV,
-};
-
-static void options_init(struct options *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->data = "fashion-mnist";
-	o->data_dir = DATA_DEFAULT_DIR;
-	o->model = "784-256-128-10";
-	o->epochs = 10;
-	o->global_batch = 128;
-	o->lr = 0.05;
-	o->momentum = 0.9;
-	o->weight_decay = 5e-4;
-	o->cosine = 1;
-	o->seed = 42;
-	o->checkpoint_every = 200;
-	o->keep_checkpoints = CKPT_KEEP_DEFAULT;
-	o->log_every = 100;
-	o->bucket_bytes = TRAIN_DDP_BUCKET_DEFAULT;
-}
-
-static void usage(FILE *f)
-{
-	struct options defaults;
-	options_init(&defaults);
-	opt_usage(&train_table, &defaults, f);
-}
-
-/* check_data turns --model and --data into the shape and the data set. */
-static int check_data(struct options *o)
-{
-	char err[256];
-	uint64_t n;
-	if (mlp_shape_parse(o->model, &o->shape, err, sizeof(err)) != 0) {
-		fprintf(stderr, "dlaunch-train: --%s\n", err);
-		return -1;
-	}
-	o->shape.batch_norm = o->batch_norm;
-	if (strncmp(o->data, "synthetic:", 10) == 0) {
-		if (parse_u64(o->data + 10, 1, DATA_MAX_SAMPLES, &n) != 0) {
-			fprintf(stderr,
-				"dlaunch-train: --data synthetic:N '%s' is not "
-				"a whole number in 1..%llu\n",
-				o->data + 10,
-				(unsigned long long)DATA_MAX_SAMPLES);
-			return -1;
-		}
-		o->synthetic_n = (size_t)n;
-	} else if (strcmp(o->data, "fashion-mnist") != 0) {
-		fprintf(stderr,
-			"dlaunch-train: --data '%s' is not fashion-mnist or "
-			"synthetic:N\n",
-			o->data);
-		return -1;
-	}
-	return 0;
-}
-
-static int parse_args(int argc, char **argv, struct options *o)
-{
-	char err[512];
-	int next, rc;
-
-	options_init(o);
-	rc = opt_parse(&train_table, o, argc, argv, NULL, &next, err,
-		       sizeof(err));
-	if (rc != 0) {
-		fprintf(stderr, "dlaunch-train: %s\n", err);
-		if (rc == DL_ENOTFOUND)
-			usage(stderr);
-		return -1;
-	}
-	if (o->help) {
-		usage(stdout);
-		exit(0);
-	}
-	if (next < argc) {
-		fprintf(stderr, "dlaunch-train: unexpected argument '%s'\n",
-			argv[next]);
-		return -1;
-	}
-	return check_data(o);
-}
-
 static int env_int(const char *name, int def, int min, int max, int *out)
 {
 	const char *v = getenv(name);
@@ -364,7 +84,7 @@ static int env_int(const char *name, int def, int min, int max, int *out)
 
 static int load_data(struct run *r)
 {
-	const struct options *o = &r->o;
+	const struct train_options *o = &r->o;
 	char err[512];
 	int rc;
 
@@ -398,7 +118,7 @@ static int load_data(struct run *r)
 
 static int setup_device(struct run *r)
 {
-	struct options *o = &r->o;
+	struct train_options *o = &r->o;
 	char err[256];
 	int n_gpus = train_backend_cuda_available();
 	int rc;
@@ -636,7 +356,7 @@ static void crash_hook(const struct run *r)
 
 /* lr_at: the learning rate of the step after `step` steps; a function of
  * the step alone, so a resumed run continues the same schedule. */
-static float lr_at(const struct options *o, uint64_t step, uint64_t total)
+static float lr_at(const struct train_options *o, uint64_t step, uint64_t total)
 {
 	const double pi = 3.14159265358979323846;
 
@@ -689,7 +409,7 @@ static int window_reduce(struct run *r, const struct loss_window *w)
 static int train_step(struct run *r, float lr, size_t *local_n,
 		      size_t *global_n, double stats[2])
 {
-	const struct options *o = &r->o;
+	const struct train_options *o = &r->o;
 	int rc, rc2;
 
 	r->offset =
@@ -716,7 +436,7 @@ static int train_step(struct run *r, float lr, size_t *local_n,
  * the next one. */
 static int end_epoch(struct run *r, struct loss_window *w)
 {
-	const struct options *o = &r->o;
+	const struct train_options *o = &r->o;
 	int rc = evaluate(r);
 
 	if (rc == 0 && w->steps)
@@ -744,7 +464,7 @@ static int end_epoch(struct run *r, struct loss_window *w)
 static int report_progress(struct run *r, struct loss_window *w,
 			   uint64_t total_steps)
 {
-	const struct options *o = &r->o;
+	const struct train_options *o = &r->o;
 	double secs = (double)(clock_now_ns() - w->start_ns) / 1e9;
 	double rate = (double)w->steps * o->global_batch / secs;
 	char eta[32];
@@ -769,7 +489,7 @@ static int report_progress(struct run *r, struct loss_window *w,
 
 static int train(struct run *r, double *train_secs, uint64_t *samples)
 {
-	const struct options *o = &r->o;
+	const struct train_options *o = &r->o;
 	size_t steps_per_epoch =
 	    train_sampler_steps(r->train.n, o->global_batch);
 	uint64_t total_steps = steps_per_epoch * o->epochs;
@@ -966,8 +686,9 @@ int main(int argc, char **argv)
 
 	log_init("dlaunch-train");
 	memset(&r, 0, sizeof(r));
-	if (parse_args(argc, argv, &r.o) != 0)
-		return EXIT_USAGE;
+	rc = train_options_parse(argc, argv, &r.o);
+	if (rc != 0)
+		return rc > 0 ? 0 : EXIT_USAGE;
 	if (env_int("LOCAL_RANK", 0, 0, 65535, &r.local_rank) != 0)
 		return EXIT_USAGE;
 	if (r.o.device != DEVICE_CUDA)
