@@ -47,61 +47,75 @@ static void spawn_failed(struct agent_worker *w, const char *msg)
 	w->tail_pos = n;
 }
 
-static int start_one(struct agent *a, struct agent_worker *w)
+/* worker_files makes the worker's log directory of this attempt and names
+ * its error and progress files in it (neither exists until the worker
+ * writes it). 0, or -1 with the reason in err. */
+static int worker_files(struct agent *a, struct agent_worker *w, char *err,
+			size_t err_size)
 {
-	struct agent_worker_env e;
-	struct spawn_opts o;
-	char dir[PATH_MAX], err[PATH_MAX + 256];
-	char **env = NULL;
-	int out_fd = -1, err_fd = -1, rc;
-
+	char dir[PATH_MAX];
 	if (snprintf(dir, sizeof(dir), "%s/attempt_%d/rank_%d", a->log_dir,
 		     a->fsm.r.restart_count,
-		     w->rank) >= (int)sizeof(dir) - 16) {
-		snprintf(err, sizeof(err), "log directory path too long");
-		goto fail;
-	}
-	rc = fs_mkdir_p(dir, 0755);
-	if (rc) {
-		snprintf(err, sizeof(err), "cannot create log directory %s: %s",
-			 dir, strerror(errno));
-		goto fail;
-	}
-	if (snprintf(w->error_file, sizeof(w->error_file), "%s/error.json",
-		     dir) >= (int)sizeof(w->error_file)) {
-		snprintf(err, sizeof(err), "log directory path too long");
-		goto fail;
-	}
-	/* the progress file exists once the worker first touches it */
-	if (snprintf(w->progress_file, sizeof(w->progress_file), "%s/progress",
+		     w->rank) >= (int)sizeof(dir) - 16 ||
+	    snprintf(w->error_file, sizeof(w->error_file), "%s/error.json",
+		     dir) >= (int)sizeof(w->error_file) ||
+	    snprintf(w->progress_file, sizeof(w->progress_file), "%s/progress",
 		     dir) >= (int)sizeof(w->progress_file)) {
-		snprintf(err, sizeof(err), "log directory path too long");
-		goto fail;
+		snprintf(err, err_size, "log directory path too long");
+		return -1;
+	}
+	if (fs_mkdir_p(dir, 0755) != 0) {
+		snprintf(err, err_size, "cannot create log directory %s: %s",
+			 dir, strerror(errno));
+		return -1;
 	}
 	/* files from an earlier attempt must not pass for this one's */
 	unlink(w->error_file);
 	unlink(w->progress_file);
+	return 0;
+}
 
-	memset(&e, 0, sizeof(e));
-	e.rank = w->rank;
-	e.local_rank = w->local_rank;
-	e.world_size = a->fsm.r.world_size;
-	e.local_world_size = a->cfg.nproc;
-	e.group_rank = a->fsm.r.node_rank;
-	e.group_world_size = a->fsm.r.nnodes;
-	e.role_rank = w->rank; /* one role per job: role ranks are global */
-	e.role_world_size = a->fsm.r.world_size;
-	e.role_name = a->cfg.role;
-	e.master_addr = a->fsm.r.master_addr;
-	e.master_port = a->fsm.r.master_port;
-	e.restart_count = a->fsm.r.restart_count;
-	e.max_restarts = a->cfg.max_restarts;
-	e.run_id = a->cfg.run_id;
-	e.error_file = w->error_file;
-	e.job_id = a->cfg.run_id;
-	e.round = a->fsm.r.round;
-	e.node_id = a->node_id;
-	e.progress_file = w->progress_file;
+/* worker_env: what the worker's environment is made of (DESIGN.md
+ * section 1), from the round and the agent's settings */
+static void worker_env(const struct agent *a, const struct agent_worker *w,
+		       struct agent_worker_env *e)
+{
+	const struct agent_round *r = &a->fsm.r;
+	memset(e, 0, sizeof(*e));
+	e->rank = w->rank;
+	e->local_rank = w->local_rank;
+	e->world_size = r->world_size;
+	e->local_world_size = a->cfg.nproc;
+	e->group_rank = r->node_rank;
+	e->group_world_size = r->nnodes;
+	e->role_rank = w->rank; /* one role per job: role ranks are global */
+	e->role_world_size = r->world_size;
+	e->role_name = a->cfg.role;
+	e->master_addr = r->master_addr;
+	e->master_port = r->master_port;
+	e->restart_count = r->restart_count;
+	e->max_restarts = a->cfg.max_restarts;
+	e->run_id = a->cfg.run_id;
+	e->error_file = w->error_file;
+	e->job_id = a->cfg.run_id;
+	e->round = r->round;
+	e->node_id = a->node_id;
+	e->progress_file = w->progress_file;
+}
+
+/* start_one forks worker w (its exec is waited for by finish_one). A
+ * worker that cannot be forked is marked failed. 0 or DL_ESYS. */
+static int start_one(struct agent *a, struct agent_worker *w)
+{
+	struct agent_worker_env e;
+	struct spawn_opts o;
+	char err[PATH_MAX + 256];
+	char **env = NULL;
+	int out_fd = -1, err_fd = -1;
+
+	if (worker_files(a, w, err, sizeof(err)) != 0)
+		goto fail;
+	worker_env(a, w, &e);
 	if (agent_env_build(environ, &e, &env) != 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
@@ -119,8 +133,7 @@ static int start_one(struct agent *a, struct agent_worker *w)
 	o.stdin_fd = -1;
 	o.stdout_fd = out_fd;
 	o.stderr_fd = err_fd;
-	rc = spawn_start(&o, &w->child, err, sizeof(err));
-	if (rc)
+	if (spawn_start(&o, &w->child, err, sizeof(err)) != 0)
 		goto fail;
 	/* the child has its copies; spawn_finish (finish_one) waits for its
 	 * exec once every worker has been forked */
