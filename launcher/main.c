@@ -91,6 +91,41 @@ static void default_node_id(char *out, size_t size)
 	parse_name_sanitize(out);
 }
 
+/* start_embedded runs a rendezvous server on 127.0.0.1 at a free port in
+ * base's loop (--standalone) and points cfg at it: endpoint and run_id
+ * are the caller's buffers cfg keeps pointing to. A job id not given gets
+ * a random one, so two standalone jobs never share one. */
+static int start_embedded(struct event_base *base, struct agent_config *cfg,
+			  struct rdzv_server **srv, char *endpoint,
+			  size_t endpoint_size, char *run_id,
+			  size_t run_id_size)
+{
+	struct rdzv_server_config scfg;
+	unsigned char rnd[6];
+	char err[1024];
+	rdzv_server_config_init(&scfg);
+	scfg.listen = "127.0.0.1:0";
+	if (rdzv_server_new(base, &scfg, srv, err, sizeof(err)) != 0) {
+		log_error("cannot start the embedded rendezvous: %s", err);
+		return -1;
+	}
+	snprintf(endpoint, endpoint_size, "127.0.0.1:%u",
+		 (unsigned)rdzv_server_port(*srv));
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		memset(rnd, 0, sizeof(rnd));
+	snprintf(run_id, run_id_size, "standalone-%02x%02x%02x%02x%02x%02x",
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	if (strcmp(cfg->run_id, "none") != 0)
+		snprintf(run_id, run_id_size, "%s", cfg->run_id);
+	cfg->mode = AGENT_MODE_RDZV;
+	cfg->endpoint = endpoint;
+	cfg->run_id = run_id;
+	if (!cfg->local_addr)
+		cfg->local_addr = "127.0.0.1";
+	cfg->last_call_timeout_ms = 0;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct launcher_options o;
@@ -140,32 +175,10 @@ int main(int argc, char **argv)
 		log_error("cannot create the event loop");
 		goto out;
 	}
-	if (o.standalone) {
-		struct rdzv_server_config scfg;
-		unsigned char rnd[6];
-		rdzv_server_config_init(&scfg);
-		scfg.listen = "127.0.0.1:0";
-		if (rdzv_server_new(base, &scfg, &srv, err, sizeof(err)) != 0) {
-			log_error("cannot start the embedded rendezvous: %s",
-				  err);
-			goto out;
-		}
-		snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u",
-			 (unsigned)rdzv_server_port(srv));
-		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-			memset(rnd, 0, sizeof(rnd));
-		snprintf(run_id, sizeof(run_id),
-			 "standalone-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-			 rnd[2], rnd[3], rnd[4], rnd[5]);
-		if (strcmp(cfg->run_id, "none") != 0)
-			snprintf(run_id, sizeof(run_id), "%s", cfg->run_id);
-		cfg->mode = AGENT_MODE_RDZV;
-		cfg->endpoint = endpoint;
-		cfg->run_id = run_id;
-		if (!cfg->local_addr)
-			cfg->local_addr = "127.0.0.1";
-		cfg->last_call_timeout_ms = 0;
-	}
+	if (o.standalone &&
+	    start_embedded(base, cfg, &srv, endpoint, sizeof(endpoint), run_id,
+			   sizeof(run_id)) != 0)
+		goto out;
 	if (agent_new(base, cfg, &agent, err, sizeof(err)) != 0 ||
 	    agent_start(agent, err, sizeof(err)) != 0) {
 		log_error("%s", err);
