@@ -6,9 +6,10 @@
 # kernels (mlp_cuda.cu) are linked into the binary only, in CUDA builds,
 # and backend_nocuda.c stands in for them otherwise.
 TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
-	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c
+	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c \
+	trainer/options.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
-TRAIN_MAIN_OBJS := $(call objs,trainer/main.c trainer/options.c)
+TRAIN_MAIN_OBJS := $(call objs,trainer/main.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
 $(TRAIN_LIB): $(TRAIN_OBJS)
 

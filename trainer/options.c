@@ -186,7 +186,7 @@ static const struct opt_table train_table = {
     .flags = OPT_ABBREV,
 };
 
-static void options_init(struct train_options *o)
+void train_options_init(struct train_options *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->data = "fashion-mnist";
@@ -208,7 +208,7 @@ static void options_init(struct train_options *o)
 static void usage(FILE *f)
 {
 	struct train_options defaults;
-	options_init(&defaults);
+	train_options_init(&defaults);
 	opt_usage(&train_table, &defaults, f);
 }
 
@@ -247,7 +247,7 @@ int train_options_parse(int argc, char **argv, struct train_options *o)
 	char err[512];
 	int next, rc;
 
-	options_init(o);
+	train_options_init(o);
 	rc = opt_parse(&train_table, o, argc, argv, NULL, &next, err,
 		       sizeof(err));
 	if (rc != 0) {
@@ -266,4 +266,9 @@ int train_options_parse(int argc, char **argv, struct train_options *o)
 		return -1;
 	}
 	return check_data(o);
+}
+
+const struct opt_table *train_option_table(void)
+{
+	return &train_table;
 }

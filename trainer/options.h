@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlaunch/opt.h"
 #include "mlp.h"
 
 enum device_kind { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
@@ -36,6 +37,12 @@ struct train_options {
 	uint64_t bucket_bytes;
 	uint64_t timeout_ms; /* collectives; 0: dist default */
 };
+
+/* train_options_init: the defaults, which --help shows. */
+void train_options_init(struct train_options *o);
+
+/* train_option_table: dlaunch-train's options; static, never freed. */
+const struct opt_table *train_option_table(void);
 
 /* train_options_parse fills o from the command line (and the defaults).
  * Returns 0 to run, 1 when --help was printed (exit 0), -1 after a usage
