@@ -16,7 +16,7 @@ ok "server starts and prints its port"
 check_eq "healthz" 200 "$(req GET /healthz)"
 
 JOB=job42
-JOB_CONF='"min_nodes":2,"max_nodes":3,"max_restarts":1,"last_call_timeout":"5s","heartbeat_timeout":"1500ms","heartbeat_interval":"200ms"'
+JOB_CONF='"min_nodes":2,"max_nodes":3,"max_restarts":1,"last_call_timeout":"5s","heartbeat_timeout":"4s","heartbeat_interval":"200ms"'
 
 # --- three nodes, min 2 max 3: one round, ranks 0..2 ---
 join_bg "$TEST_TMP/a" nodeA 2 '"addr":"127.0.0.10","master_port":29501'
@@ -55,7 +55,7 @@ ROUND=$(jq -r .round "$TEST_TMP/a")
 rank_of() { jq -r ".members[] | select(.node_id == \"$1\") | .node_rank" "$TEST_TMP/detail"; }
 curl -s -m 30 -o "$TEST_TMP/watch" "$RDZV/v1/jobs/$JOB/watch?round=$ROUND&node_id=nodeA&incarnation=inc-nodeA&wait_ms=20000" &
 WATCH=$!
-wait_for 10 grep -q "event=round_ended reason=heartbeat_timeout" "$TEST_TMP/rdzv.log"
+wait_for 20 grep -q "event=round_ended reason=heartbeat_timeout" "$TEST_TMP/rdzv.log"
 check "the silent node is evicted" grep -q "event=node_evicted node=nodeC" "$TEST_TMP/rdzv.log"
 check_eq "only the silent node is evicted" 1 "$(grep -c event=node_evicted "$TEST_TMP/rdzv.log")"
 check_eq "a survivor's heartbeat is fenced (409)" 409 "$(hb nodeA "$ROUND")"
