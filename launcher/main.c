@@ -76,19 +76,29 @@ static int check_program(struct launcher_options *o, char **wargv, char *err,
 	return 0;
 }
 
-static void default_node_id(char *out, size_t size)
+/* default_node_id: DLAUNCH_NODE_ID (held to the server's name rule, so a
+ * bad one is a usage error, not a refused join), else HOST-PID. */
+static int default_node_id(char *out, size_t size, char *err, size_t es)
 {
 	char host[256];
 	const char *env = getenv("DLAUNCH_NODE_ID");
 	if (env && *env) {
+		if (!parse_name_valid(env, size - 1)) {
+			snprintf(err, es,
+				 "DLAUNCH_NODE_ID '%.200s' must be 1-%zu of "
+				 PARSE_NAME_RULE,
+				 env, size - 1);
+			return DL_EINVAL;
+		}
 		snprintf(out, size, "%s", env);
-		return;
+		return 0;
 	}
 	if (gethostname(host, sizeof(host)) != 0)
 		snprintf(host, sizeof(host), "node");
 	host[sizeof(host) - 1] = '\0';
 	snprintf(out, size, "%.100s-%ld", host, (long)getpid());
 	parse_name_sanitize(out);
+	return 0;
 }
 
 /* start_embedded runs a rendezvous server on 127.0.0.1 at a free port in
@@ -163,8 +173,12 @@ int main(int argc, char **argv)
 		free(wargv);
 		return usage_error(err);
 	}
-	if (!o.node_id[0])
-		default_node_id(o.node_id, sizeof(o.node_id));
+	if (!o.node_id[0] &&
+	    default_node_id(o.node_id, sizeof(o.node_id), err, sizeof(err))) {
+		free(wargv);
+		free(token);
+		return usage_error(err);
+	}
 
 	cfg = &o.cfg;
 	cfg->argv = wargv;

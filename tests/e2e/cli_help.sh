@@ -38,6 +38,12 @@ check_eq "dlaunch --help: its 28 options (30 less the 2 refused) are listed" \
 check_eq "dlaunch status --help exits 0" 0 $?
 help_has "dlaunch status" "$TEST_TMP/status" "usage: dlaunch status" \
 	"--rdzv-id ID" "(default: all jobs)" "--rdzv-token-file FILE" "--rdzv-ca FILE"
+DLAUNCH_NODE_ID='bad/id' "$BIN/dlaunch" --standalone --no-python true >"$TEST_TMP/out" 2>&1
+check_eq "DLAUNCH_NODE_ID the server would refuse: exit 2 before any join" 2 $?
+check "DLAUNCH_NODE_ID: the rule is named" \
+	grep -q "DLAUNCH_NODE_ID 'bad/id' must be 1-128 of \[A-Za-z0-9._:-\]" "$TEST_TMP/out"
+check "DLAUNCH_NODE_ID: nothing joined" bash -c "! grep -q joining '$TEST_TMP/out'"
+
 "$BIN/dlaunch" status --rdzv-endpoint 127.0.0.1:1 --rdzv-id .hidden >"$TEST_TMP/out" 2>&1
 check_eq "dlaunch status --rdzv-id .hidden (the server refuses it): exit 2" 2 $?
 check "dlaunch status --rdzv-id .hidden: the rule is named" \
