@@ -30,6 +30,7 @@ Output lines the tests look for:
     ddp FAILED rank=R: why                        (and exit status 1)
 """
 import argparse
+import gc
 import gzip
 import os
 import sys
@@ -167,6 +168,22 @@ def main():
 
     if accuracy is None:  # resumed after the last epoch: score the model we have
         accuracy = evaluate(model, test, rank, world)
+    # Free the DDP model before destroying the process group, not after.
+    # DDP's Reducer holds a reference to the gloo process group, and in
+    # torch 1.13 (Debian's) a Reducer is destroyed with the GIL held. Left
+    # to die at main()'s return, it drops the group's last reference, so
+    # ~ProcessGroupGloo joins gloo's worker threads with the GIL held; a
+    # worker that has not yet dropped its last work (evaluate()'s all_reduce,
+    # whose `counts` tensor keeps its Python object alive) then blocks taking
+    # the GIL in ~TensorImpl -> destroy_pyobj_if_needed: a deadlock after
+    # "ddp ok", seen on a loaded machine. (Forced with an all_reduce the
+    # peer joins late, gdb shows the main thread in Reducer::~Reducer ->
+    # ~ProcessGroupGloo -> thread::join and the worker in
+    # ProcessGroupGloo::runLoop -> PyEval_AcquireThread.) Freed first, the
+    # Reducer leaves the last reference to destroy_process_group(), whose
+    # Python handles release the GIL while they destroy the group.
+    del model, optimizer
+    gc.collect()  # the Reducer is gone even if the module sat in a cycle
     dist.destroy_process_group()
     if accuracy < args.min_accuracy:
         print(f"ddp FAILED rank={rank}: test accuracy {accuracy:.2f}% is below "

@@ -63,12 +63,14 @@ start_job() {
 # wait_job PID SECONDS: wait for a start_job process; sets JOB_RC (124 when
 # it had to be killed at the deadline).
 wait_job() {
-	local pid=$1 limit=$2
+	local pid=$1 limit=$2 stuck
 	if ! wait_for "$limit" bash -c "! kill -0 $pid"; then
 		# what was still running, for the failure that follows
 		echo "# job $pid still running after ${limit}s:"
 		ps -o pid=,ppid=,stat=,etime=,args= -p "$(leftovers | paste -sd,)" \
 			2>/dev/null | sed 's/^/#   /'
+		mapfile -t stuck < <(leftovers)
+		show_stacks "${stuck[@]}"
 		kill -TERM -- "-$pid" 2>/dev/null
 		wait_for 5 bash -c "! kill -0 $pid" || kill -KILL -- "-$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
@@ -77,6 +79,31 @@ wait_job() {
 	fi
 	wait "$pid"
 	JOB_RC=$?
+}
+
+# show_stacks PID...: for each python process among PIDS, the native stack of
+# every thread (gdb in batch mode), or where gdb is missing or may not attach
+# (ptrace restrictions) each thread's kernel wait channel; commented. The
+# evidence a hung worker leaves before it is killed.
+show_stacks() {
+	local p t bt
+	for p in "$@"; do
+		case "$(cat "/proc/$p/comm" 2>/dev/null)" in python*) ;; *) continue ;; esac
+		echo "# threads of $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)):"
+		bt=
+		if command -v gdb >/dev/null; then
+			bt=$(timeout 90 gdb -p "$p" -batch -nx -ex 'set pagination off' \
+				-ex 'thread apply all bt -frame-arguments none 30' </dev/null 2>&1)
+		fi
+		if grep -q '^Thread ' <<<"$bt"; then
+			grep -E '^(Thread|#)' <<<"$bt" | head -n 300 | sed 's/^/#     /'
+			continue
+		fi
+		[ -n "$bt" ] && echo "#     gdb: $(tail -n 1 <<<"$bt")"
+		for t in /proc/"$p"/task/*; do
+			echo "#     ${t##*/} $(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+		done
+	done
 }
 
 # leftovers: pids of processes still running in a directory under TEST_TMP
