@@ -348,6 +348,8 @@ void etcd_watch_response_release(struct etcd_watch_response *w);
  * size (curl's write callbacks), into whole objects. It follows strings
  * and nesting rather than newlines, so whitespace between objects (the
  * gateway's "\n") is skipped and any other byte between them is an error.
+ * Each object it yields begins with '{' and ends with the '}' that closes
+ * it; whether what lies between is JSON is for the parser to say.
  *
  * An object longer than max_object_bytes is refused: DL_ELIMIT, with
  * nothing of it kept. An error stops the splitter: every later feed
@@ -376,8 +378,9 @@ void etcd_splitter_reset(struct etcd_splitter *s);
 /* etcd_splitter_feed takes len more bytes of the stream and calls fn for
  * each object they complete, in order. Returns 0, fn's own negative code,
  * DL_ELIMIT (an object over the limit), DL_EPROTO (a byte outside an
- * object that is not whitespace) or DL_ENOMEM. Any of them, fn's own
- * codes included, stops the splitter (the rest of data is dropped). */
+ * object that is not whitespace, an object closed by ']') or DL_ENOMEM.
+ * Any of them, fn's own codes included, stops the splitter (the rest of
+ * data is dropped). */
 int etcd_splitter_feed(struct etcd_splitter *s, const char *data, size_t len,
 		       etcd_object_fn fn, void *arg, char *err,
 		       size_t err_size);

@@ -105,7 +105,13 @@ int etcd_splitter_feed(struct etcd_splitter *s, const char *data, size_t len,
 		} else if (c == '{' || c == '[') {
 			s->depth++;
 		} else if (c == '}' || c == ']') {
-			s->depth--;
+			/* inner mismatches are the parser's to find; the
+			 * object itself ends with the brace it began with */
+			if (--s->depth == 0 && c != '}')
+				return dl_errorf(err, err_size,
+						 stop(s, DL_EPROTO),
+						 "etcd stream: an object "
+						 "closed by ']'");
 		}
 		if (s->len + (i + 1 - seg) > s->max_object_bytes)
 			return dl_errorf(err, err_size, stop(s, DL_ELIMIT),

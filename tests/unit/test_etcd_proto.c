@@ -1263,6 +1263,13 @@ static void test_splitter_errors(void **state)
 	    etcd_splitter_feed(&s, "[]", 2, collect, &got, err, sizeof(err)),
 	    DL_EPROTO);
 	etcd_splitter_reset(&s);
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(
+	    etcd_splitter_feed(&s, "{[}]", 4, collect, &got, err, sizeof(err)),
+	    DL_EPROTO);
+	assert_non_null(strstr(err, "closed by ']'"));
+	assert_int_equal(got.n, 0);
+	etcd_splitter_reset(&s);
 
 	/* the callback's error stops the feed and the splitter */
 	memset(&got, 0, sizeof(got));
