@@ -21,6 +21,9 @@ command -v etcd >/dev/null || {
 }
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/dlaunch-etcd-rec.XXXXXX)
+# answers go to $rec first and reach $out only when every step worked
+rec=$tmp/rec
+mkdir "$rec"
 etcd_pid=""
 watch_pid=""
 cleanup() {
@@ -72,7 +75,7 @@ post() {
 	else
 		curl -s -X POST -d "$2" "$url$1" >"$tmp/ans"
 	fi
-	[ -n "${3:-}" ] && { cat "$tmp/ans"; echo; } >"$out/$3.json"
+	[ -n "${3:-}" ] && { cat "$tmp/ans"; echo; } >"$rec/$3.json"
 	cat "$tmp/ans"
 }
 b64() { printf '%s' "$1" | base64 -w0; }
@@ -129,7 +132,7 @@ wait_lines "$tmp/watch" 9
 kill "$watch_pid" 2>/dev/null || true
 wait "$watch_pid" 2>/dev/null || true
 watch_pid=""
-cp "$tmp/watch" "$out/watch_stream.jsonl"
+cp "$tmp/watch" "$rec/watch_stream.jsonl"
 
 # compact up to now: a watch from revision 2 is canceled with
 # compact_revision (the gateway then ends the stream)
@@ -142,7 +145,7 @@ wait_lines "$tmp/watch2" 2
 kill "$watch_pid" 2>/dev/null || true
 wait "$watch_pid" 2>/dev/null || true
 watch_pid=""
-cp "$tmp/watch2" "$out/watch_compacted.jsonl"
+cp "$tmp/watch2" "$rec/watch_compacted.jsonl"
 post /v3/kv/range "{\"key\":\"$(b64 /rec/a)\",\"revision\":\"2\"}" error_compacted >/dev/null
 
 # authentication: a root user, auth on, a token, then a bad token
@@ -154,4 +157,5 @@ tok=$(post /v3/auth/authenticate '{"name":"root","password":"rootpw"}' auth_toke
 post /v3/auth/authenticate '{"name":"root","password":"wrong"}' error_auth_failed >/dev/null
 post /v3/kv/range "{\"key\":\"$(b64 /rec/a)\"}" error_bad_token "not-a-token" >/dev/null
 post /v3/kv/range "{\"key\":\"$(b64 /rec/a)\"}" range_with_token "$tok" >/dev/null
+cp "$rec"/* "$out"/
 echo "record.sh: answers of etcd $(etcd --version | head -1 | awk '{print $3}') in $out" >&2
