@@ -9,7 +9,7 @@ set -eu
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
-curl iproute2 procps psmisc clang jq openssl
+curl iproute2 procps psmisc clang jq openssl etcd-server
 python3 python3-torch dataset-fashion-mnist
 gnuplot-nox"
 

@@ -14,12 +14,18 @@ FUZZ_idx_SRCS := trainer/data.c trainer/rng.c
 FUZZ_idx_LIBS := $(ZLIB_LIBS) -lm
 FUZZ_journal_SRCS := rendezvous/journal.c $(RDZV_STATE_SRCS) common/jsonh.c
 FUZZ_journal_LIBS := -Irendezvous $(JSON_LIBS) $(SSL_LIBS) -lm
+# the etcd gateway layer is private to agent/: -Iagent, its header a
+# prerequisite (FUZZ_NAME_DEPS: files the harness reads but does not build)
+FUZZ_etcd_proto_SRCS := agent/etcd_proto.c agent/etcd_answer.c \
+	agent/etcd_stream.c common/jsonh.c
+FUZZ_etcd_proto_LIBS := -Iagent $(JSON_LIBS) -lm
+FUZZ_etcd_proto_DEPS := agent/etcd_proto.h
 
 # $(call reader_fuzzer,NAME)
 define reader_fuzzer
 $(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRCS) \
 		$$(FUZZ_COMMON) $$(wildcard include/dlaunch/*.h trainer/*.h) \
-		tests/fuzz/memfile.h
+		tests/fuzz/memfile.h $$(FUZZ_$(1)_DEPS)
 	@mkdir -p $$(@D)
 	$$(call quiet,LD)$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRCS) \
 		$$(FUZZ_COMMON) $$(FUZZ_$(1)_LIBS)
@@ -32,4 +38,4 @@ fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
 		tests/fuzz/corpus/$(1)
 FUZZ_RUNS += fuzz-$(1)
 endef
-$(foreach f,ckpt idx journal,$(eval $(call reader_fuzzer,$(f))))
+$(foreach f,ckpt idx journal etcd_proto,$(eval $(call reader_fuzzer,$(f))))
