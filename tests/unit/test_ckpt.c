@@ -25,6 +25,7 @@
 #include "../../trainer/ckpt.h"
 #include "dlaunch/crc32c.h"
 #include "dlaunch/error.h"
+#include "dlaunch/fsutil.h"
 
 static char dir[] = "/tmp/dlaunch-test-ckpt.XXXXXX";
 
@@ -255,21 +256,9 @@ static void test_files(void **state)
 
 static unsigned char *read_whole(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	unsigned char *data;
-	long n;
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n >= 0);
-	rewind(f);
-	data = malloc((size_t)n + 1);
-	assert_non_null(data);
-	assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return data;
+	char *data = NULL;
+	assert_int_equal(fs_read_file(path, SIZE_MAX, &data, len), 0);
+	return (unsigned char *)data;
 }
 
 /* the checkpoint ckpt_save makes of st in a new subdirectory */

@@ -21,6 +21,7 @@
 
 #include "../../agent/etcd_proto.h"
 #include "dlaunch/error.h"
+#include "dlaunch/fsutil.h"
 
 #define REC "tests/etcd/recorded/"
 
@@ -29,22 +30,9 @@ static char err[512];
 /* slurp reads a recorded answer; *len its size */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	char *data;
-	long n;
-
-	if (!f)
-		fail_msg("cannot open %s (run from the repository root)", path);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n >= 0);
-	rewind(f);
-	data = malloc((size_t)n + 1);
-	assert_non_null(data);
-	assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
-	data[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
+	char *data = NULL;
+	if (fs_read_file(path, 1 << 24, &data, len) != 0)
+		fail_msg("cannot read %s (run from the repository root)", path);
 	return data;
 }
 
