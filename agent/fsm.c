@@ -70,19 +70,6 @@ const char *agent_event_name(enum agent_event_kind k)
 	return (unsigned)k < AGENT_N_EVENTS ? event_names[k] : "?";
 }
 
-int agent_fsm_has_workers(enum agent_state s)
-{
-	switch (s) {
-	case AGENT_RUNNING:
-	case AGENT_FAILING:
-	case AGENT_FAILING_END:
-	case AGENT_RESTARTING:
-	case AGENT_ENDING:
-	case AGENT_SIGNALLED: return 1;
-	default: return 0;
-	}
-}
-
 static void enter(struct agent_fsm *f, enum agent_state s)
 {
 	log_debug("agent: %s -> %s", state_names[f->state], state_names[s]);
@@ -393,6 +380,13 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
     [AGENT_LEAVING] = {[AGENT_EV_LEFT] = left},
     /* IDLE takes nothing but start; EXITED takes nothing */
 };
+
+/* the states with workers alive are exactly those WORKERS_GONE ends */
+int agent_fsm_has_workers(enum agent_state s)
+{
+	return (unsigned)s < AGENT_N_STATES &&
+	       table[s][AGENT_EV_WORKERS_GONE] != NULL;
+}
 
 /* ---------------------------------------------------------- dispatch */
 

@@ -136,7 +136,8 @@ void agent_fsm_post(struct agent_fsm *f, struct agent_event *ev);
 void agent_fsm_post_kind(struct agent_fsm *f, enum agent_event_kind kind,
 			 uint64_t round);
 
-/* agent_fsm_has_workers: the state is one in which workers are alive. */
+/* agent_fsm_has_workers: the state is one in which workers are alive (one
+ * that WORKERS_GONE ends). */
 int agent_fsm_has_workers(enum agent_state s);
 
 const char *agent_state_name(enum agent_state s);

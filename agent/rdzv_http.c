@@ -159,14 +159,20 @@ static void op_call(struct http_op *op, const char *method, const char *path,
 	}
 }
 
-/* post_action posts the action of an answer about round (200, 409 and
- * 410 answers carry one). Returns 1 when it said restart or stop. */
+/* with_action: 200, 409 (a stale round) and 410 (the job ended) answers
+ * carry the job's state and what to do */
+static int with_action(const struct client_reply *r)
+{
+	return r->status == 200 || r->status == 409 || r->status == 410;
+}
+
+/* post_action posts the action of an answer about round. Returns 1 when
+ * it said restart or stop. */
 static int post_action(struct rdzv_http *h, uint64_t round,
 		       const struct client_reply *r)
 {
 	const char *action = NULL, *state = NULL;
-	if (!r->json ||
-	    (r->status != 200 && r->status != 409 && r->status != 410))
+	if (!r->json || !with_action(r))
 		return 0;
 	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
@@ -372,7 +378,7 @@ static void on_heartbeat(void *arg, const struct client_reply *r)
 	struct rdzv_http *h = arg;
 	if (!op_answered(&h->heartbeat, r))
 		return;
-	if (r->status == 200 || r->status == 409 || r->status == 410)
+	if (with_action(r))
 		post_action(h, h->heartbeat.round, r);
 	else
 		log_warn("heartbeat answered %ld: %s", r->status, r->error);
@@ -406,7 +412,7 @@ static void on_report(void *arg, const struct client_reply *r)
 		return;
 	json_decref(h->pending_report);
 	h->pending_report = NULL;
-	if (r->status == 200 || r->status == 409 || r->status == 410)
+	if (with_action(r))
 		post_action(h, h->report.round, r);
 	else
 		log_warn("report answered %ld: %s", r->status, r->error);
