@@ -26,6 +26,7 @@ void agent_config_init(struct agent_config *cfg)
 	cfg->heartbeat_interval_ms = 1000;
 	cfg->heartbeat_timeout_ms = 5000;
 	cfg->read_timeout_ms = 60000;
+	cfg->etcd.key_prefix = "/dlaunch";
 	cfg->redirects.all = -1;
 	cfg->tee.all = -1;
 }

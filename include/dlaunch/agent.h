@@ -37,6 +37,24 @@ struct agent_std_spec {
 enum agent_mode {
 	AGENT_MODE_STATIC = 0, /* no server: --nnodes/--node-rank/--master-* */
 	AGENT_MODE_RDZV = 1,   /* a dlaunch-rdzv server (or the embedded one) */
+	AGENT_MODE_ETCD = 2,   /* an etcd cluster (docs/etcd.md) */
+};
+
+#define AGENT_ETCD_MAX_ENDPOINTS 16
+#define AGENT_ETCD_URL_MAX	 300
+
+/* What --rdzv-conf says about etcd (AGENT_MODE_ETCD); the endpoints are
+ * agent_config.endpoint, a comma-separated list. */
+struct agent_etcd_config {
+	const char *protocol; /* "http" or "https" for bare host:port items;
+				 NULL: http */
+	const char *cacert;   /* CA bundle for https, or NULL */
+	const char *cert;     /* client certificate and key, or NULL */
+	const char *key;
+	const char *username; /* etcd authentication, or NULL */
+	const char *password; /* read from password_file; borrowed */
+	const char *key_prefix; /* default "/dlaunch" */
+	unsigned lease_ttl_s;	/* 0: heartbeat_timeout rounded up, >= 2 */
 };
 
 struct agent_config {
@@ -67,6 +85,7 @@ struct agent_config {
 	uint64_t heartbeat_interval_ms;
 	uint64_t heartbeat_timeout_ms;
 	uint64_t read_timeout_ms;
+	struct agent_etcd_config etcd;
 	/* output */
 	const char *log_dir; /* NULL: a temporary one, removed at exit */
 	struct agent_std_spec redirects;
@@ -103,6 +122,25 @@ int agent_exit_status(const struct agent *a);
 void agent_free(struct agent *a);
 
 /* ---- pure helpers (agent/env.c, agent/output.c, agent/report.c) ---- */
+
+/* etcd endpoints as base URLs ("http://127.0.0.1:2379", no trailing /). */
+struct agent_etcd_endpoints {
+	size_t n;
+	char url[AGENT_ETCD_MAX_ENDPOINTS][AGENT_ETCD_URL_MAX];
+};
+
+/* agent_etcd_endpoints_parse reads a comma-separated list of etcd client
+ * addresses: host, host:port, [v6]:port or http(s)://host[:port]; port
+ * 2379 when omitted; bare items take protocol ("http" or "https"; NULL:
+ * "http"). The message names the bad item. */
+int agent_etcd_endpoints_parse(const char *list, const char *protocol,
+			       struct agent_etcd_endpoints *out, char *err,
+			       size_t err_size);
+
+/* agent_etcd_lease_ttl_s: the lease TTL the agent asks for (cfg's, else
+ * heartbeat_timeout rounded up to whole seconds, at least 2). */
+unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
+
 
 /* What one worker's environment is made of. */
 struct agent_worker_env {
