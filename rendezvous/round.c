@@ -647,18 +647,18 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 	return 0;
 }
 
-int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
-	       const char *incarnation, uint64_t now_ms,
-	       struct rdzv_reply *reply, char *err, size_t err_size)
+/* drop_node takes node_id out of j (a member of the running round ends
+ * it with reason; a waiter or survivor is forgotten). Unknown nodes and
+ * ended jobs are fine; DL_ESTALE when the node is known with another
+ * incarnation. */
+static int drop_node(struct rdzv_state *st, struct job *j, const char *node_id,
+		     const char *incarnation, const char *reason,
+		     uint64_t now_ms, char *err, size_t err_size)
 {
-	struct job *j = state_find_job(st, job);
 	struct member *m;
 	struct waiter *w;
 	struct survivor *s;
 
-	if (!j)
-		return ERR(DL_ENOTFOUND, "no job %s", job);
-	fill_reply(j, RDZV_ACTION_STOP, reply);
 	if (job_is_ended(j))
 		return 0;
 	m = job_find_member(j, node_id);
@@ -671,7 +671,7 @@ int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
 	if (m && m->status != RDZV_MEMBER_SUCCEEDED &&
 	    j->state == RDZV_JOB_RUNNING) {
 		m->gone = 1;
-		job_end_round(st, j, now_ms, "leave", node_id);
+		job_end_round(st, j, now_ms, reason, node_id);
 	}
 	if (w) {
 		size_t at = (size_t)(w - j->waiters);
@@ -679,8 +679,8 @@ int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
 		j->nwaiters--;
 		job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
 		log_info("job=%s round=%" PRIu64 " event=node_left node=%s "
-			 "waiting=%zu",
-			 j->name, j->round, node_id, j->nwaiters);
+			 "reason=%s waiting=%zu",
+			 j->name, j->round, node_id, reason, j->nwaiters);
 	}
 	s = job_find_survivor(j, node_id);
 	if (s) {
@@ -693,6 +693,43 @@ int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
 		job_track_min(j, now_ms);
 		job_try_close(st, j, now_ms);
 	}
-	fill_reply(j, RDZV_ACTION_STOP, reply);
 	return 0;
+}
+
+int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
+	       const char *incarnation, uint64_t now_ms,
+	       struct rdzv_reply *reply, char *err, size_t err_size)
+{
+	struct job *j = state_find_job(st, job);
+	int rc;
+
+	if (!j)
+		return ERR(DL_ENOTFOUND, "no job %s", job);
+	fill_reply(j, RDZV_ACTION_STOP, reply);
+	rc = drop_node(st, j, node_id, incarnation, "leave", now_ms, err,
+		       err_size);
+	fill_reply(j, RDZV_ACTION_STOP, reply);
+	return rc;
+}
+
+int rdzv_evict(struct rdzv_state *st, const char *job, const char *node_id,
+	       const char *incarnation, const char *reason, uint64_t now_ms,
+	       char *err, size_t err_size)
+{
+	struct job *j = state_find_job(st, job);
+	struct member *m;
+
+	if (!j)
+		return ERR(DL_ENOTFOUND, "no job %s", job);
+	m = job_find_member(j, node_id);
+	if (m && !job_is_ended(j) && j->state == RDZV_JOB_RUNNING &&
+	    m->status != RDZV_MEMBER_SUCCEEDED &&
+	    strcmp(m->info.incarnation, incarnation) == 0) {
+		st->counters.evictions_total++;
+		log_info("job=%s round=%" PRIu64 " event=node_evicted node=%s "
+			 "reason=%s",
+			 j->name, j->round, node_id, reason);
+	}
+	return drop_node(st, j, node_id, incarnation, reason, now_ms, err,
+			 err_size);
 }

@@ -191,6 +191,16 @@ int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
 	       const char *incarnation, uint64_t now_ms,
 	       struct rdzv_reply *reply, char *err, size_t err_size);
 
+/* rdzv_evict: the host knows node_id (incarnation) is dead, e.g. its
+ * lease in a store expired: a member of the running round is evicted as
+ * by a heartbeat timeout (the round ends with reason, no restart is
+ * charged), a waiter or survivor is dropped. Unknown nodes and ended jobs
+ * are fine (0); DL_ESTALE when the node is known with another
+ * incarnation. */
+int rdzv_evict(struct rdzv_state *st, const char *job, const char *node_id,
+	       const char *incarnation, const char *reason, uint64_t now_ms,
+	       char *err, size_t err_size);
+
 /* rdzv_state_tick: applies every deadline that has passed at now_ms. */
 void rdzv_state_tick(struct rdzv_state *st, uint64_t now_ms);
 

@@ -249,6 +249,44 @@ static void test_eviction(void **state)
 	rdzv_state_free(st);
 }
 
+/* A host that knows a node is dead (a store's lease expired) evicts it:
+ * a member ends the round, uncharged, and is counted; a waiter is
+ * dropped; a stale incarnation is refused and changes nothing. */
+static void test_evict(void **state)
+{
+	struct rdzv_state *st = running(2, 3, 5, 3);
+	struct rdzv_job_config c = config(2, 3, 5);
+	struct rdzv_counters k;
+	uint64_t by_state[RDZV_JOB_NSTATES], members;
+	(void)state;
+	drain(st);
+	assert_int_equal(rdzv_evict(st, "job1", "n2", "other", "lease_expired",
+				    1500, err, sizeof(err)),
+			 DL_ESTALE);
+	assert_string_equal(state_of(st), "RUNNING");
+	assert_int_equal(rdzv_evict(st, "job1", "n2", "inc-n2",
+				    "lease_expired", 1500, err, sizeof(err)),
+			 0);
+	assert_string_equal(state_of(st), "RESTARTING");
+	rdzv_state_stats(st, by_state, &members, &k);
+	assert_int_equal(k.evictions_total, 1);
+	assert_int_equal(k.restarts_total, 0);
+	assert_int_equal(join(st, &c, "n1", 2, 1600), RDZV_WAIT);
+	assert_int_equal(rdzv_evict(st, "job1", "n1", "inc-n1",
+				    "lease_expired", 1700, err, sizeof(err)),
+			 0);
+	assert_int_equal(check(st, "n1"), DL_ESTALE); /* no longer waiting */
+	/* n3 rejoins alone; with n1 gone and n2 dead it waits */
+	assert_int_equal(join(st, &c, "n3", 2, 1800), RDZV_WAIT);
+	assert_int_equal(rdzv_evict(st, "job1", "nx", "inc-nx", "lease_expired",
+				    1900, err, sizeof(err)),
+			 0);
+	assert_int_equal(rdzv_evict(st, "nojob", "n1", "inc-n1", "x", 1900,
+				    err, sizeof(err)),
+			 DL_ENOTFOUND);
+	rdzv_state_free(st);
+}
+
 /* A member that reported success is not evicted for going quiet. */
 static void test_succeeded_not_evicted(void **state)
 {
@@ -704,6 +742,7 @@ int main(void)
 	    cmocka_unit_test(test_join_timeout),
 	    cmocka_unit_test(test_waiter_dropped),
 	    cmocka_unit_test(test_eviction),
+	    cmocka_unit_test(test_evict),
 	    cmocka_unit_test(test_succeeded_not_evicted),
 	    cmocka_unit_test(test_restart_budget),
 	    cmocka_unit_test(test_completion),
