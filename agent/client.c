@@ -31,6 +31,7 @@ struct client_call {
 	struct buf resp;
 	char errbuf[CURL_ERROR_SIZE];
 	client_cb cb;
+	client_chunk_cb chunk; /* a stream: bytes of a 200 answer go here */
 	void *arg;
 	struct client_call *next;
 };
@@ -42,6 +43,7 @@ struct client {
 	char *base_url;
 	char *auth_header;
 	char *ca_file;
+	char *cert_file, *key_file;
 	struct client_call *calls;
 };
 
@@ -128,6 +130,12 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct client_call *call = arg;
 	size_t n = size * nmemb;
+	if (call->chunk) {
+		long status = 0;
+		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
+		if (status == 200)
+			return call->chunk(call->arg, data, n) == 0 ? n : 0;
+	}
 	if (buf_append(&call->resp, data, n) != 0)
 		return 0; /* over the limit: curl aborts the transfer */
 	return n;
@@ -165,6 +173,7 @@ static void finish(struct client_call *call, CURLcode code)
 		r.misconfigured = code == CURLE_PEER_FAILED_VERIFICATION ||
 				  code == CURLE_SSL_CACERT_BADFILE ||
 				  code == CURLE_SSL_CERTPROBLEM ||
+				  code == CURLE_SSL_CACERT ||
 				  code == CURLE_UNSUPPORTED_PROTOCOL ||
 				  code == CURLE_URL_MALFORMAT;
 		snprintf(msg, sizeof(msg), "%s",
@@ -269,9 +278,10 @@ nomem:
 	return DL_ENOMEM;
 }
 
-struct client_call *client_call(struct client *c, const char *method,
-				const char *path, json_t *body,
-				uint64_t timeout_ms, client_cb cb, void *arg)
+static struct client_call *start(struct client *c, const char *method,
+				 const char *path, json_t *body,
+				 uint64_t timeout_ms, client_cb cb,
+				 client_chunk_cb chunk, void *arg)
 {
 	struct client_call *call = calloc(1, sizeof(*call));
 	struct buf url;
@@ -280,6 +290,7 @@ struct client_call *client_call(struct client *c, const char *method,
 		return NULL;
 	call->c = c;
 	call->cb = cb;
+	call->chunk = chunk;
 	call->arg = arg;
 	buf_init(&call->req_body, CLIENT_MAX_BODY_BYTES);
 	buf_init(&call->resp, CLIENT_MAX_BODY_BYTES);
@@ -314,12 +325,25 @@ struct client_call *client_call(struct client *c, const char *method,
 	curl_easy_setopt(call->easy, CURLOPT_PRIVATE, call);
 	curl_easy_setopt(call->easy, CURLOPT_ERRORBUFFER, call->errbuf);
 	curl_easy_setopt(call->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(call->easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	if (timeout_ms)
+		curl_easy_setopt(call->easy, CURLOPT_TIMEOUT_MS,
+				 (long)timeout_ms);
+	if (chunk) {
+		/* a stream may be quiet for long: find a dead peer by TCP
+		 * keep-alive instead of a timeout */
+		curl_easy_setopt(call->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(call->easy, CURLOPT_TCP_KEEPIDLE, 2L);
+		curl_easy_setopt(call->easy, CURLOPT_TCP_KEEPINTVL, 1L);
+	}
 	curl_easy_setopt(call->easy, CURLOPT_CONNECTTIMEOUT_MS,
 			 (long)CLIENT_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(call->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (c->ca_file)
 		curl_easy_setopt(call->easy, CURLOPT_CAINFO, c->ca_file);
+	if (c->cert_file)
+		curl_easy_setopt(call->easy, CURLOPT_SSLCERT, c->cert_file);
+	if (c->key_file)
+		curl_easy_setopt(call->easy, CURLOPT_SSLKEY, c->key_file);
 	if (curl_multi_add_handle(c->multi, call->easy) != CURLM_OK)
 		goto fail;
 	buf_release(&url);
@@ -335,6 +359,51 @@ fail:
 	buf_release(&call->resp);
 	free(call);
 	return NULL;
+}
+
+struct client_call *client_call(struct client *c, const char *method,
+				const char *path, json_t *body,
+				uint64_t timeout_ms, client_cb cb, void *arg)
+{
+	return start(c, method, path, body, timeout_ms, cb, NULL, arg);
+}
+
+struct client_call *client_stream(struct client *c, const char *path,
+				  json_t *body, client_chunk_cb chunk,
+				  client_cb cb, void *arg)
+{
+	return start(c, "POST", path, body, 0, cb, chunk, arg);
+}
+
+/* set_str replaces *at with "a" or "a: b" (a NULL: nothing). */
+static int set_str(char **at, const char *a, const char *b)
+{
+	char *v = NULL;
+	if (a) {
+		size_t len = strlen(a) + (b ? strlen(b) + 2 : 0) + 1;
+		v = malloc(len);
+		if (!v)
+			return DL_ENOMEM;
+		snprintf(v, len, "%s%s%s", a, b ? ": " : "", b ? b : "");
+	}
+	free(*at);
+	*at = v;
+	return 0;
+}
+
+int client_set_header(struct client *c, const char *name, const char *value)
+{
+	/* the one extra header a client sends: the Authorization */
+	return set_str(&c->auth_header, value ? name : NULL, value);
+}
+
+int client_set_cert(struct client *c, const char *cert_file,
+		    const char *key_file)
+{
+	if (set_str(&c->cert_file, cert_file, NULL) ||
+	    set_str(&c->key_file, key_file, NULL))
+		return DL_ENOMEM;
+	return 0;
 }
 
 void client_cancel(struct client *c, struct client_call *call)
@@ -368,5 +437,7 @@ void client_free(struct client *c)
 	free(c->base_url);
 	free(c->auth_header);
 	free(c->ca_file);
+	free(c->cert_file);
+	free(c->key_file);
 	free(c);
 }

@@ -10,8 +10,71 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
 #include "dlaunch/parse.h"
 #include "rdzv.h"
+
+/* parse_round reads an assignment (the answer of a join) into out, and
+ * the heartbeat interval it asks for into *hb. */
+static int parse_round(json_t *j, int nproc, struct agent_round *out,
+		       uint64_t *hb, char *err, size_t es)
+{
+	uint64_t round, node_rank, nnodes, world, offset, port, rc = 0;
+	const char *maddr = NULL;
+	if (jsonh_get_u64(j, "round", 1, 0, UINT64_MAX, &round, err, es) ||
+	    jsonh_get_u64(j, "node_rank", 1, 0, 1 << 20, &node_rank, err, es) ||
+	    jsonh_get_u64(j, "nnodes", 1, 1, 1 << 20, &nnodes, err, es) ||
+	    jsonh_get_u64(j, "world_size", 1, 1, 1 << 30, &world, err, es) ||
+	    jsonh_get_u64(j, "rank_offset", 1, 0, 1 << 30, &offset, err, es) ||
+	    jsonh_get_str(j, "master_addr", 1, 255, &maddr, err, es) ||
+	    jsonh_get_u64(j, "master_port", 1, 1, 65535, &port, err, es) ||
+	    jsonh_get_u64(j, "restart_count", 0, 0, 1000000, &rc, err, es) ||
+	    jsonh_get_u64(j, "heartbeat_interval_ms", 0, 10, 3600000, hb, err,
+			  es))
+		return DL_EPROTO;
+	if (offset + (uint64_t)nproc > world || node_rank >= nnodes ||
+	    !agent_rdzv_safe_addr(maddr)) {
+		snprintf(err, es, "inconsistent round assignment");
+		return DL_EPROTO;
+	}
+	memset(out, 0, sizeof(*out));
+	out->round = round;
+	out->node_rank = (int)node_rank;
+	out->nnodes = (int)nnodes;
+	out->world_size = (int)world;
+	out->rank_offset = (int)offset;
+	out->restart_count = (int)rc;
+	snprintf(out->master_addr, sizeof(out->master_addr), "%s", maddr);
+	out->master_port = (unsigned)port;
+	return 0;
+}
+
+int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment,
+			   int nproc, uint64_t *heartbeat_interval_ms)
+{
+	struct agent_event ev;
+	char err[256];
+	uint64_t hb = *heartbeat_interval_ms;
+	memset(&ev, 0, sizeof(ev));
+	if (parse_round(assignment, nproc, &ev.assign, &hb, err,
+			sizeof(err)) != 0) {
+		log_error("bad join answer from rendezvous: %s", err);
+		return DL_EPROTO;
+	}
+	*heartbeat_interval_ms = hb;
+	log_info("round %llu: node rank %d of %d, ranks %d-%d of %d, master "
+		 "%s:%u, restart %d",
+		 (unsigned long long)ev.assign.round, ev.assign.node_rank,
+		 ev.assign.nnodes, ev.assign.rank_offset,
+		 ev.assign.rank_offset + nproc - 1, ev.assign.world_size,
+		 ev.assign.master_addr, ev.assign.master_port,
+		 ev.assign.restart_count);
+	ev.kind = AGENT_EV_JOINED;
+	agent_fsm_post(fsm, &ev);
+	return 0;
+}
 
 int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
 			   const char *action, const char *job_state)

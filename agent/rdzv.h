@@ -84,6 +84,14 @@ int agent_rdzv_http_new(const struct agent_rdzv_params *p,
 int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
 			   const char *action, const char *job_state);
 
+/* agent_rdzv_post_joined reads an assignment (the join answer of
+ * docs/http-api.md, which etcd's leader writes too), logs it and posts
+ * JOINED; the heartbeat interval it asks for goes to
+ * *heartbeat_interval_ms. DL_EPROTO (logged) when it is not one for a
+ * node of nproc workers. */
+int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment,
+			   int nproc, uint64_t *heartbeat_interval_ms);
+
 /* agent_rdzv_free_port: a TCP port free on this host now (0: none) */
 unsigned agent_rdzv_free_port(void);
 

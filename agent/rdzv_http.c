@@ -195,43 +195,6 @@ static json_t *identity(struct rdzv_http *h)
 	return o;
 }
 
-/* parse_round reads a join answer into out (and the heartbeat interval
- * the server wants into h). */
-static int parse_round(struct rdzv_http *h, json_t *j, struct agent_round *out,
-		       char *err, size_t es)
-{
-	uint64_t round, node_rank, nnodes, world, offset, port, rc = 0;
-	uint64_t hb = h->heartbeat_interval_ms;
-	const char *maddr = NULL;
-	if (jsonh_get_u64(j, "round", 1, 0, UINT64_MAX, &round, err, es) ||
-	    jsonh_get_u64(j, "node_rank", 1, 0, 1 << 20, &node_rank, err, es) ||
-	    jsonh_get_u64(j, "nnodes", 1, 1, 1 << 20, &nnodes, err, es) ||
-	    jsonh_get_u64(j, "world_size", 1, 1, 1 << 30, &world, err, es) ||
-	    jsonh_get_u64(j, "rank_offset", 1, 0, 1 << 30, &offset, err, es) ||
-	    jsonh_get_str(j, "master_addr", 1, 255, &maddr, err, es) ||
-	    jsonh_get_u64(j, "master_port", 1, 1, 65535, &port, err, es) ||
-	    jsonh_get_u64(j, "restart_count", 0, 0, 1000000, &rc, err, es) ||
-	    jsonh_get_u64(j, "heartbeat_interval_ms", 0, 10, 3600000, &hb, err,
-			  es))
-		return DL_EPROTO;
-	if (offset + (uint64_t)h->cfg->nproc > world || node_rank >= nnodes ||
-	    !agent_rdzv_safe_addr(maddr)) {
-		snprintf(err, es, "inconsistent round assignment");
-		return DL_EPROTO;
-	}
-	memset(out, 0, sizeof(*out));
-	out->round = round;
-	out->node_rank = (int)node_rank;
-	out->nnodes = (int)nnodes;
-	out->world_size = (int)world;
-	out->rank_offset = (int)offset;
-	out->restart_count = (int)rc;
-	snprintf(out->master_addr, sizeof(out->master_addr), "%s", maddr);
-	out->master_port = (unsigned)port;
-	h->heartbeat_interval_ms = hb;
-	return 0;
-}
-
 static void post_join_failed(struct rdzv_http *h)
 {
 	agent_fsm_post_kind(h->base.fsm, AGENT_EV_JOIN_FAILED, 0);
@@ -254,25 +217,14 @@ static void join_ended(struct rdzv_http *h, const struct client_reply *r)
 
 static void joined(struct rdzv_http *h, const struct client_reply *r)
 {
-	struct agent_event ev;
-	char err[256];
-	memset(&ev, 0, sizeof(ev));
-	if (!r->json ||
-	    parse_round(h, r->json, &ev.assign, err, sizeof(err)) != 0) {
-		log_error("bad join answer from rendezvous: %s",
-			  r->json ? err : "not a JSON object");
+	if (!r->json) {
+		log_error("bad join answer from rendezvous: not a JSON object");
 		post_join_failed(h);
 		return;
 	}
-	log_info("round %llu: node rank %d of %d, ranks %d-%d of %d, master "
-		 "%s:%u, restart %d",
-		 (unsigned long long)ev.assign.round, ev.assign.node_rank,
-		 ev.assign.nnodes, ev.assign.rank_offset,
-		 ev.assign.rank_offset + h->cfg->nproc - 1,
-		 ev.assign.world_size, ev.assign.master_addr,
-		 ev.assign.master_port, ev.assign.restart_count);
-	ev.kind = AGENT_EV_JOINED;
-	agent_fsm_post(h->base.fsm, &ev);
+	if (agent_rdzv_post_joined(h->base.fsm, r->json, h->cfg->nproc,
+				   &h->heartbeat_interval_ms) != 0)
+		post_join_failed(h);
 }
 
 static void send_join(struct rdzv_http *h);

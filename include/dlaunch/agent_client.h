@@ -32,6 +32,8 @@ struct client_reply {
 };
 
 typedef void (*client_cb)(void *arg, const struct client_reply *r);
+/* the bytes of a streamed 200 answer, as they come; non-zero aborts it */
+typedef int (*client_chunk_cb)(void *arg, const char *data, size_t n);
 
 /* client_new prepares calls to endpoint ("host:port", "http://host:port"
  * or "https://..."); token (bearer) and ca_file may be NULL. Copies its
@@ -47,6 +49,22 @@ int client_new(struct event_base *base, const char *endpoint, const char *token,
 struct client_call *client_call(struct client *c, const char *method,
 				const char *path, json_t *body,
 				uint64_t timeout_ms, client_cb cb, void *arg);
+
+/* client_stream POSTs body to path and hands each piece of a 200 answer
+ * to chunk as it arrives (no time limit; TCP keep-alive finds a dead
+ * peer); cb ends the call as for client_call, its body empty but for a
+ * non-200 answer. */
+struct client_call *client_stream(struct client *c, const char *path,
+				  json_t *body, client_chunk_cb chunk,
+				  client_cb cb, void *arg);
+
+/* client_set_header sets the header name: value that every later call
+ * sends (one such header; value NULL: none). client_set_cert gives a
+ * client certificate and key (files) for TLS. Both return 0 or
+ * DL_ENOMEM. */
+int client_set_header(struct client *c, const char *name, const char *value);
+int client_set_cert(struct client *c, const char *cert_file,
+		    const char *key_file);
 
 /* client_cancel aborts a call; its callback is not called. NULL is
  * allowed. Must not be called for the call whose callback is running. */

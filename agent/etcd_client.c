@@ -1,0 +1,920 @@
+/*
+ * etcd_client.c - etcd's v3 JSON gateway on the agent's event loop: calls
+ * with failover and retry, the login token, watches that resume, a lease
+ * kept alive. See etcd_client.h.
+ *
+ * Each endpoint has its own HTTP client (client.c); a call or a watch
+ * runs on the endpoint in use and, when that one fails, moves the client
+ * on to the next. Stream bytes arrive inside curl's callbacks, where
+ * nothing may start or cancel a transfer: a watch stores them and a
+ * zero-delay event hands them to its owner from the loop.
+ */
+#include "etcd_client.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/agent_client.h"
+#include "dlaunch/buf.h"
+#include "dlaunch/error.h"
+#include "dlaunch/log.h"
+
+#define CALL_TIMEOUT_MS	 5000
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS	 2000
+/* passes over every endpoint before a client etcd never answered gives
+ * up (with the connect timeout, a few seconds at most) */
+#define FIRST_PASSES	3
+#define AUTH_RETRIES	2
+#define STREAM_MAX	(4u << 20) /* unread stream bytes kept */
+
+struct etcd_client {
+	struct event_base *base;
+	struct agent_etcd_endpoints eps;
+	struct client *http[AGENT_ETCD_MAX_ENDPOINTS];
+	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
+	size_t cur;
+	int answered;	/* etcd answered this client once */
+	int outage;	/* an outage was logged and not its end */
+	const char *username, *password;
+	int have_token;
+	struct etcd_call *auth; /* the login in flight */
+	struct etcd_call *calls;
+	struct etcd_watch *watches;
+};
+
+struct etcd_call {
+	struct etcd_client *c;
+	const char *what;
+	char path[64];
+	json_t *body;
+	unsigned flags;
+	int is_auth;
+	etcd_cb cb;
+	void *arg;
+	struct client_call *hc;
+	size_t ep;	   /* endpoint of the attempt in flight */
+	size_t failures;   /* attempts without an answer, in a row */
+	int auth_retries;
+	int parked;	   /* waits for the login */
+	uint64_t backoff_ms;
+	struct event *retry;
+	struct etcd_call *next;
+};
+
+struct etcd_watch {
+	struct etcd_client *c;
+	const char *what;
+	char *key, *end;
+	size_t key_len, end_len;
+	int64_t next_rev;
+	int prev_kv;
+	etcd_watch_cb cb;
+	void *arg;
+	struct client_call *hc;
+	size_t ep;
+	int parked, auth_retries, over;
+	uint64_t backoff_ms;
+	struct event *retry, *dispatch;
+	struct buf in; /* stream bytes not yet handed over */
+	int in_failed;
+	struct etcd_splitter sp;
+	struct etcd_watch *next;
+};
+
+struct etcd_lease {
+	struct etcd_client *c;
+	unsigned ttl_s;
+	int64_t id;
+	int lost;
+	etcd_lease_cb cb;
+	void *arg;
+	struct etcd_call *call;
+	struct event *timer;
+};
+
+static void call_attempt(struct etcd_call *call);
+static void watch_connect(struct etcd_watch *w);
+static void login(struct etcd_client *c);
+
+/* ------------------------------------------------------------ helpers */
+
+static void arm(struct event *ev, uint64_t ms)
+{
+	struct timeval tv = {(time_t)(ms / 1000),
+			     (suseconds_t)(ms % 1000) * 1000};
+	evtimer_add(ev, &tv);
+}
+
+static uint64_t next_backoff(uint64_t *b)
+{
+	uint64_t now = *b ? *b : BACKOFF_FIRST_MS;
+	*b = now * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : now * 2;
+	return now;
+}
+
+/* moved_on: an attempt on endpoint ep got no answer; the client moves to
+ * the next endpoint (unless another attempt already moved it). */
+static void moved_on(struct etcd_client *c, size_t ep, const char *what,
+		     const char *why)
+{
+	if (c->cur == ep && c->eps.n > 1) {
+		c->cur = (ep + 1) % c->eps.n;
+		log_info("etcd at %s did not answer %s (%s); trying %s",
+			 c->eps.url[ep], what, why, c->eps.url[c->cur]);
+	}
+}
+
+/* outage: every endpoint failed in a row; said once until etcd is back */
+static void outage(struct etcd_client *c, const char *why)
+{
+	if (c->answered && !c->outage) {
+		log_warn("etcd unreachable (%s: %s); workers keep running, "
+			 "retrying",
+			 c->list, why);
+		c->outage = 1;
+	}
+}
+
+static void answered(struct etcd_client *c)
+{
+	c->answered = 1;
+	if (c->outage) {
+		log_info("etcd reachable again at %s", c->eps.url[c->cur]);
+		c->outage = 0;
+	}
+}
+
+/* What an answer of etcd (HTTP status, body) amounts to. */
+enum verdict {
+	V_OK,	   /* an answer */
+	V_RETRY,   /* no answer or unavailable: the next endpoint */
+	V_LOGIN,   /* the token is missing or no longer good */
+	V_FAIL,	   /* an error answer; rc and msg say which */
+};
+
+static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
+			  int *rc, char *msg, size_t size)
+{
+	struct etcd_error e;
+	char perr[128];
+	if (r->misconfigured) {
+		snprintf(msg, size, "%s (check --rdzv-endpoint and "
+				    "--rdzv-conf protocol, cacert, cert, key)",
+			 r->error);
+		*rc = DL_EINVAL;
+		return V_FAIL;
+	}
+	if (r->transport_failed) {
+		snprintf(msg, size, "%s", r->error);
+		return V_RETRY;
+	}
+	if (r->body_len && etcd_is_error(r->body, r->body_len) &&
+	    etcd_parse_error(r->body, r->body_len, &e, perr, sizeof(perr)) ==
+		0) {
+		answered(c);
+		snprintf(msg, size, "etcd: %s (code %d)", e.message, e.code);
+		*rc = etcd_grpc_to_dl(e.code);
+		if (e.code == ETCD_GRPC_UNAUTHENTICATED ||
+		    (e.code == ETCD_GRPC_INVALID_ARGUMENT &&
+		     strstr(e.message, "user name is empty")))
+			return c->username ? V_LOGIN : V_FAIL;
+		if (*rc == DL_EAGAIN)
+			return V_RETRY;
+		return V_FAIL;
+	}
+	if (r->status == 200 && r->body_len) {
+		answered(c);
+		return V_OK;
+	}
+	if (r->status >= 500) {
+		snprintf(msg, size, "HTTP %ld", r->status);
+		return V_RETRY;
+	}
+	snprintf(msg, size,
+		 "HTTP %ld, not an answer of etcd's v3 gateway (is this an "
+		 "etcd 3.4+ client URL?)",
+		 r->status);
+	*rc = DL_EPROTO;
+	return V_FAIL;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static void call_free(struct etcd_call *call)
+{
+	struct etcd_call **pp;
+	struct etcd_client *c = call->c;
+	for (pp = &c->calls; *pp; pp = &(*pp)->next)
+		if (*pp == call) {
+			*pp = call->next;
+			break;
+		}
+	if (c->auth == call)
+		c->auth = NULL;
+	if (call->hc)
+		client_cancel(c->http[call->ep], call->hc);
+	if (call->retry)
+		event_free(call->retry);
+	json_decref(call->body);
+	free(call);
+}
+
+static void call_end(struct etcd_call *call, int rc, const char *body,
+		     size_t len, const char *error)
+{
+	struct etcd_answer a = {rc, body ? body : "", len, error ? error : ""};
+	etcd_cb cb = call->cb;
+	void *arg = call->arg;
+	call_free(call);
+	cb(arg, &a);
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	call_attempt(arg);
+}
+
+/* retry_call: the attempt got no answer; the next endpoint now, or a
+ * pause once every endpoint failed in a row. */
+static void retry_call(struct etcd_call *call, const char *why)
+{
+	struct etcd_client *c = call->c;
+	moved_on(c, call->ep, call->what, why);
+	call->failures++;
+	if (!c->answered || (call->flags & ETCD_CALL_ONCE)) {
+		size_t limit = (call->flags & ETCD_CALL_ONCE)
+				   ? c->eps.n
+				   : c->eps.n * FIRST_PASSES;
+		if (call->failures >= limit) {
+			char msg[6400];
+			snprintf(msg, sizeof(msg), "no etcd answered at %s: %s",
+				 c->list, why);
+			call_end(call, DL_ETIMEDOUT, NULL, 0, msg);
+			return;
+		}
+	}
+	if (call->failures % c->eps.n != 0) {
+		arm(call->retry, 0);
+	} else {
+		outage(c, why);
+		arm(call->retry, next_backoff(&call->backoff_ms));
+	}
+}
+
+static void resume_parked(struct etcd_client *c);
+static void fail_parked(struct etcd_client *c, int rc, const char *msg);
+
+static void on_reply(void *arg, const struct client_reply *r)
+{
+	struct etcd_call *call = arg;
+	struct etcd_client *c = call->c;
+	char msg[1200];
+	int rc = 0;
+	call->hc = NULL;
+	switch (judge(c, r, &rc, msg, sizeof(msg))) {
+	case V_OK:
+		call_end(call, 0, r->body, r->body_len, NULL);
+		return;
+	case V_RETRY:
+		retry_call(call, msg);
+		return;
+	case V_LOGIN:
+		if (!call->is_auth && call->auth_retries++ < AUTH_RETRIES) {
+			c->have_token = 0;
+			call->parked = 1;
+			login(c);
+			return;
+		}
+		break;
+	case V_FAIL:
+		break;
+	}
+	call_end(call, rc ? rc : DL_EPROTO, r->body, r->body_len, msg);
+}
+
+static void call_attempt(struct etcd_call *call)
+{
+	struct etcd_client *c = call->c;
+	if (c->username && !c->have_token && !call->is_auth) {
+		call->parked = 1;
+		login(c);
+		return;
+	}
+	call->parked = 0;
+	call->ep = c->cur;
+	call->hc = client_call(c->http[call->ep], "POST", call->path,
+			       call->body, CALL_TIMEOUT_MS, on_reply, call);
+	if (!call->hc)
+		retry_call(call, "out of memory");
+}
+
+static struct etcd_call *call_new(struct etcd_client *c, const char *what,
+				  const char *path, json_t *body,
+				  unsigned flags, etcd_cb cb, void *arg)
+{
+	struct etcd_call *call = calloc(1, sizeof(*call));
+	if (!call)
+		return NULL;
+	call->c = c;
+	call->what = what;
+	snprintf(call->path, sizeof(call->path), "%s", path);
+	call->body = json_incref(body);
+	call->flags = flags;
+	call->cb = cb;
+	call->arg = arg;
+	call->retry = evtimer_new(c->base, on_retry, call);
+	if (!call->retry) {
+		json_decref(call->body);
+		free(call);
+		return NULL;
+	}
+	call->next = c->calls;
+	c->calls = call;
+	return call;
+}
+
+struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
+			    const char *path, json_t *body, unsigned flags,
+			    etcd_cb cb, void *arg)
+{
+	struct etcd_call *call = call_new(c, what, path, body, flags, cb, arg);
+	if (call)
+		call_attempt(call);
+	return call;
+}
+
+void etcd_cancel(struct etcd_call *call)
+{
+	if (call)
+		call_free(call);
+}
+
+/* ---------------------------------------------------------------- login */
+
+static void on_login(void *arg, const struct etcd_answer *a)
+{
+	struct etcd_client *c = arg;
+	char token[ETCD_TOKEN_MAX + 1], err[256], msg[1200];
+	size_t i;
+	if (a->rc == 0 && etcd_parse_authenticate(a->body, a->len, token,
+						  sizeof(token), err,
+						  sizeof(err)) != 0) {
+		snprintf(msg, sizeof(msg), "bad login answer from etcd: %s",
+			 err);
+		fail_parked(c, DL_EPROTO, msg);
+		return;
+	}
+	if (a->rc == DL_ECONFLICT && strstr(a->error, "not enabled")) {
+		/* etcd without authentication: go on without a token */
+		log_warn("etcd at %s has authentication off; the username "
+			 "is not used",
+			 c->list);
+		c->username = NULL;
+		resume_parked(c);
+		return;
+	}
+	if (a->rc != 0) {
+		snprintf(msg, sizeof(msg), "etcd refused the login of user %s: %s",
+			 c->username, a->error);
+		fail_parked(c, a->rc == DL_EINVAL ? DL_EAUTH : a->rc, msg);
+		return;
+	}
+	for (i = 0; i < c->eps.n; i++)
+		if (client_set_header(c->http[i], "Authorization", token)) {
+			fail_parked(c, DL_ENOMEM, "out of memory");
+			return;
+		}
+	c->have_token = 1;
+	resume_parked(c);
+}
+
+static void login(struct etcd_client *c)
+{
+	json_t *body = NULL;
+	char err[128];
+	if (c->auth)
+		return;
+	if (etcd_build_authenticate(c->username, c->password, &body, err,
+				    sizeof(err)) != 0) {
+		fail_parked(c, DL_EINVAL, err);
+		return;
+	}
+	c->auth = call_new(c, "login", "/v3/auth/authenticate", body, 0,
+			   on_login, c);
+	json_decref(body);
+	if (!c->auth) {
+		fail_parked(c, DL_ENOMEM, "out of memory");
+		return;
+	}
+	c->auth->is_auth = 1;
+	call_attempt(c->auth);
+}
+
+static void resume_parked(struct etcd_client *c)
+{
+	struct etcd_call *call, *next;
+	struct etcd_watch *w;
+	for (call = c->calls; call; call = next) {
+		next = call->next;
+		if (call->parked)
+			call_attempt(call);
+	}
+	for (w = c->watches; w; w = w->next)
+		if (w->parked)
+			watch_connect(w);
+}
+
+static void watch_over(struct etcd_watch *w, enum etcd_watch_what what,
+		       const char *error);
+
+/* fail_parked ends whatever waited for a login that cannot succeed;
+ * each callback may free anything, so the lists are walked again */
+static void fail_parked(struct etcd_client *c, int rc, const char *msg)
+{
+	for (;;) {
+		struct etcd_call *call;
+		struct etcd_watch *w;
+		for (call = c->calls; call && !call->parked; call = call->next)
+			;
+		if (call) {
+			call_end(call, rc, NULL, 0, msg);
+			continue;
+		}
+		for (w = c->watches; w && !w->parked; w = w->next)
+			;
+		if (!w)
+			return;
+		w->parked = 0;
+		watch_over(w, ETCD_WATCH_FAILED, msg);
+	}
+}
+
+/* -------------------------------------------------------------- watches */
+
+static void watch_stop_stream(struct etcd_watch *w)
+{
+	if (w->hc)
+		client_cancel(w->c->http[w->ep], w->hc);
+	w->hc = NULL;
+	buf_release(&w->in);
+	w->in_failed = 0;
+	etcd_splitter_reset(&w->sp);
+}
+
+/* watch_over: the watch ends for its owner (it stays allocated until
+ * etcd_watch_free). */
+static void watch_over(struct etcd_watch *w, enum etcd_watch_what what,
+		       const char *error)
+{
+	watch_stop_stream(w);
+	evtimer_del(w->retry);
+	w->over = 1;
+	w->cb(w->arg, what, NULL, error);
+}
+
+static void watch_retry(struct etcd_watch *w, const char *why)
+{
+	watch_stop_stream(w);
+	moved_on(w->c, w->ep, w->what, why);
+	if (w->backoff_ms >= BACKOFF_MAX_MS)
+		outage(w->c, why);
+	arm(w->retry, next_backoff(&w->backoff_ms));
+}
+
+/* one object of the stream: 0 to go on, 1 when the watch stopped */
+static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
+{
+	struct etcd_watch_response r;
+	struct etcd_error e;
+	char err[256], msg[1200];
+	if (etcd_is_error(obj, len) &&
+	    etcd_parse_error(obj, len, &e, err, sizeof(err)) == 0) {
+		snprintf(msg, sizeof(msg), "etcd: %s (code %d)", e.message,
+			 e.code);
+		if (e.code == ETCD_GRPC_UNAUTHENTICATED && w->c->username &&
+		    w->auth_retries++ < AUTH_RETRIES) {
+			watch_stop_stream(w);
+			w->c->have_token = 0;
+			w->parked = 1;
+			login(w->c);
+		} else if (etcd_grpc_to_dl(e.code) == DL_EAGAIN) {
+			watch_retry(w, msg);
+		} else {
+			watch_over(w, ETCD_WATCH_FAILED, msg);
+		}
+		return 1;
+	}
+	if (etcd_parse_watch(obj, len, &r, err, sizeof(err)) != 0) {
+		snprintf(msg, sizeof(msg), "bad watch answer: %s", err);
+		watch_retry(w, msg);
+		return 1;
+	}
+	answered(w->c);
+	w->backoff_ms = 0;
+	w->auth_retries = 0;
+	if (r.canceled) {
+		if (r.compact_revision > 0) {
+			etcd_watch_response_release(&r);
+			watch_over(w, ETCD_WATCH_COMPACTED, "compacted");
+		} else {
+			snprintf(msg, sizeof(msg), "watch canceled by etcd%s%s",
+				 r.cancel_reason[0] ? ": " : "",
+				 r.cancel_reason);
+			etcd_watch_response_release(&r);
+			if (strstr(msg, "permission denied"))
+				watch_over(w, ETCD_WATCH_FAILED, msg);
+			else
+				watch_retry(w, msg);
+		}
+		return 1;
+	}
+	if (r.n_events > 0) {
+		int64_t last = r.events[r.n_events - 1].kv.mod_revision;
+		if (last >= w->next_rev)
+			w->next_rev = last + 1;
+		w->cb(w->arg, ETCD_WATCH_EVENTS, &r, NULL);
+	} else if (!r.created && r.header.revision >= w->next_rev) {
+		/* a progress notice: nothing up to it is left to send */
+		w->next_rev = r.header.revision + 1;
+	}
+	etcd_watch_response_release(&r);
+	return 0;
+}
+
+struct feed_ctx {
+	struct etcd_watch *w;
+	int stopped;
+};
+
+static int feed_one(void *arg, const char *obj, size_t len)
+{
+	struct feed_ctx *f = arg;
+	if (f->stopped)
+		return 1;
+	if (watch_object(f->w, obj, len))
+		f->stopped = 1;
+	return f->stopped;
+}
+
+static void on_dispatch(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_watch *w = arg;
+	struct feed_ctx f = {w, 0};
+	char err[256];
+	struct buf in = w->in;
+	(void)fd;
+	(void)what;
+	if (w->in_failed) {
+		watch_retry(w, "too much unread watch data");
+		return;
+	}
+	/* the stream may be replaced while its bytes are handed over */
+	buf_init(&w->in, STREAM_MAX);
+	if (in.len && etcd_splitter_feed(&w->sp, in.data, in.len, feed_one,
+					 &f, err, sizeof(err)) != 0 &&
+	    !f.stopped)
+		watch_retry(w, err);
+	buf_release(&in);
+}
+
+static int on_chunk(void *arg, const char *data, size_t n)
+{
+	struct etcd_watch *w = arg;
+	if (buf_append(&w->in, data, n) != 0) {
+		w->in_failed = 1;
+		event_active(w->dispatch, EV_TIMEOUT, 0);
+		return -1;
+	}
+	event_active(w->dispatch, EV_TIMEOUT, 0);
+	return 0;
+}
+
+static void on_stream_end(void *arg, const struct client_reply *r)
+{
+	struct etcd_watch *w = arg;
+	char msg[1200];
+	int rc = 0;
+	w->hc = NULL;
+	if (w->in.len) {
+		/* bytes still to hand over: they come first */
+		on_dispatch(-1, 0, w);
+		if (w->over || w->hc || evtimer_pending(w->retry, NULL) ||
+		    w->parked)
+			return;
+	}
+	if (r->status == 200 && !r->transport_failed) {
+		watch_retry(w, "the stream ended");
+		return;
+	}
+	switch (judge(w->c, r, &rc, msg, sizeof(msg))) {
+	case V_OK:
+	case V_RETRY: watch_retry(w, msg); return;
+	case V_LOGIN:
+		if (w->auth_retries++ < AUTH_RETRIES) {
+			w->c->have_token = 0;
+			w->parked = 1;
+			login(w->c);
+			return;
+		}
+		break;
+	case V_FAIL: break;
+	}
+	watch_over(w, ETCD_WATCH_FAILED, msg);
+}
+
+static void watch_connect(struct etcd_watch *w)
+{
+	struct etcd_watch_create wc;
+	json_t *body = NULL;
+	char err[256];
+	struct etcd_client *c = w->c;
+	if (c->username && !c->have_token) {
+		w->parked = 1;
+		login(c);
+		return;
+	}
+	w->parked = 0;
+	memset(&wc, 0, sizeof(wc));
+	wc.key.data = w->key;
+	wc.key.len = w->key_len;
+	wc.range_end.data = w->end;
+	wc.range_end.len = w->end_len;
+	wc.start_revision = w->next_rev;
+	wc.prev_kv = w->prev_kv;
+	wc.progress_notify = 1;
+	if (etcd_build_watch_create(&wc, &body, err, sizeof(err)) != 0) {
+		watch_over(w, ETCD_WATCH_FAILED, err);
+		return;
+	}
+	w->ep = c->cur;
+	w->hc = client_stream(c->http[w->ep], "/v3/watch", body, on_chunk,
+			      on_stream_end, w);
+	json_decref(body);
+	if (!w->hc)
+		watch_retry(w, "out of memory");
+}
+
+static void on_watch_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	watch_connect(arg);
+}
+
+struct etcd_watch *etcd_watch_new(struct etcd_client *c, const char *what,
+				  const void *key, size_t key_len,
+				  const void *range_end, size_t range_end_len,
+				  int64_t start_revision, int prev_kv,
+				  etcd_watch_cb cb, void *arg)
+{
+	struct etcd_watch *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->c = c;
+	w->what = what;
+	w->key = malloc(key_len + 1);
+	w->end = range_end ? malloc(range_end_len + 1) : NULL;
+	w->retry = evtimer_new(c->base, on_watch_retry, w);
+	w->dispatch = event_new(c->base, -1, 0, on_dispatch, w);
+	if (!w->key || (range_end && !w->end) || !w->retry || !w->dispatch) {
+		free(w->key);
+		free(w->end);
+		if (w->retry)
+			event_free(w->retry);
+		if (w->dispatch)
+			event_free(w->dispatch);
+		free(w);
+		return NULL;
+	}
+	memcpy(w->key, key, key_len);
+	w->key_len = key_len;
+	if (range_end) {
+		memcpy(w->end, range_end, range_end_len);
+		w->end_len = range_end_len;
+	}
+	w->next_rev = start_revision;
+	w->prev_kv = prev_kv;
+	w->cb = cb;
+	w->arg = arg;
+	buf_init(&w->in, STREAM_MAX);
+	etcd_splitter_init(&w->sp, ETCD_ANSWER_MAX);
+	w->next = c->watches;
+	c->watches = w;
+	watch_connect(w);
+	return w;
+}
+
+void etcd_watch_free(struct etcd_watch *w)
+{
+	struct etcd_watch **pp;
+	if (!w)
+		return;
+	for (pp = &w->c->watches; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	watch_stop_stream(w);
+	event_free(w->retry);
+	event_free(w->dispatch);
+	etcd_splitter_release(&w->sp);
+	free(w->key);
+	free(w->end);
+	free(w);
+}
+
+/* ---------------------------------------------------------------- lease */
+
+static void lease_send(struct etcd_lease *l);
+
+static void on_lease_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	lease_send(arg);
+}
+
+static void on_lease(void *arg, const struct etcd_answer *a)
+{
+	struct etcd_lease *l = arg;
+	struct etcd_lease_response r;
+	char err[256];
+	int rc;
+	int64_t was = l->id;
+	l->call = NULL;
+	if (a->rc != 0) {
+		/* no usable answer (retries are the call's own): say so,
+		 * and keep trying while there is a lease to keep */
+		log_error("etcd lease %s failed: %s",
+			  was ? "keep-alive" : "grant", a->error);
+		if (!was) {
+			l->cb(l->arg, 0, -1);
+			return;
+		}
+		arm(l->timer, 1000);
+		return;
+	}
+	rc = was ? etcd_parse_lease_keepalive(a->body, a->len, &r, err,
+					      sizeof(err))
+		 : etcd_parse_lease_grant(a->body, a->len, &r, err,
+					  sizeof(err));
+	if (rc == DL_ENOTFOUND && was) {
+		log_warn("etcd lease %llx expired: this node was away from "
+			 "etcd longer than its TTL (%u s); taking a new one",
+			 (unsigned long long)was, l->ttl_s);
+		l->id = 0;
+		l->lost = 1;
+		lease_send(l);
+		return;
+	}
+	if (rc != 0) {
+		log_error("bad etcd lease answer: %s", err);
+		arm(l->timer, 1000);
+		return;
+	}
+	if (!was) {
+		int lost = l->lost;
+		l->id = r.id;
+		l->lost = 0;
+		arm(l->timer, l->ttl_s * 1000 / 3);
+		l->cb(l->arg, l->id, lost);
+		return;
+	}
+	arm(l->timer, l->ttl_s * 1000 / 3);
+}
+
+static void lease_send(struct etcd_lease *l)
+{
+	json_t *body = NULL;
+	char err[128];
+	int rc = l->id ? etcd_build_lease_keepalive(l->id, &body, err,
+						    sizeof(err))
+		       : etcd_build_lease_grant(l->ttl_s, 0, &body, err,
+						sizeof(err));
+	if (rc == 0)
+		l->call = etcd_call(l->c, l->id ? "lease keep-alive"
+						: "lease grant",
+				    l->id ? "/v3/lease/keepalive"
+					  : "/v3/lease/grant",
+				    body, 0, on_lease, l);
+	json_decref(body);
+	if (!l->call)
+		arm(l->timer, 1000);
+}
+
+struct etcd_lease *etcd_lease_new(struct etcd_client *c, unsigned ttl_s,
+				  etcd_lease_cb cb, void *arg)
+{
+	struct etcd_lease *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->c = c;
+	l->ttl_s = ttl_s;
+	l->cb = cb;
+	l->arg = arg;
+	l->timer = evtimer_new(c->base, on_lease_timer, l);
+	if (!l->timer) {
+		free(l);
+		return NULL;
+	}
+	lease_send(l);
+	return l;
+}
+
+int64_t etcd_lease_id(const struct etcd_lease *l)
+{
+	return l ? l->id : 0;
+}
+
+static void on_revoked(void *arg, const struct etcd_answer *a)
+{
+	(void)arg;
+	(void)a;
+}
+
+void etcd_lease_free(struct etcd_lease *l, int revoke)
+{
+	if (!l)
+		return;
+	etcd_cancel(l->call);
+	if (revoke && l->id) {
+		json_t *body = NULL;
+		char err[128];
+		if (etcd_build_lease_revoke(l->id, &body, err, sizeof(err)) ==
+		    0)
+			etcd_call(l->c, "lease revoke", "/v3/lease/revoke",
+				  body, ETCD_CALL_ONCE, on_revoked, NULL);
+		json_decref(body);
+	}
+	event_free(l->timer);
+	free(l);
+}
+
+/* --------------------------------------------------------------- client */
+
+int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
+		    struct etcd_client **out, char *err, size_t err_size)
+{
+	struct etcd_client *c = calloc(1, sizeof(*c));
+	int rc;
+	if (!c) {
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	c->base = base;
+	rc = agent_etcd_endpoints_parse(cfg->endpoint, cfg->etcd.protocol,
+					&c->eps, err, err_size);
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	for (size_t i = 0; i < c->eps.n; i++) {
+		size_t k = strlen(c->list);
+		snprintf(c->list + k, sizeof(c->list) - k, "%s%s", i ? "," : "",
+			 c->eps.url[i]);
+		rc = client_new(base, c->eps.url[i], NULL, cfg->etcd.cacert,
+				&c->http[i], err, err_size);
+		if (!rc && cfg->etcd.cert &&
+		    client_set_cert(c->http[i], cfg->etcd.cert,
+				    cfg->etcd.key))
+			rc = DL_ENOMEM;
+		if (rc) {
+			etcd_client_free(c);
+			if (rc == DL_ENOMEM)
+				snprintf(err, err_size, "out of memory");
+			return rc;
+		}
+	}
+	c->username = cfg->etcd.username;
+	c->password = cfg->etcd.password ? cfg->etcd.password : "";
+	*out = c;
+	return 0;
+}
+
+void etcd_client_free(struct etcd_client *c)
+{
+	if (!c)
+		return;
+	while (c->calls)
+		call_free(c->calls);
+	while (c->watches)
+		etcd_watch_free(c->watches);
+	for (size_t i = 0; i < c->eps.n; i++)
+		client_free(c->http[i]);
+	free(c);
+}
+
+const char *etcd_client_endpoint(const struct etcd_client *c)
+{
+	return c->eps.url[c->cur];
+}
+
+const char *etcd_client_endpoints(const struct etcd_client *c)
+{
+	return c->list;
+}
