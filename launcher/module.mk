@@ -10,7 +10,8 @@ $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
 		$(SSL_LIBS) -lm
 
-$(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c) \
+$(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c \
+	launcher/etcd_options.c) \
 	$(AGENT_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 
 .PHONY: launcher

@@ -6,7 +6,8 @@
  * its agent_config), its PET_* variable, metavar and help line. The
  * defaults are launcher_options_init's (agent_config_init for the agent's
  * settings) and --help prints them from there. Options torchrun has but
- * dlaunch does not support are in the table too, refused by name.
+ * dlaunch does not support are in the table too, refused by name. The
+ * etcd backend's --rdzv-conf keys and checks are in etcd_options.c.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "dlaunch/spawn.h"
+#include "etcd_options.h"
 
 #define LO(f) OPT_FIELD(struct launcher_options, f)
 /* the longest timeout --rdzv-conf and --progress-timeout take: a week */
@@ -118,6 +120,22 @@ static const struct rdzv_conf_key {
 };
 #define N_CONF_KEYS (sizeof(rdzv_conf_keys) / sizeof(rdzv_conf_keys[0]))
 
+/* unknown_conf_key names every key --rdzv-conf knows. */
+static int unknown_conf_key(const char *key, char *err, size_t es)
+{
+	char known[512], etcd[256];
+	size_t n = 0;
+	for (size_t i = 0; i < N_CONF_KEYS; i++)
+		n += (size_t)snprintf(known + n, sizeof(known) - n, "%s, ",
+				      rdzv_conf_keys[i].key);
+	launcher_etcd_conf_keys(etcd, sizeof(etcd));
+	snprintf(known + n, sizeof(known) - n,
+		 "node_id; with --rdzv-backend etcd: %s", etcd);
+	return dl_errorf(err, es, DL_EINVAL,
+			 "--rdzv-conf key '%s' is not supported (known: %s)",
+			 key, known);
+}
+
 /* set_conf_pair applies one KEY=VALUE of --rdzv-conf (tok is modified). */
 static int set_conf_pair(struct launcher_options *o, char *tok, char *err,
 			 size_t es)
@@ -125,6 +143,7 @@ static int set_conf_pair(struct launcher_options *o, char *tok, char *err,
 	char *eq = strchr(tok, '=');
 	const char *val;
 	size_t i;
+	int rc;
 	if (!eq)
 		return dl_errorf(err, es, DL_EINVAL,
 				 "--rdzv-conf '%s' is not KEY=VALUE", tok);
@@ -143,14 +162,11 @@ static int set_conf_pair(struct launcher_options *o, char *tok, char *err,
 					 tok, val);
 		return 0;
 	}
+	rc = launcher_etcd_conf_set(o, tok, val, err, es);
+	if (rc != DL_ENOTFOUND)
+		return rc;
 	if (strcmp(tok, "node_id") != 0)
-		return dl_errorf(
-		    err, es, DL_EINVAL,
-		    "--rdzv-conf key '%s' is not supported (known: "
-		    "join_timeout, last_call_timeout, "
-		    "heartbeat_interval, heartbeat_timeout, "
-		    "read_timeout, progress_timeout, node_id)",
-		    tok);
+		return unknown_conf_key(tok, err, es);
 	if (!parse_name_valid(val, PARSE_NAME_MAX))
 		return dl_errorf(
 		    err, es, DL_EINVAL,
@@ -163,7 +179,7 @@ static int set_conf_pair(struct launcher_options *o, char *tok, char *err,
 static int set_rdzv_conf(const struct opt_spec *s, void *base, const char *v,
 			 char *err, size_t es)
 {
-	char copy[2048], *save = NULL, *tok;
+	char copy[LAUNCHER_CONF_MAX], *save = NULL, *tok;
 	int rc = 0;
 	(void)s;
 	if (strlen(v) >= sizeof(copy))
@@ -263,7 +279,60 @@ static void format_signals(const struct opt_spec *s, const void *base,
 	}
 }
 
-static const char *const backends[] = {"static", "c10d", "dlaunch", NULL};
+/* --rdzv-backend's names; the first of each backend is the one shown.
+ * torchrun's etcd backends are all taken as dlaunch's etcd backend (etcd's
+ * v3 API), so their command lines work unchanged. */
+static const struct backend_name {
+	const char *name;
+	enum launcher_backend backend;
+	enum agent_mode mode; /* with --rdzv-endpoint */
+} backend_names[] = {
+    {"static", LAUNCHER_BACKEND_STATIC, AGENT_MODE_STATIC},
+    {"c10d", LAUNCHER_BACKEND_C10D, AGENT_MODE_RDZV},
+    {"dlaunch", LAUNCHER_BACKEND_DLAUNCH, AGENT_MODE_RDZV},
+    {"etcd", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {"etcd-v1", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {"etcd-v2", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {"etcd-v3", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+};
+#define N_BACKEND_NAMES (sizeof(backend_names) / sizeof(backend_names[0]))
+
+static const struct backend_name *backend_of(int backend)
+{
+	size_t i;
+	for (i = 0; i + 1 < N_BACKEND_NAMES; i++)
+		if ((int)backend_names[i].backend == backend)
+			break;
+	return &backend_names[i];
+}
+
+static int set_backend(const struct opt_spec *s, void *base, const char *v,
+		       char *err, size_t es)
+{
+	char list[256];
+	size_t n = 0;
+	for (size_t i = 0; i < N_BACKEND_NAMES; i++) {
+		if (strcmp(v, backend_names[i].name) == 0) {
+			lo(base)->rdzv_backend = (int)backend_names[i].backend;
+			return 0;
+		}
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s",
+				      i == 0			 ? ""
+				      : i + 1 == N_BACKEND_NAMES ? " or "
+								 : ", ",
+				      backend_names[i].name);
+	}
+	return dl_errorf(err, es, DL_EINVAL, "--%s '%s' is not %s", s->name, v,
+			 list);
+}
+
+static void format_backend(const struct opt_spec *s, const void *base,
+			   char *out, size_t size)
+{
+	(void)s;
+	snprintf(out, size, "%s", backend_of(clo(base)->rdzv_backend)->name);
+}
+
 static const char *const start_methods[] = {"spawn", "fork", "forkserver",
 					    NULL};
 
@@ -292,22 +361,27 @@ static const struct opt_spec launcher_specs[] = {
      .help = "workers on this node; gpu: one per NVIDIA GPU, cpu: one per "
 	     "CPU, auto: gpu when there are GPUs, else cpu"},
     {.name = "rdzv-backend",
-     .type = OPT_CHOICE,
+     .type = OPT_CALLBACK,
      LO(rdzv_backend),
-     .choices = backends,
+     .set = set_backend,
+     .format = format_backend,
      .env = "PET_RDZV_BACKEND",
      .metavar = "NAME",
-     .help = "static (no server), or c10d/dlaunch: the dlaunch-rdzv server "
-	     "at --rdzv-endpoint (c10d is taken as dlaunch; etcd is not "
-	     "supported)"},
+     .help = "static (no server); c10d or dlaunch: the dlaunch-rdzv server "
+	     "at --rdzv-endpoint (c10d is taken as dlaunch); etcd (etcd-v1, "
+	     "etcd-v2 and etcd-v3 are taken as etcd): the etcd cluster at "
+	     "--rdzv-endpoint, through its v3 API"},
     {.name = "rdzv-endpoint",
      .type = OPT_STRING,
      .flags = OPT_EMPTY_UNSET,
      LO(cfg.endpoint),
      .env = "PET_RDZV_ENDPOINT",
-     .metavar = "HOST:PORT|URL",
+     .metavar = "HOST:PORT|URL[,...]",
      .help = "the dlaunch-rdzv server (port 29400 when omitted; https:// "
-	     "or --rdzv-ca for TLS)"},
+	     "or --rdzv-ca for TLS); with --rdzv-backend etcd, the etcd "
+	     "members, comma-separated, each HOST[:PORT], [IPV6]:PORT or "
+	     "http(s)://HOST[:PORT] (port 2379 when omitted; requests fail "
+	     "over between them)"},
     {.name = "rdzv-id",
      .type = OPT_NAME,
      LO(cfg.run_id),
@@ -322,10 +396,18 @@ static const struct opt_spec launcher_specs[] = {
      .format = format_rdzv_conf,
      .env = "PET_RDZV_CONF",
      .metavar = "K=V,...",
-     .help = "join_timeout, last_call_timeout, heartbeat_interval, "
-	     "heartbeat_timeout, read_timeout, progress_timeout (as "
-	     "--progress-timeout): seconds, fractions or a unit such as "
-	     "500ms; node_id (DLAUNCH_NODE_ID, else HOST-PID)"},
+     .help =
+	 "join_timeout, last_call_timeout, heartbeat_interval, "
+	 "heartbeat_timeout, read_timeout, progress_timeout (as "
+	 "--progress-timeout): seconds, fractions or a unit such as "
+	 "500ms; node_id (DLAUNCH_NODE_ID, else HOST-PID). With "
+	 "--rdzv-backend etcd also: protocol (http or https, for "
+	 "endpoints without a scheme; default http), cacert (CA file), "
+	 "cert and key (client certificate and key files), username and "
+	 "password_file (etcd authentication; the file holds the password), "
+	 "key_prefix (where the job's keys live; default /dlaunch), "
+	 "lease_ttl (whole seconds, 2-3600; default heartbeat_timeout "
+	 "rounded up, at least 2)"},
     {.name = "standalone",
      .type = OPT_FLAG,
      LO(standalone),
@@ -508,9 +590,10 @@ static const struct opt_table launcher_table = {
 	"job\nthat may span nodes, with the environment torchrun gives its "
 	"workers\n(RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...). A *.py "
 	"PROGRAM runs\nunder python3 -u. Modes: --standalone (one node, "
-	"embedded rendezvous),\n--rdzv-endpoint (a dlaunch-rdzv server), or "
-	"static (--nnodes N --node-rank R\n--master-addr A --master-port P, "
-	"no server).\n\n"
+	"embedded rendezvous),\n--rdzv-endpoint (a dlaunch-rdzv server), "
+	"--rdzv-backend etcd --rdzv-endpoint\n(an etcd cluster), or static "
+	"(--nnodes N --node-rank R --master-addr A\n--master-port P, no "
+	"server).\n\n"
 	"Options (torchrun's names; '_' may replace '-'; each also read "
 	"from\nPET_<NAME>, e.g. PET_NPROC_PER_NODE):\n",
     .footer = "Exit status: 0 job succeeded, 1 job failed (after the "
@@ -543,10 +626,14 @@ void launcher_options_init(struct launcher_options *o)
 static int check_modes(struct launcher_options *o, char *err, size_t es)
 {
 	struct agent_config *cfg = &o->cfg;
+	int rc;
 	if (o->module && o->no_python)
 		return dl_errorf(err, es, DL_EINVAL,
 				 "-m/--module and --no-python exclude each "
 				 "other");
+	rc = launcher_etcd_check(o, err, es);
+	if (rc)
+		return rc;
 	if (o->standalone && (cfg->min_nodes != 1 || cfg->max_nodes != 1))
 		return dl_errorf(err, es, DL_EINVAL,
 				 "--standalone runs a single node; --nnodes "
@@ -561,7 +648,7 @@ static int check_modes(struct launcher_options *o, char *err, size_t es)
 	    !cfg->endpoint)
 		return dl_errorf(err, es, DL_EINVAL,
 				 "--rdzv-backend %s needs --rdzv-endpoint",
-				 backends[o->rdzv_backend]);
+				 backend_of(o->rdzv_backend)->name);
 	if (!o->standalone && !cfg->endpoint) {
 		if (cfg->min_nodes != cfg->max_nodes)
 			return dl_errorf(err, es, DL_EINVAL,
@@ -580,7 +667,7 @@ static int check_modes(struct launcher_options *o, char *err, size_t es)
 				 "--rdzv-conf heartbeat_timeout must exceed "
 				 "heartbeat_interval");
 	if (cfg->endpoint)
-		cfg->mode = AGENT_MODE_RDZV;
+		cfg->mode = backend_of(o->rdzv_backend)->mode;
 	return 0;
 }
 

@@ -16,8 +16,10 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/parse.h"
 
-#define LAUNCHER_MAX_SIGNALS 16
-#define LAUNCHER_MAX_RANKS   256 /* --local-ranks-filter entries */
+#define LAUNCHER_MAX_SIGNALS  16
+#define LAUNCHER_MAX_RANKS    256  /* --local-ranks-filter entries */
+#define LAUNCHER_CONF_MAX     2048 /* --rdzv-conf, all keys together */
+#define LAUNCHER_PASSWORD_MAX 4096 /* bytes of an etcd password_file */
 
 struct opt_table;
 
@@ -29,18 +31,33 @@ enum launcher_nproc {
 	LAUNCHER_NPROC_AUTO,
 };
 
-/* --rdzv-backend (c10d is taken as dlaunch) */
+/* --rdzv-backend (c10d is taken as dlaunch; etcd-v1, etcd-v2 and etcd-v3
+ * are all LAUNCHER_BACKEND_ETCD) */
 enum launcher_backend {
 	LAUNCHER_BACKEND_STATIC = 0,
 	LAUNCHER_BACKEND_C10D,
 	LAUNCHER_BACKEND_DLAUNCH,
+	LAUNCHER_BACKEND_ETCD,
+};
+
+/* What --rdzv-conf's etcd keys hold; cfg.etcd's strings point here (or to
+ * constants). The files are checked readable when the key is read, and
+ * password_file is read then: password holds its content. */
+struct launcher_etcd_conf {
+	char cacert[LAUNCHER_CONF_MAX];
+	char cert[LAUNCHER_CONF_MAX];
+	char key[LAUNCHER_CONF_MAX];
+	char username[256];
+	char password[LAUNCHER_PASSWORD_MAX + 1];
+	char key_prefix[256];
+	unsigned given; /* bit i: the i-th etcd key of --rdzv-conf was given */
 };
 
 /*
  * What dlaunch's command line sets. The agent's settings are parsed
  * straight into cfg (its defaults are agent_config_init's); the rest is
- * the launcher's own. cfg.node_id, cfg.ranks_filter and cfg.signals point
- * into this struct, so it is not copied.
+ * the launcher's own. cfg.node_id, cfg.ranks_filter, cfg.signals and
+ * cfg.etcd's strings point into this struct, so it is not copied.
  */
 struct launcher_options {
 	struct agent_config cfg;
@@ -55,6 +72,7 @@ struct launcher_options {
 	double monitor_interval_s;	  /* accepted for torchrun; unused */
 	int start_method;		  /* accepted for torchrun; unused */
 	char node_id[PARSE_NAME_MAX + 1]; /* --rdzv-conf node_id; "": default */
+	struct launcher_etcd_conf etcd;	  /* --rdzv-conf's etcd keys */
 	int ranks_filter[LAUNCHER_MAX_RANKS];
 	int signals[LAUNCHER_MAX_SIGNALS + 1]; /* 0-terminated */
 	char **program; /* program and its arguments; borrowed */
@@ -71,8 +89,11 @@ const struct opt_table *launcher_option_table(void);
 /*
  * launcher_parse_options fills o with the defaults, then reads the PET_*
  * variables of envp and argv (argv[0] is dlaunch) into it, and checks the
- * options against each other. Returns 0, or DL_EINVAL with a message naming
- * the option in err (a usage error: exit status 2).
+ * options against each other: with --rdzv-backend etcd the endpoint list is
+ * parsed (agent_etcd_endpoints_parse), --rdzv-conf's cacert, cert and key
+ * must be readable files and its password_file is read into o. Returns 0,
+ * or DL_EINVAL with a message naming the option in err (a usage error: exit
+ * status 2).
  */
 int launcher_parse_options(int argc, char **argv, char **envp,
 			   struct launcher_options *o, char *err,

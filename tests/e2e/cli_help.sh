@@ -4,7 +4,8 @@
 # of the config a bare command line gets: agent_config_init,
 # rdzv_server_config_init, the trainer's options_init); `dlaunch status`
 # checks a job name with the server's rule and reads the token file as
-# dlaunch does.
+# dlaunch does; --rdzv-backend etcd refuses a bad endpoint list before
+# anything starts.
 source "$(dirname "$0")/lib.sh"
 
 # help_has NAME FILE TEXT...: each TEXT is in FILE, the help's line wraps
@@ -33,6 +34,33 @@ help_has dlaunch "$TEST_TMP/dlaunch" \
 	"Not supported (refused): --run-path, --logs-specs."
 check_eq "dlaunch --help: its 28 options (30 less the 2 refused) are listed" \
 	28 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
+help_has dlaunch "$TEST_TMP/dlaunch" \
+	"etcd (etcd-v1, etcd-v2 and etcd-v3 are taken as etcd)" \
+	"--rdzv-endpoint HOST:PORT|URL[,...]" "(port 2379 when omitted;" \
+	"protocol (http or https" "key_prefix (where the job's keys live; default /dlaunch)" \
+	"lease_ttl (whole seconds, 2-3600; default heartbeat_timeout rounded up, at least 2)"
+
+# a bad etcd endpoint list: a usage error at once, naming the item; no
+# agent starts (nothing joins, no worker runs)
+start=$SECONDS
+"$BIN/dlaunch" --rdzv-backend etcd --rdzv-endpoint 127.0.0.1:2379,bad:port:x --rdzv-id j \
+	--nnodes 1:2 --no-python touch "$TEST_TMP/ran" >"$TEST_TMP/out" 2>&1
+check_eq "--rdzv-backend etcd with a bad endpoint: exit 2" 2 $?
+check "--rdzv-backend etcd with a bad endpoint: it is named" \
+	grep -q -- "--rdzv-endpoint: etcd endpoint 'bad:port:x' has more than one ':'" "$TEST_TMP/out"
+check "--rdzv-backend etcd with a bad endpoint: refused at once ($((SECONDS - start)) s)" \
+	test $((SECONDS - start)) -lt 5
+check "--rdzv-backend etcd with a bad endpoint: no worker ran" test ! -e "$TEST_TMP/ran"
+PET_RDZV_BACKEND=etcd-v2 "$BIN/dlaunch" --rdzv-endpoint 127.0.0.1 \
+	--rdzv-conf lease_ttl=1 --no-python true >"$TEST_TMP/out" 2>&1
+check_eq "PET_RDZV_BACKEND=etcd-v2 with --rdzv-conf lease_ttl=1: exit 2" 2 $?
+check "--rdzv-conf lease_ttl=1: the range is named" \
+	grep -q "lease_ttl='1' is not whole seconds from 2 to 3600" "$TEST_TMP/out"
+"$BIN/dlaunch" --rdzv-endpoint 127.0.0.1:29400 --rdzv-conf key_prefix=/x \
+	--no-python true >"$TEST_TMP/out" 2>&1
+check_eq "an etcd --rdzv-conf key with dlaunch-rdzv: exit 2" 2 $?
+check "an etcd --rdzv-conf key with dlaunch-rdzv: named" \
+	grep -q -- "--rdzv-conf key_prefix is only for --rdzv-backend etcd" "$TEST_TMP/out"
 
 "$BIN/dlaunch" status --help >"$TEST_TMP/status" 2>&1
 check_eq "dlaunch status --help exits 0" 0 $?

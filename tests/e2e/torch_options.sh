@@ -179,7 +179,8 @@ refused "an unknown option" "--frobnicate" --standalone --frobnicate "$DUMP" x
 refused "torchrun's --run-path (not supported)" "--run-path" --standalone --run-path "$DUMP" x
 refused "torchrun's --run_path (not supported)" "--run[-_]path" --standalone --run_path "$DUMP" x
 refused "torchrun's --logs-specs (not supported)" "--logs[-_]specs" --standalone --logs-specs x "$DUMP" x
-refused "--rdzv-backend etcd (not supported)" "etcd" --rdzv-backend etcd --rdzv-endpoint 127.0.0.1:1 "$DUMP" x
+refused "--rdzv-backend zookeeper (not a backend)" "zookeeper. is not static, c10d, dlaunch, etcd" --rdzv-backend zookeeper --rdzv-endpoint 127.0.0.1:1 "$DUMP" x
+refused "--rdzv-backend etcd-v2 with a bad endpoint list" "etcd endpoint .h:x." --rdzv-backend etcd-v2 --rdzv-endpoint 127.0.0.1:2379,h:x "$DUMP" x
 refused "--nnodes 3:2 (min above max)" "nnodes" --nnodes 3:2 --rdzv-endpoint 127.0.0.1:1 "$DUMP" x
 refused "--nproc-per-node banana" "nproc" --standalone --nproc-per-node banana "$DUMP" x
 refused "--redirects 7" "redirects" --standalone --redirects 7 "$DUMP" x
