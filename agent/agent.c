@@ -31,6 +31,7 @@ static const struct {
 } backends[] = {
     {AGENT_MODE_STATIC, agent_rdzv_static_new},
     {AGENT_MODE_RDZV, agent_rdzv_http_new},
+    {AGENT_MODE_ETCD, agent_rdzv_etcd_new},
 };
 
 /* ------------------------------------------------------------ effects */

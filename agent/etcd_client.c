@@ -26,9 +26,9 @@
 #define BACKOFF_MAX_MS	 2000
 /* passes over every endpoint before a client etcd never answered gives
  * up (with the connect timeout, a few seconds at most) */
-#define FIRST_PASSES	3
-#define AUTH_RETRIES	2
-#define STREAM_MAX	(4u << 20) /* unread stream bytes kept */
+#define FIRST_PASSES 3
+#define AUTH_RETRIES 2
+#define STREAM_MAX   (4u << 20) /* unread stream bytes kept */
 
 struct etcd_client {
 	struct event_base *base;
@@ -36,8 +36,8 @@ struct etcd_client {
 	struct client *http[AGENT_ETCD_MAX_ENDPOINTS];
 	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
 	size_t cur;
-	int answered;	/* etcd answered this client once */
-	int outage;	/* an outage was logged and not its end */
+	int answered; /* etcd answered this client once */
+	int outage;   /* an outage was logged and not its end */
 	const char *username, *password;
 	int have_token;
 	struct etcd_call *auth; /* the login in flight */
@@ -55,10 +55,10 @@ struct etcd_call {
 	etcd_cb cb;
 	void *arg;
 	struct client_call *hc;
-	size_t ep;	   /* endpoint of the attempt in flight */
-	size_t failures;   /* attempts without an answer, in a row */
+	size_t ep;	 /* endpoint of the attempt in flight */
+	size_t failures; /* attempts without an answer, in a row */
 	int auth_retries;
-	int parked;	   /* waits for the login */
+	int parked; /* waits for the login */
 	uint64_t backoff_ms;
 	struct event *retry;
 	struct etcd_call *next;
@@ -76,6 +76,7 @@ struct etcd_watch {
 	struct client_call *hc;
 	size_t ep;
 	int parked, auth_retries, over;
+	int in_cb, freed; /* freed inside its own callback: later */
 	uint64_t backoff_ms;
 	struct event *retry, *dispatch;
 	struct buf in; /* stream bytes not yet handed over */
@@ -149,10 +150,10 @@ static void answered(struct etcd_client *c)
 
 /* What an answer of etcd (HTTP status, body) amounts to. */
 enum verdict {
-	V_OK,	   /* an answer */
-	V_RETRY,   /* no answer or unavailable: the next endpoint */
-	V_LOGIN,   /* the token is missing or no longer good */
-	V_FAIL,	   /* an error answer; rc and msg say which */
+	V_OK,	 /* an answer */
+	V_RETRY, /* no answer or unavailable: the next endpoint */
+	V_LOGIN, /* the token is missing or no longer good */
+	V_FAIL,	 /* an error answer; rc and msg say which */
 };
 
 static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
@@ -161,8 +162,9 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 	struct etcd_error e;
 	char perr[128];
 	if (r->misconfigured) {
-		snprintf(msg, size, "%s (check --rdzv-endpoint and "
-				    "--rdzv-conf protocol, cacert, cert, key)",
+		snprintf(msg, size,
+			 "%s (check --rdzv-endpoint and "
+			 "--rdzv-conf protocol, cacert, cert, key)",
 			 r->error);
 		*rc = DL_EINVAL;
 		return V_FAIL;
@@ -277,12 +279,8 @@ static void on_reply(void *arg, const struct client_reply *r)
 	int rc = 0;
 	call->hc = NULL;
 	switch (judge(c, r, &rc, msg, sizeof(msg))) {
-	case V_OK:
-		call_end(call, 0, r->body, r->body_len, NULL);
-		return;
-	case V_RETRY:
-		retry_call(call, msg);
-		return;
+	case V_OK: call_end(call, 0, r->body, r->body_len, NULL); return;
+	case V_RETRY: retry_call(call, msg); return;
 	case V_LOGIN:
 		if (!call->is_auth && call->auth_retries++ < AUTH_RETRIES) {
 			c->have_token = 0;
@@ -291,8 +289,7 @@ static void on_reply(void *arg, const struct client_reply *r)
 			return;
 		}
 		break;
-	case V_FAIL:
-		break;
+	case V_FAIL: break;
 	}
 	call_end(call, rc ? rc : DL_EPROTO, r->body, r->body_len, msg);
 }
@@ -361,9 +358,9 @@ static void on_login(void *arg, const struct etcd_answer *a)
 	struct etcd_client *c = arg;
 	char token[ETCD_TOKEN_MAX + 1], err[256], msg[1200];
 	size_t i;
-	if (a->rc == 0 && etcd_parse_authenticate(a->body, a->len, token,
-						  sizeof(token), err,
-						  sizeof(err)) != 0) {
+	if (a->rc == 0 &&
+	    etcd_parse_authenticate(a->body, a->len, token, sizeof(token), err,
+				    sizeof(err)) != 0) {
 		snprintf(msg, sizeof(msg), "bad login answer from etcd: %s",
 			 err);
 		fail_parked(c, DL_EPROTO, msg);
@@ -379,8 +376,9 @@ static void on_login(void *arg, const struct etcd_answer *a)
 		return;
 	}
 	if (a->rc != 0) {
-		snprintf(msg, sizeof(msg), "etcd refused the login of user %s: %s",
-			 c->username, a->error);
+		snprintf(msg, sizeof(msg),
+			 "etcd refused the login of user %s: %s", c->username,
+			 a->error);
 		fail_parked(c, a->rc == DL_EINVAL ? DL_EAUTH : a->rc, msg);
 		return;
 	}
@@ -404,8 +402,8 @@ static void login(struct etcd_client *c)
 		fail_parked(c, DL_EINVAL, err);
 		return;
 	}
-	c->auth = call_new(c, "login", "/v3/auth/authenticate", body, 0,
-			   on_login, c);
+	c->auth =
+	    call_new(c, "login", "/v3/auth/authenticate", body, 0, on_login, c);
 	json_decref(body);
 	if (!c->auth) {
 		fail_parked(c, DL_ENOMEM, "out of memory");
@@ -538,6 +536,10 @@ static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
 		if (last >= w->next_rev)
 			w->next_rev = last + 1;
 		w->cb(w->arg, ETCD_WATCH_EVENTS, &r, NULL);
+		if (w->freed) {
+			etcd_watch_response_release(&r);
+			return 1;
+		}
 	} else if (!r.created && r.header.revision >= w->next_rev) {
 		/* a progress notice: nothing up to it is left to send */
 		w->next_rev = r.header.revision + 1;
@@ -561,6 +563,24 @@ static int feed_one(void *arg, const char *obj, size_t len)
 	return f->stopped;
 }
 
+static void watch_release(struct etcd_watch *w);
+
+/* An owner may free its watch from the callback; the watch's own code
+ * that called it runs between guard and unguard and frees it at the end
+ * (unguard returns 1: w is gone). */
+static void guard(struct etcd_watch *w)
+{
+	w->in_cb++;
+}
+
+static int unguard(struct etcd_watch *w)
+{
+	if (--w->in_cb > 0 || !w->freed)
+		return w->freed;
+	watch_release(w);
+	return 1;
+}
+
 static void on_dispatch(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcd_watch *w = arg;
@@ -569,17 +589,21 @@ static void on_dispatch(evutil_socket_t fd, short what, void *arg)
 	struct buf in = w->in;
 	(void)fd;
 	(void)what;
+	guard(w);
 	if (w->in_failed) {
 		watch_retry(w, "too much unread watch data");
+		unguard(w);
 		return;
 	}
 	/* the stream may be replaced while its bytes are handed over */
 	buf_init(&w->in, STREAM_MAX);
-	if (in.len && etcd_splitter_feed(&w->sp, in.data, in.len, feed_one,
-					 &f, err, sizeof(err)) != 0 &&
-	    !f.stopped)
+	if (in.len &&
+	    etcd_splitter_feed(&w->sp, in.data, in.len, feed_one, &f, err,
+			       sizeof(err)) != 0 &&
+	    !f.stopped && !w->freed)
 		watch_retry(w, err);
 	buf_release(&in);
+	unguard(w);
 }
 
 static int on_chunk(void *arg, const char *data, size_t n)
@@ -602,7 +626,10 @@ static void on_stream_end(void *arg, const struct client_reply *r)
 	w->hc = NULL;
 	if (w->in.len) {
 		/* bytes still to hand over: they come first */
+		guard(w);
 		on_dispatch(-1, 0, w);
+		if (unguard(w))
+			return;
 		if (w->over || w->hc || evtimer_pending(w->retry, NULL) ||
 		    w->parked)
 			return;
@@ -712,7 +739,7 @@ struct etcd_watch *etcd_watch_new(struct etcd_client *c, const char *what,
 void etcd_watch_free(struct etcd_watch *w)
 {
 	struct etcd_watch **pp;
-	if (!w)
+	if (!w || w->freed)
 		return;
 	for (pp = &w->c->watches; *pp; pp = &(*pp)->next)
 		if (*pp == w) {
@@ -720,6 +747,15 @@ void etcd_watch_free(struct etcd_watch *w)
 			break;
 		}
 	watch_stop_stream(w);
+	evtimer_del(w->retry);
+	event_del(w->dispatch);
+	w->freed = 1;
+	if (!w->in_cb)
+		watch_release(w);
+}
+
+static void watch_release(struct etcd_watch *w)
+{
 	event_free(w->retry);
 	event_free(w->dispatch);
 	etcd_splitter_release(&w->sp);
@@ -759,10 +795,10 @@ static void on_lease(void *arg, const struct etcd_answer *a)
 		arm(l->timer, 1000);
 		return;
 	}
-	rc = was ? etcd_parse_lease_keepalive(a->body, a->len, &r, err,
-					      sizeof(err))
-		 : etcd_parse_lease_grant(a->body, a->len, &r, err,
-					  sizeof(err));
+	rc =
+	    was ? etcd_parse_lease_keepalive(a->body, a->len, &r, err,
+					     sizeof(err))
+		: etcd_parse_lease_grant(a->body, a->len, &r, err, sizeof(err));
 	if (rc == DL_ENOTFOUND && was) {
 		log_warn("etcd lease %llx expired: this node was away from "
 			 "etcd longer than its TTL (%u s); taking a new one",
@@ -792,16 +828,15 @@ static void lease_send(struct etcd_lease *l)
 {
 	json_t *body = NULL;
 	char err[128];
-	int rc = l->id ? etcd_build_lease_keepalive(l->id, &body, err,
-						    sizeof(err))
-		       : etcd_build_lease_grant(l->ttl_s, 0, &body, err,
-						sizeof(err));
+	int rc =
+	    l->id
+		? etcd_build_lease_keepalive(l->id, &body, err, sizeof(err))
+		: etcd_build_lease_grant(l->ttl_s, 0, &body, err, sizeof(err));
 	if (rc == 0)
-		l->call = etcd_call(l->c, l->id ? "lease keep-alive"
-						: "lease grant",
-				    l->id ? "/v3/lease/keepalive"
-					  : "/v3/lease/grant",
-				    body, 0, on_lease, l);
+		l->call =
+		    etcd_call(l->c, l->id ? "lease keep-alive" : "lease grant",
+			      l->id ? "/v3/lease/keepalive" : "/v3/lease/grant",
+			      body, 0, on_lease, l);
 	json_decref(body);
 	if (!l->call)
 		arm(l->timer, 1000);
@@ -880,8 +915,7 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		rc = client_new(base, c->eps.url[i], NULL, cfg->etcd.cacert,
 				&c->http[i], err, err_size);
 		if (!rc && cfg->etcd.cert &&
-		    client_set_cert(c->http[i], cfg->etcd.cert,
-				    cfg->etcd.key))
+		    client_set_cert(c->http[i], cfg->etcd.cert, cfg->etcd.key))
 			rc = DL_ENOMEM;
 		if (rc) {
 			etcd_client_free(c);

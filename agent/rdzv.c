@@ -51,15 +51,15 @@ static int parse_round(json_t *j, int nproc, struct agent_round *out,
 	return 0;
 }
 
-int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment,
-			   int nproc, uint64_t *heartbeat_interval_ms)
+int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
+			   uint64_t *heartbeat_interval_ms)
 {
 	struct agent_event ev;
 	char err[256];
 	uint64_t hb = *heartbeat_interval_ms;
 	memset(&ev, 0, sizeof(ev));
-	if (parse_round(assignment, nproc, &ev.assign, &hb, err,
-			sizeof(err)) != 0) {
+	if (parse_round(assignment, nproc, &ev.assign, &hb, err, sizeof(err)) !=
+	    0) {
 		log_error("bad join answer from rendezvous: %s", err);
 		return DL_EPROTO;
 	}

@@ -20,8 +20,8 @@
  * post nothing.
  *
  * Backends: static (rdzv_static.c: no server; the node's place comes from
- * the command line and restarts are decided locally) and the dlaunch-rdzv
- * HTTP API (rdzv_http.c).
+ * the command line and restarts are decided locally), the dlaunch-rdzv
+ * HTTP API (rdzv_http.c) and etcd (rdzv_etcd.c, docs/etcd.md).
  */
 #ifndef DLAUNCH_AGENT_RDZV_H
 #define DLAUNCH_AGENT_RDZV_H
@@ -76,6 +76,8 @@ typedef int (*agent_rdzv_new_fn)(const struct agent_rdzv_params *p,
 int agent_rdzv_static_new(const struct agent_rdzv_params *p,
 			  struct agent_rdzv **out, char *err, size_t err_size);
 int agent_rdzv_http_new(const struct agent_rdzv_params *p,
+			struct agent_rdzv **out, char *err, size_t err_size);
+int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 			struct agent_rdzv **out, char *err, size_t err_size);
 
 /* agent_rdzv_post_action posts what an answer's action says about round:

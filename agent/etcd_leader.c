@@ -1,0 +1,853 @@
+/*
+ * etcd_leader.c - the agent that leads a job over etcd: the rendezvous
+ * rules applied to what the nodes write, the outcome written back.
+ *
+ * The leader reads the job record (a previous leader's, if any) and every
+ * node key, then watches the node keys from the revision it read. Each
+ * node's key says what the node wants now: which join it is at, the
+ * report of the round it ended, that it is leaving; the leader feeds what
+ * is new to the state machine (join, report, leave), and a node key that
+ * disappears (its lease expired) as an eviction. Everything it applies is
+ * idempotent or fenced by round and incarnation, so a new leader may
+ * apply every key again.
+ *
+ * After each batch of events it writes, in transactions that compare its
+ * leader key's create revision: the job record when the state machine
+ * marked it changed, and the inbox of each node whose answer changed (its
+ * assignment when it is a member of a closed round, the end of the job,
+ * a refusal, or the news that the round it ran is over). Liveness is
+ * etcd's: a node with a key is alive, so the leader refreshes every live
+ * node in the state machine before each of its timer ticks.
+ */
+#include "etcd_leader.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/clock.h"
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
+#include "dlaunch/rdzv_state.h"
+#include "etcd_client.h"
+
+/* etcd's default limit of operations in a transaction is 128 */
+#define TXN_OPS	     120
+#define PREFIX_MAX   512
+#define NODE_VAL_MAX (256 * 1024)
+
+struct lnode {
+	char id[RDZV_NAME_MAX + 1];
+	char inc[RDZV_INCARNATION_MAX + 1];
+	uint64_t join;	 /* the last join applied */
+	uint64_t report; /* round of the last report applied, +1 */
+	int live, held, queued, left;
+	char *error;	    /* why its join was refused */
+	char *inbox;	    /* what its inbox says now */
+	int inbox_member;   /* ... and whether it was an assignment */
+	struct lnode *next; /* hash chain */
+};
+
+struct etcd_leader {
+	struct event_base *base;
+	struct etcd_client *c;
+	char prefix[PREFIX_MAX];
+	char job[RDZV_NAME_MAX + 1];
+	char self[RDZV_NAME_MAX + 1];
+	int64_t leader_rev;
+	void (*deposed)(void *arg);
+	void *arg;
+	struct rdzv_state *st;
+	struct lnode **tab;
+	size_t tab_size, n;
+	struct lnode **queue; /* nodes whose inbox may have to change */
+	size_t nqueue, queue_cap;
+	int need_record;
+	int have_last;
+	struct rdzv_reply last;
+	struct etcd_call *call; /* a read or a write in flight */
+	struct lnode **writing; /* the inboxes of the write in flight */
+	char **contents;
+	size_t nwriting;
+	int writing_record;
+	struct etcd_watch *watch;
+	struct event *timer, *retry;
+	int starting;
+	int64_t rev; /* of the node keys read at the start */
+};
+
+static void after_batch(struct etcd_leader *l);
+static void flush(struct etcd_leader *l);
+static void read_nodes(struct etcd_leader *l);
+
+/* ----------------------------------------------------------- the nodes */
+
+static uint64_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static struct lnode *find(struct etcd_leader *l, const char *id)
+{
+	struct lnode *n;
+	if (!l->tab_size)
+		return NULL;
+	for (n = l->tab[hash(id) & (l->tab_size - 1)]; n; n = n->next)
+		if (strcmp(n->id, id) == 0)
+			return n;
+	return NULL;
+}
+
+static struct lnode *get(struct etcd_leader *l, const char *id)
+{
+	struct lnode *n = find(l, id);
+	size_t b;
+	if (n)
+		return n;
+	if (l->n + 1 > l->tab_size / 2) {
+		size_t size = l->tab_size ? l->tab_size * 2 : 64;
+		struct lnode **tab = calloc(size, sizeof(*tab));
+		if (!tab)
+			return NULL;
+		for (size_t i = 0; i < l->tab_size; i++)
+			while (l->tab[i]) {
+				struct lnode *m = l->tab[i];
+				l->tab[i] = m->next;
+				m->next = tab[hash(m->id) & (size - 1)];
+				tab[hash(m->id) & (size - 1)] = m;
+			}
+		free(l->tab);
+		l->tab = tab;
+		l->tab_size = size;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	snprintf(n->id, sizeof(n->id), "%s", id);
+	b = hash(id) & (l->tab_size - 1);
+	n->next = l->tab[b];
+	l->tab[b] = n;
+	l->n++;
+	return n;
+}
+
+static void enqueue(struct etcd_leader *l, struct lnode *n)
+{
+	if (n->queued)
+		return;
+	if (l->nqueue == l->queue_cap) {
+		size_t cap = l->queue_cap ? l->queue_cap * 2 : 64;
+		struct lnode **q = realloc(l->queue, cap * sizeof(*q));
+		if (!q)
+			return; /* written with the next change of round */
+		l->queue = q;
+		l->queue_cap = cap;
+	}
+	l->queue[l->nqueue++] = n;
+	n->queued = 1;
+}
+
+static void set_error(struct lnode *n, const char *msg)
+{
+	free(n->error);
+	n->error = msg ? strdup(msg) : NULL;
+}
+
+/* the state machine forgets the node's held join (it was answered) */
+static void unhold(struct etcd_leader *l, struct lnode *n)
+{
+	if (!n->held)
+		return;
+	rdzv_join_poll_end(l->st, l->job, n->id, n->inc, clock_now_ms());
+	n->held = 0;
+}
+
+/* ---------------------------------------------------- applying a node */
+
+static int get_conf(json_t *o, struct rdzv_job_config *cfg, char *err,
+		    size_t es)
+{
+	uint64_t v[7];
+	static const char *const keys[] = {"min_nodes",
+					   "max_nodes",
+					   "max_restarts",
+					   "join_timeout_ms",
+					   "last_call_timeout_ms",
+					   "heartbeat_interval_ms",
+					   "heartbeat_timeout_ms"};
+	if (!json_is_object(o)) {
+		snprintf(err, es, "config is not an object");
+		return DL_EINVAL;
+	}
+	for (size_t i = 0; i < 7; i++)
+		if (jsonh_get_u64(o, keys[i], 1, 0, UINT64_MAX / 4, &v[i], err,
+				  es))
+			return DL_EINVAL;
+	if (v[0] > UINT32_MAX || v[1] > UINT32_MAX || v[2] > UINT32_MAX) {
+		snprintf(err, es, "config out of range");
+		return DL_EINVAL;
+	}
+	cfg->min_nodes = (uint32_t)v[0];
+	cfg->max_nodes = (uint32_t)v[1];
+	cfg->max_restarts = (uint32_t)v[2];
+	cfg->join_timeout_ms = v[3];
+	cfg->last_call_timeout_ms = v[4];
+	cfg->heartbeat_interval_ms = v[5];
+	cfg->heartbeat_timeout_ms = v[6];
+	return 0;
+}
+
+static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
+		       uint64_t join, uint64_t now)
+{
+	struct rdzv_node_info info;
+	struct rdzv_job_config cfg;
+	struct rdzv_reply reply;
+	const char *addr = "";
+	uint64_t nproc = 0, port = 0;
+	char err[512];
+	int rc;
+
+	n->join = join;
+	memset(&info, 0, sizeof(info));
+	rdzv_job_config_init(&cfg);
+	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "nproc", 1, 1, RDZV_MAX_NPROC, &nproc, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
+			  sizeof(err)) ||
+	    get_conf(json_object_get(v, "config"), &cfg, err, sizeof(err))) {
+		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
+		set_error(n, err);
+		return;
+	}
+	snprintf(info.node_id, sizeof(info.node_id), "%s", n->id);
+	snprintf(info.incarnation, sizeof(info.incarnation), "%s", n->inc);
+	snprintf(info.addr, sizeof(info.addr), "%s", addr ? addr : "");
+	info.nproc = (uint32_t)nproc;
+	info.master_port = (uint16_t)port;
+	rc = rdzv_join(l->st, l->job, &info, &cfg, !n->held, now, &reply, err,
+		       sizeof(err));
+	set_error(n, NULL);
+	if (rc == RDZV_WAIT) {
+		n->held = 1;
+	} else if (rc < 0 && rc != DL_EGONE) {
+		log_warn("etcd leader: join of node %s refused: %s", n->id,
+			 err);
+		set_error(n, err);
+	}
+}
+
+static void apply_report(struct etcd_leader *l, struct lnode *n, json_t *r,
+			 uint64_t now)
+{
+	uint64_t round;
+	const char *status = NULL;
+	struct rdzv_reply reply;
+	char err[512];
+	json_t *failures;
+	if (jsonh_get_u64(r, "round", 1, 1, UINT64_MAX / 2, &round, err,
+			  sizeof(err)) ||
+	    jsonh_get_str(r, "status", 1, 16, &status, err, sizeof(err)))
+		return;
+	if (n->report == round + 1)
+		return;
+	n->report = round + 1;
+	failures = json_object_get(r, "failures");
+	if (rdzv_report(l->st, l->job, n->id, n->inc, round,
+			strcmp(status, "succeeded") == 0,
+			json_is_array(failures) ? failures : NULL, now, &reply,
+			err, sizeof(err)) < 0)
+		log_info("etcd leader: report of node %s not applied: %s",
+			 n->id, err);
+}
+
+/* apply_put: node id's key now holds value (a JSON object). */
+static void apply_put(struct etcd_leader *l, const char *id, const char *value,
+		      size_t len, uint64_t now)
+{
+	json_t *v = NULL, *r;
+	const char *inc = NULL;
+	uint64_t join = 0;
+	int leaving = 0;
+	char err[256];
+	struct lnode *n;
+
+	if (!parse_name_valid(id, RDZV_NAME_MAX) ||
+	    jsonh_parse(value, len, 8, &v, err, sizeof(err)) != 0 ||
+	    jsonh_get_str(v, "incarnation", 1, RDZV_INCARNATION_MAX, &inc, err,
+			  sizeof(err)) ||
+	    !parse_name_valid(inc, RDZV_INCARNATION_MAX) ||
+	    jsonh_get_u64(v, "join", 0, 0, UINT64_MAX / 2, &join, err,
+			  sizeof(err))) {
+		log_warn(
+		    "etcd leader: ignoring the malformed key of node %.64s",
+		    id);
+		json_decref(v);
+		return;
+	}
+	n = get(l, id);
+	if (!n) {
+		json_decref(v);
+		return;
+	}
+	if (strcmp(n->inc, inc) != 0) {
+		/* another agent process on that node: start afresh */
+		unhold(l, n);
+		snprintf(n->inc, sizeof(n->inc), "%s", inc);
+		n->join = 0;
+		n->report = 0;
+		n->left = 0;
+		set_error(n, NULL);
+	}
+	n->live = 1;
+	r = json_object_get(v, "report");
+	if (json_is_object(r))
+		apply_report(l, n, r, now);
+	if (join > n->join)
+		apply_join(l, n, v, join, now);
+	leaving = json_is_true(json_object_get(v, "leaving"));
+	if (leaving && !n->left) {
+		struct rdzv_reply reply;
+		n->left = 1;
+		unhold(l, n);
+		rdzv_leave(l->st, l->job, n->id, n->inc, now, &reply, err,
+			   sizeof(err));
+	}
+	enqueue(l, n);
+	json_decref(v);
+}
+
+static void apply_delete(struct etcd_leader *l, const char *id, uint64_t now)
+{
+	struct lnode *n = find(l, id);
+	char err[256];
+	if (!n || !n->live)
+		return;
+	n->live = 0;
+	unhold(l, n);
+	if (!n->left)
+		rdzv_evict(l->st, l->job, n->id, n->inc, "lease_expired", now,
+			   err, sizeof(err));
+}
+
+/* node_of: the node id of a key under prefix/nodes/, or NULL */
+static const char *node_of(struct etcd_leader *l, const struct etcd_kv *kv,
+			   char *out, size_t size)
+{
+	size_t plen = strlen(l->prefix) + strlen(ETCD_KEY_NODES);
+	if (kv->key_len <= plen || kv->key_len - plen >= size ||
+	    memcmp(kv->key, l->prefix, strlen(l->prefix)) != 0)
+		return NULL;
+	memcpy(out, kv->key + plen, kv->key_len - plen);
+	out[kv->key_len - plen] = '\0';
+	return out;
+}
+
+/* ------------------------------------------------------------- writing */
+
+/* content: what node n's inbox should say now, or NULL when nothing
+ * need be said (a node waiting for a round that was never a member) */
+static char *content(struct etcd_leader *l, struct lnode *n, int *member)
+{
+	json_t *o, *a = NULL;
+	char *s;
+	int ended = l->last.state == RDZV_JOB_SUCCEEDED ||
+		    l->last.state == RDZV_JOB_FAILED;
+	*member = 0;
+	if (l->have_last && (l->last.state == RDZV_JOB_RUNNING || ended))
+		a = rdzv_assignment_json(l->st, l->job, n->id);
+	*member = a != NULL;
+	/* a node waiting for the open round has nothing to hear until it
+	 * closes; any other (a member of a round now over, a survivor
+	 * expected back) must hear that its round is over */
+	if (!a && !ended && !n->error && n->held)
+		return NULL;
+	o = json_pack("{s:s, s:I, s:I, s:s, s:I}", "incarnation", n->inc,
+		      "join", (json_int_t)n->join, "round",
+		      (json_int_t)l->last.round, "state",
+		      rdzv_job_state_name(l->last.state), "restart_count",
+		      (json_int_t)l->last.restart_count);
+	if (!o) {
+		json_decref(a);
+		return NULL;
+	}
+	if (a)
+		json_object_set_new(o, "assignment", a);
+	if (n->error)
+		json_object_set_new(o, "error", json_string(n->error));
+	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return s;
+}
+
+static void key_of(struct etcd_leader *l, const char *what, const char *id,
+		   char *out, size_t size)
+{
+	snprintf(out, size, "%s%s%s", l->prefix, what, id ? id : "");
+}
+
+static void written(void *arg, const struct etcd_answer *a);
+
+static void drop_writing(struct etcd_leader *l)
+{
+	for (size_t i = 0; i < l->nwriting; i++)
+		free(l->contents[i]);
+	free(l->writing);
+	free(l->contents);
+	l->writing = NULL;
+	l->contents = NULL;
+	l->nwriting = 0;
+}
+
+/* take_next: the next queued node whose inbox changes (this agent's own
+ * node only when no other is left), with its new content */
+static struct lnode *take_next(struct etcd_leader *l, char **text, int *member)
+{
+	for (int own = 0; own < 2; own++)
+		for (size_t i = 0; i < l->nqueue; i++) {
+			struct lnode *n = l->queue[i];
+			char *s;
+			if (!own && strcmp(n->id, l->self) == 0)
+				continue;
+			l->queue[i] = l->queue[--l->nqueue];
+			n->queued = 0;
+			i--;
+			if (!n->live)
+				continue;
+			s = content(l, n, member);
+			if (!s || (n->inbox && strcmp(n->inbox, s) == 0)) {
+				free(s);
+				continue;
+			}
+			*text = s;
+			return n;
+		}
+	return NULL;
+}
+
+/* flush sends one transaction: the record when it changed, then up to
+ * TXN_OPS inboxes; written() sends the next one */
+static void flush(struct etcd_leader *l)
+{
+	struct etcd_op ops[TXN_OPS + 1];
+	char keys[TXN_OPS + 1][PREFIX_MAX + RDZV_NAME_MAX + 16];
+	struct etcd_compare cmp;
+	char lkey[PREFIX_MAX + 16], *record = NULL, err[256];
+	size_t nops = 0;
+	json_t *body = NULL;
+
+	if (l->call || l->starting || !l->st)
+		return;
+	l->writing = calloc(TXN_OPS, sizeof(*l->writing));
+	l->contents = calloc(TXN_OPS, sizeof(*l->contents));
+	if (!l->writing || !l->contents) {
+		drop_writing(l);
+		return;
+	}
+	memset(ops, 0, sizeof(ops));
+	if (l->need_record) {
+		json_t *saved = rdzv_job_save(l->st, l->job);
+		record = saved ? json_dumps(saved, JSON_COMPACT) : NULL;
+		json_decref(saved);
+		if (record) {
+			key_of(l, ETCD_KEY_STATE, NULL, keys[0],
+			       sizeof(keys[0]));
+			ops[0].kind = ETCD_OP_PUT;
+			ops[0].key.data = keys[0];
+			ops[0].key.len = strlen(keys[0]);
+			ops[0].value.data = record;
+			ops[0].value.len = strlen(record);
+			nops = 1;
+		}
+	}
+	l->writing_record = nops == 1;
+	while (l->nwriting < TXN_OPS) {
+		int member;
+		char *text;
+		struct lnode *n = take_next(l, &text, &member);
+		if (!n)
+			break;
+		key_of(l, ETCD_KEY_INBOX, n->id, keys[nops], sizeof(keys[0]));
+		ops[nops].kind = ETCD_OP_PUT;
+		ops[nops].key.data = keys[nops];
+		ops[nops].key.len = strlen(keys[nops]);
+		ops[nops].value.data = text;
+		ops[nops].value.len = strlen(text);
+		nops++;
+		l->writing[l->nwriting] = n;
+		l->contents[l->nwriting++] = text;
+		n->inbox_member = member; /* as of this write */
+	}
+	if (nops == 0) {
+		drop_writing(l);
+		return;
+	}
+	key_of(l, ETCD_KEY_LEADER, NULL, lkey, sizeof(lkey));
+	memset(&cmp, 0, sizeof(cmp));
+	cmp.key.data = lkey;
+	cmp.key.len = strlen(lkey);
+	cmp.target = ETCD_CMP_CREATE;
+	cmp.result = ETCD_CMP_EQUAL;
+	cmp.number = l->leader_rev;
+	if (etcd_build_txn(&cmp, 1, ops, nops, NULL, 0, &body, err,
+			   sizeof(err)) != 0) {
+		log_error("etcd leader: cannot build a write: %s", err);
+		free(record);
+		drop_writing(l);
+		return;
+	}
+	free(record);
+	l->need_record = 0;
+	l->call =
+	    etcd_call(l->c, "leader write", "/v3/kv/txn", body, 0, written, l);
+	json_decref(body);
+	if (!l->call) {
+		l->need_record |= l->writing_record;
+		drop_writing(l);
+	}
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_leader *l = arg;
+	(void)fd;
+	(void)what;
+	flush(l);
+}
+
+static void written(void *arg, const struct etcd_answer *a)
+{
+	struct etcd_leader *l = arg;
+	struct etcd_txn_response t;
+	char err[256];
+	struct timeval tv = {1, 0};
+	l->call = NULL;
+	if (a->rc == 0 &&
+	    etcd_parse_txn(a->body, a->len, &t, err, sizeof(err)) == 0) {
+		int ok = t.succeeded;
+		etcd_txn_response_release(&t);
+		if (!ok) {
+			log_warn("etcd leader: job %s has another leader now; "
+				 "this agent stops leading",
+				 l->job);
+			drop_writing(l);
+			l->deposed(l->arg); /* frees l */
+			return;
+		}
+		for (size_t i = 0; i < l->nwriting; i++) {
+			free(l->writing[i]->inbox);
+			l->writing[i]->inbox = l->contents[i];
+			l->contents[i] = NULL;
+		}
+		drop_writing(l);
+		flush(l);
+		return;
+	}
+	log_error("etcd leader: write for job %s failed: %s; trying again",
+		  l->job, a->rc ? a->error : err);
+	l->need_record |= l->writing_record;
+	for (size_t i = 0; i < l->nwriting; i++)
+		enqueue(l, l->writing[i]);
+	drop_writing(l);
+	evtimer_add(l->retry, &tv);
+}
+
+/* ---------------------------------------------------------- the loop */
+
+static void arm_timer(struct etcd_leader *l)
+{
+	uint64_t next = rdzv_state_next_deadline(l->st), now = clock_now_ms();
+	uint64_t ms = next <= now ? 0 : next - now;
+	struct timeval tv;
+	if (next == UINT64_MAX) {
+		evtimer_del(l->timer);
+		return;
+	}
+	if (ms > 3600000)
+		ms = 3600000;
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	evtimer_add(l->timer, &tv);
+}
+
+/* after_batch: what the events just applied changed goes out */
+static void after_batch(struct etcd_leader *l)
+{
+	char name[RDZV_NAME_MAX + 1], err[128];
+	struct rdzv_reply r;
+	unsigned flags;
+	uint64_t now = clock_now_ms();
+	while ((flags = rdzv_state_pop_changed(l->st, name)))
+		if (flags & RDZV_CHANGED_JOB)
+			l->need_record = 1;
+	if (rdzv_watch(l->st, l->job, NULL, NULL, 0, now, &r, err,
+		       sizeof(err)) >= 0 &&
+	    (!l->have_last || r.round != l->last.round ||
+	     r.state != l->last.state ||
+	     r.restart_count != l->last.restart_count)) {
+		l->last = r;
+		l->have_last = 1;
+		for (size_t i = 0; i < l->tab_size; i++)
+			for (struct lnode *n = l->tab[i]; n; n = n->next) {
+				if (n->held &&
+				    rdzv_join_check(l->st, l->job, n->id,
+						    n->inc, &r, err,
+						    sizeof(err)) != RDZV_WAIT)
+					unhold(l, n);
+				enqueue(l, n);
+			}
+	}
+	arm_timer(l);
+	flush(l);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_leader *l = arg;
+	uint64_t now = clock_now_ms();
+	struct rdzv_reply r;
+	char err[128];
+	(void)fd;
+	(void)what;
+	/* a node with a key is alive: that is what its lease says */
+	for (size_t i = 0; i < l->tab_size; i++)
+		for (struct lnode *n = l->tab[i]; n; n = n->next)
+			if (n->live)
+				rdzv_watch(l->st, l->job, n->id, n->inc, 0, now,
+					   &r, err, sizeof(err));
+	rdzv_state_tick(l->st, now);
+	after_batch(l);
+}
+
+static void on_nodes(void *arg, enum etcd_watch_what what,
+		     const struct etcd_watch_response *w, const char *error)
+{
+	struct etcd_leader *l = arg;
+	uint64_t now = clock_now_ms();
+	char id[RDZV_NAME_MAX + 2];
+	if (what == ETCD_WATCH_COMPACTED) {
+		/* the events since the last revision seen are gone: read
+		 * every node key again (applying is idempotent) */
+		log_info("etcd leader: node watch compacted; reading again");
+		etcd_watch_free(l->watch);
+		l->watch = NULL;
+		read_nodes(l);
+		if (!l->call)
+			l->deposed(l->arg);
+		return;
+	}
+	if (what == ETCD_WATCH_FAILED) {
+		log_error("etcd leader: node watch failed: %s; this agent "
+			  "stops leading",
+			  error);
+		l->deposed(l->arg);
+		return;
+	}
+	for (size_t i = 0; i < w->n_events; i++) {
+		const struct etcd_event *e = &w->events[i];
+		if (!node_of(l, &e->kv, id, sizeof(id)))
+			continue;
+		if (e->type == ETCD_EVENT_DELETE)
+			apply_delete(l, id, now);
+		else
+			apply_put(l, id, e->kv.value, e->kv.value_len, now);
+	}
+	after_batch(l);
+}
+
+/* evict_absent: members and waiters of the record read at the start
+ * whose keys are gone died while nobody led */
+static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
+{
+	static const char *const lists[] = {"members", "waiters"};
+	char err[256];
+	for (size_t k = 0; k < 2; k++) {
+		json_t *arr = json_object_get(saved, lists[k]), *o;
+		size_t i;
+		json_array_foreach(arr, i, o)
+		{
+			const char *id =
+			    json_string_value(json_object_get(o, "node_id"));
+			const char *inc = json_string_value(
+			    json_object_get(o, "incarnation"));
+			struct lnode *n = id ? find(l, id) : NULL;
+			if (id && inc && (!n || !n->live))
+				rdzv_evict(l->st, l->job, id, inc,
+					   "lease_expired", now, err,
+					   sizeof(err));
+		}
+	}
+}
+
+static void on_read_nodes(void *arg, const struct etcd_answer *a);
+
+static void on_read_state(void *arg, const struct etcd_answer *a)
+{
+	struct etcd_leader *l = arg;
+	struct etcd_range_response r;
+	char err[256];
+	l->call = NULL;
+	if (a->rc != 0 ||
+	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
+		log_error("etcd leader: cannot read job %s: %s", l->job,
+			  a->rc ? a->error : err);
+		l->deposed(l->arg);
+		return;
+	}
+	if (r.n_kvs == 1) {
+		json_t *saved = NULL;
+		if (jsonh_parse(r.kvs[0].value, r.kvs[0].value_len, 64, &saved,
+				err, sizeof(err)) != 0 ||
+		    rdzv_job_restore(l->st, saved, clock_now_ms(), err,
+				     sizeof(err)) != 0)
+			log_error("etcd leader: the record of job %s is "
+				  "unusable (%s); starting it afresh",
+				  l->job, err);
+		else
+			log_info("etcd leader: took over job %s", l->job);
+		json_decref(saved);
+	}
+	etcd_range_response_release(&r);
+	read_nodes(l);
+}
+
+/* read_nodes reads every node key, then watches them from there */
+static void read_nodes(struct etcd_leader *l)
+{
+	char err[256], key[PREFIX_MAX + 16], end[PREFIX_MAX + 16];
+	json_t *body = NULL;
+	size_t end_len;
+	l->starting = 1;
+	key_of(l, ETCD_KEY_NODES, NULL, key, sizeof(key));
+	end_len = etcd_prefix_end(key, strlen(key), (unsigned char *)end);
+	if (etcd_build_range(key, strlen(key), end, end_len, 0, 0, &body, err,
+			     sizeof(err)) == 0)
+		l->call = etcd_call(l->c, "leader read", "/v3/kv/range", body,
+				    0, on_read_nodes, l);
+	json_decref(body);
+	if (!l->call)
+		l->deposed(l->arg);
+}
+
+static void on_read_nodes(void *arg, const struct etcd_answer *a)
+{
+	struct etcd_leader *l = arg;
+	struct etcd_range_response r;
+	char err[256], id[RDZV_NAME_MAX + 2], key[PREFIX_MAX + 16],
+	    end[PREFIX_MAX + 16];
+	uint64_t now = clock_now_ms();
+	size_t end_len;
+	json_t *saved;
+	l->call = NULL;
+	if (a->rc != 0 ||
+	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
+		log_error("etcd leader: cannot read the nodes of job %s: %s",
+			  l->job, a->rc ? a->error : err);
+		l->deposed(l->arg);
+		return;
+	}
+
+	for (size_t i = 0; i < l->tab_size; i++)
+		for (struct lnode *n = l->tab[i]; n; n = n->next)
+			n->live = 0;
+	for (size_t i = 0; i < r.n_kvs; i++)
+		if (node_of(l, &r.kvs[i], id, sizeof(id)))
+			apply_put(l, id, r.kvs[i].value, r.kvs[i].value_len,
+				  now);
+	l->rev = r.header.revision;
+	etcd_range_response_release(&r);
+	saved = rdzv_job_save(l->st, l->job);
+	if (saved)
+		evict_absent(l, saved, now);
+	json_decref(saved);
+	key_of(l, ETCD_KEY_NODES, NULL, key, sizeof(key));
+	end_len = etcd_prefix_end(key, strlen(key), (unsigned char *)end);
+	l->watch = etcd_watch_new(l->c, "node watch", key, strlen(key), end,
+				  end_len, l->rev + 1, 0, on_nodes, l);
+	if (!l->watch) {
+		l->deposed(l->arg);
+		return;
+	}
+	l->starting = 0;
+	l->have_last = 0; /* every inbox is looked at once */
+	after_batch(l);
+}
+
+/* start reads the record, then the node keys, then watches them */
+static void start(struct etcd_leader *l)
+{
+	char key[PREFIX_MAX + 16], err[256];
+	json_t *body = NULL;
+	l->starting = 1;
+	key_of(l, ETCD_KEY_STATE, NULL, key, sizeof(key));
+	if (etcd_build_range(key, strlen(key), NULL, 0, 0, 0, &body, err,
+			     sizeof(err)) == 0)
+		l->call = etcd_call(l->c, "leader read", "/v3/kv/range", body,
+				    0, on_read_state, l);
+	json_decref(body);
+}
+
+struct etcd_leader *etcd_leader_new(struct event_base *base,
+				    struct etcd_client *c, const char *prefix,
+				    const char *job, const char *self,
+				    int64_t leader_rev,
+				    void (*deposed)(void *arg), void *arg)
+{
+	struct etcd_leader *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->base = base;
+	l->c = c;
+	snprintf(l->prefix, sizeof(l->prefix), "%s", prefix);
+	snprintf(l->job, sizeof(l->job), "%s", job);
+	snprintf(l->self, sizeof(l->self), "%s", self);
+	l->leader_rev = leader_rev;
+	l->deposed = deposed;
+	l->arg = arg;
+	l->st = rdzv_state_new(NULL);
+	l->timer = evtimer_new(base, on_tick, l);
+	l->retry = evtimer_new(base, on_retry, l);
+	if (!l->st || !l->timer || !l->retry) {
+		etcd_leader_free(l);
+		return NULL;
+	}
+	log_info("leading job %s through etcd", job);
+	start(l);
+	if (!l->call) {
+		etcd_leader_free(l);
+		return NULL;
+	}
+	return l;
+}
+
+void etcd_leader_free(struct etcd_leader *l)
+{
+	if (!l)
+		return;
+	etcd_cancel(l->call);
+	etcd_watch_free(l->watch);
+	drop_writing(l);
+	if (l->timer)
+		event_free(l->timer);
+	if (l->retry)
+		event_free(l->retry);
+	for (size_t i = 0; i < l->tab_size; i++)
+		while (l->tab[i]) {
+			struct lnode *n = l->tab[i];
+			l->tab[i] = n->next;
+			free(n->error);
+			free(n->inbox);
+			free(n);
+		}
+	free(l->tab);
+	free(l->queue);
+	rdzv_state_free(l->st);
+	free(l);
+}

@@ -1,0 +1,674 @@
+/*
+ * rdzv_etcd.c - the rendezvous backend over etcd (docs/etcd.md).
+ *
+ * A node writes only its own key (PREFIX/JOB/nodes/NODE), bound to its
+ * lease: what it asks for (the join it is at, the report of the round it
+ * ended, that it leaves). Its lease's keep-alive is its heartbeat; when
+ * the node dies the lease expires and the key goes with it. It reads only
+ * its own inbox (PREFIX/JOB/inbox/NODE), which the leader writes, and
+ * watches the leader key to take over when the leader is gone.
+ *
+ * Every agent campaigns for the leader key (a transaction that creates
+ * it only where there is none, bound to the agent's lease); the winner
+ * runs etcd_leader.c beside its own node's part, which goes through etcd
+ * like everyone else's.
+ */
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
+#include "etcd_client.h"
+#include "etcd_leader.h"
+#include "rdzv.h"
+
+#define PREFIX_MAX 600
+
+struct rdzv_etcd {
+	struct agent_rdzv base;
+	struct event_base *evb;
+	const struct agent_config *cfg;
+	const char *node_id, *incarnation;
+	char prefix[PREFIX_MAX]; /* key_prefix/job */
+	char addr[256];
+	unsigned master_port;
+	uint64_t hb_ms;
+	struct etcd_client *c;
+	struct etcd_lease *lease;
+	int64_t lease_id;
+	/* the node key */
+	uint64_t join_seq;
+	int joining, leaving;
+	json_t *report; /* {round, status, failures} */
+	uint64_t report_round;
+	int report_owed; /* REPORT_DONE follows the next put */
+	struct etcd_call *put;
+	int put_again, put_has_report;
+	/* the inbox */
+	json_t *inbox;
+	struct etcd_call *inbox_read;
+	struct etcd_watch *inbox_watch;
+	/* the round the workers run */
+	uint64_t round;
+	int in_round;
+	/* leading */
+	struct etcd_call *campaign;
+	struct etcd_watch *leader_watch;
+	struct etcd_leader *leader;
+	struct event *depose, *recampaign;
+	struct etcd_call *status_call, *leave_call;
+};
+
+static void put_node(struct rdzv_etcd *h);
+static void campaign(struct rdzv_etcd *h);
+
+static void key(struct rdzv_etcd *h, char *out, size_t size, const char *what,
+		const char *id)
+{
+	snprintf(out, size, "%s%s%s", h->prefix, what, id ? id : "");
+}
+
+static void post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
+		      uint64_t round)
+{
+	agent_fsm_post_kind(h->base.fsm, k, round);
+}
+
+static int is_ended(const char *state)
+{
+	return state && (strcmp(state, "SUCCEEDED") == 0 ||
+			 strcmp(state, "FAILED") == 0);
+}
+
+/* ---------------------------------------------------------- the inbox */
+
+/* consider: what the inbox says, for the join or the round in hand */
+static void consider(struct rdzv_etcd *h)
+{
+	json_t *v = h->inbox, *a;
+	uint64_t join = 0, round = 0;
+	const char *state = NULL, *error = NULL;
+	if (!v || jsonh_get_u64(v, "join", 1, 0, UINT64_MAX, &join, NULL, 0) ||
+	    jsonh_get_u64(v, "round", 1, 0, UINT64_MAX, &round, NULL, 0) ||
+	    jsonh_get_str(v, "state", 1, 16, &state, NULL, 0) ||
+	    jsonh_get_str(v, "error", 0, 1024, &error, NULL, 0))
+		return;
+	a = json_object_get(v, "assignment");
+	if (h->joining && join == h->join_seq) {
+		if (error) {
+			log_error("rendezvous refused to let node %s join job "
+				  "%s: %s",
+				  h->node_id, h->cfg->run_id, error);
+			h->joining = 0;
+			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		} else if (is_ended(state)) {
+			struct agent_event ev;
+			log_info("job %s has already ended (%s)",
+				 h->cfg->run_id, state);
+			h->joining = 0;
+			memset(&ev, 0, sizeof(ev));
+			ev.kind = AGENT_EV_JOIN_ENDED;
+			snprintf(ev.job_state, sizeof(ev.job_state), "%s",
+				 state);
+			agent_fsm_post(h->base.fsm, &ev);
+		} else if (json_is_object(a) && strcmp(state, "RUNNING") == 0) {
+			h->joining = 0;
+			if (agent_rdzv_post_joined(
+				h->base.fsm, a, h->cfg->nproc, &h->hb_ms) != 0)
+				post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		}
+		return;
+	}
+	if (!h->in_round)
+		return;
+	if (is_ended(state))
+		agent_rdzv_post_action(h->base.fsm, h->round, "stop", state);
+	else if (round > h->round)
+		agent_rdzv_post_action(h->base.fsm, h->round, "restart", state);
+}
+
+static void take_inbox(struct rdzv_etcd *h, const char *value, size_t len)
+{
+	json_t *v = NULL;
+	const char *inc = NULL;
+	if (jsonh_parse(value, len, 16, &v, NULL, 0) != 0 ||
+	    jsonh_get_str(v, "incarnation", 1, 64, &inc, NULL, 0) ||
+	    strcmp(inc, h->incarnation) != 0) {
+		json_decref(v); /* another agent's, or not one at all */
+		return;
+	}
+	json_decref(h->inbox);
+	h->inbox = v;
+	consider(h);
+}
+
+static void on_inbox(void *arg, enum etcd_watch_what what,
+		     const struct etcd_watch_response *w, const char *error);
+
+static void watch_inbox(struct rdzv_etcd *h, int64_t from)
+{
+	char k[PREFIX_MAX + 300];
+	key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
+	etcd_watch_free(h->inbox_watch);
+	h->inbox_watch = etcd_watch_new(h->c, "inbox watch", k, strlen(k), NULL,
+					0, from, 0, on_inbox, h);
+}
+
+static void read_inbox(struct rdzv_etcd *h);
+
+static void on_inbox(void *arg, enum etcd_watch_what what,
+		     const struct etcd_watch_response *w, const char *error)
+{
+	struct rdzv_etcd *h = arg;
+	if (what == ETCD_WATCH_EVENTS) {
+		for (size_t i = 0; i < w->n_events; i++)
+			if (w->events[i].type == ETCD_EVENT_PUT)
+				take_inbox(h, w->events[i].kv.value,
+					   w->events[i].kv.value_len);
+		return;
+	}
+	if (what == ETCD_WATCH_FAILED)
+		log_error("etcd: watching this node's inbox failed: %s; "
+			  "reading it again",
+			  error);
+	/* compacted (or failed): the value now, then watch from there */
+	etcd_watch_free(h->inbox_watch);
+	h->inbox_watch = NULL;
+	read_inbox(h);
+}
+
+static void on_inbox_read(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_range_response r;
+	char err[256];
+	h->inbox_read = NULL;
+	if (a->rc != 0 ||
+	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
+		log_error("cannot read this node's inbox in etcd: %s",
+			  a->rc ? a->error : err);
+		if (h->joining) {
+			h->joining = 0;
+			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		}
+		return;
+	}
+	if (r.n_kvs == 1)
+		take_inbox(h, r.kvs[0].value, r.kvs[0].value_len);
+	watch_inbox(h, r.header.revision + 1);
+	etcd_range_response_release(&r);
+}
+
+static void read_inbox(struct rdzv_etcd *h)
+{
+	char k[PREFIX_MAX + 300], err[128];
+	json_t *body = NULL;
+	key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
+	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
+			     sizeof(err)) == 0)
+		h->inbox_read = etcd_call(h->c, "inbox read", "/v3/kv/range",
+					  body, 0, on_inbox_read, h);
+	json_decref(body);
+}
+
+/* ----------------------------------------------------------- node key */
+
+static json_t *node_value(struct rdzv_etcd *h)
+{
+	const struct agent_config *cfg = h->cfg;
+	json_t *v = json_pack(
+	    "{s:s, s:s, s:i, s:i, s:I, s:{s:i, s:i, s:i, s:I, s:I, s:I, s:I}}",
+	    "incarnation", h->incarnation, "addr", h->addr, "nproc", cfg->nproc,
+	    "master_port", (int)h->master_port, "join", (json_int_t)h->join_seq,
+	    "config", "min_nodes", cfg->min_nodes, "max_nodes", cfg->max_nodes,
+	    "max_restarts", cfg->max_restarts, "join_timeout_ms",
+	    (json_int_t)cfg->join_timeout_ms, "last_call_timeout_ms",
+	    (json_int_t)cfg->last_call_timeout_ms, "heartbeat_interval_ms",
+	    (json_int_t)cfg->heartbeat_interval_ms, "heartbeat_timeout_ms",
+	    (json_int_t)cfg->heartbeat_timeout_ms);
+	if (v && h->report)
+		json_object_set(v, "report", h->report);
+	if (v && h->leaving)
+		json_object_set_new(v, "leaving", json_true());
+	return v;
+}
+
+static void on_put(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	int had_report = h->put_has_report;
+	h->put = NULL;
+	if (a->rc != 0) {
+		log_error("cannot write this node's key in etcd: %s", a->error);
+		if (h->joining) {
+			h->joining = 0;
+			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		}
+	}
+	if (had_report && h->report_owed && !h->put_again) {
+		h->report_owed = 0;
+		post_kind(h, AGENT_EV_REPORT_DONE, h->report_round);
+	}
+	if (h->put_again)
+		put_node(h);
+}
+
+static void put_node(struct rdzv_etcd *h)
+{
+	char k[PREFIX_MAX + 300], err[256], *text;
+	json_t *v, *body = NULL;
+	if (!h->lease_id)
+		return; /* written when the lease is granted */
+	if (h->put) {
+		h->put_again = 1;
+		return;
+	}
+	h->put_again = 0;
+	v = node_value(h);
+	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	if (text && etcd_build_put(k, strlen(k), text, strlen(text),
+				   h->lease_id, &body, err, sizeof(err)) == 0) {
+		h->put_has_report = h->report != NULL;
+		h->put = etcd_call(h->c, "node write", "/v3/kv/put", body,
+				   h->leaving ? ETCD_CALL_ONCE : 0, on_put, h);
+	}
+	free(text);
+	json_decref(body);
+	if (!h->put) {
+		struct etcd_answer a = {DL_ENOMEM, "", 0, "out of memory"};
+		on_put(h, &a);
+	}
+}
+
+/* ----------------------------------------------------------- leading */
+
+static void on_deposed_ev(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv_etcd *h = arg;
+	(void)fd;
+	(void)what;
+	etcd_leader_free(h->leader);
+	h->leader = NULL;
+	campaign(h);
+}
+
+static void deposed(void *arg)
+{
+	struct rdzv_etcd *h = arg;
+	/* from inside the leader's own callbacks: freed from the loop */
+	event_active(h->depose, EV_TIMEOUT, 0);
+}
+
+static void on_leader_key(void *arg, enum etcd_watch_what what,
+			  const struct etcd_watch_response *w,
+			  const char *error)
+{
+	struct rdzv_etcd *h = arg;
+	int gone = what != ETCD_WATCH_EVENTS;
+	for (size_t i = 0; !gone && i < w->n_events; i++)
+		gone = w->events[i].type == ETCD_EVENT_DELETE;
+	if (what == ETCD_WATCH_FAILED)
+		log_warn("etcd: watching the leader key failed: %s", error);
+	if (gone)
+		event_active(h->depose, EV_TIMEOUT, 0);
+}
+
+static void on_campaign(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_txn_response t;
+	char err[256], k[PREFIX_MAX + 32];
+	struct timeval tv = {1, 0};
+	h->campaign = NULL;
+	if (a->rc != 0 ||
+	    etcd_parse_txn(a->body, a->len, &t, err, sizeof(err)) != 0) {
+		log_warn("etcd: campaign for the leader key failed: %s",
+			 a->rc ? a->error : err);
+		evtimer_add(h->recampaign, &tv);
+		return;
+	}
+	if (t.succeeded) {
+		h->leader =
+		    etcd_leader_new(h->evb, h->c, h->prefix, h->cfg->run_id,
+				    h->node_id, t.header.revision, deposed, h);
+		if (!h->leader)
+			evtimer_add(h->recampaign, &tv);
+	} else {
+		int64_t rev = t.header.revision;
+		int present =
+		    t.n_responses == 1 && t.responses[0].range.n_kvs == 1;
+		key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
+		etcd_watch_free(h->leader_watch);
+		h->leader_watch = NULL;
+		if (present)
+			h->leader_watch = etcd_watch_new(
+			    h->c, "leader watch", k, strlen(k), NULL, 0,
+			    rev + 1, 0, on_leader_key, h);
+		if (!h->leader_watch)
+			evtimer_add(h->recampaign, &tv);
+	}
+	etcd_txn_response_release(&t);
+}
+
+/* campaign: take the leader key when there is none, else watch it */
+static void campaign(struct rdzv_etcd *h)
+{
+	char k[PREFIX_MAX + 32], err[256], *val;
+	struct etcd_compare cmp;
+	struct etcd_op put, get;
+	json_t *body = NULL, *v;
+	if (h->leader || h->campaign || !h->lease_id || h->leaving)
+		return;
+	etcd_watch_free(h->leader_watch);
+	h->leader_watch = NULL;
+	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
+	v = json_pack("{s:s, s:s}", "node_id", h->node_id, "incarnation",
+		      h->incarnation);
+	val = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	if (!val)
+		return;
+	memset(&cmp, 0, sizeof(cmp));
+	cmp.key.data = k;
+	cmp.key.len = strlen(k);
+	cmp.target = ETCD_CMP_CREATE;
+	cmp.result = ETCD_CMP_EQUAL;
+	cmp.number = 0;
+	memset(&put, 0, sizeof(put));
+	put.kind = ETCD_OP_PUT;
+	put.key = cmp.key;
+	put.value.data = val;
+	put.value.len = strlen(val);
+	put.lease = h->lease_id;
+	memset(&get, 0, sizeof(get));
+	get.kind = ETCD_OP_RANGE;
+	get.key = cmp.key;
+	if (etcd_build_txn(&cmp, 1, &put, 1, &get, 1, &body, err,
+			   sizeof(err)) == 0)
+		h->campaign = etcd_call(h->c, "campaign", "/v3/kv/txn", body, 0,
+					on_campaign, h);
+	json_decref(body);
+	free(val);
+}
+
+static void on_recampaign(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	campaign(arg);
+}
+
+/* --------------------------------------------------------------- lease */
+
+static void on_lease(void *arg, int64_t id, int lost)
+{
+	struct rdzv_etcd *h = arg;
+	if (lost < 0) {
+		log_error("cannot join job %s through etcd at %s",
+			  h->cfg->run_id, etcd_client_endpoints(h->c));
+		if (h->joining) {
+			h->joining = 0;
+			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		}
+		return;
+	}
+	h->lease_id = id;
+	if (lost) {
+		/* our keys went with the old lease: the leader key too */
+		if (h->leader)
+			event_active(h->depose, EV_TIMEOUT, 0);
+		put_node(h);
+		campaign(h);
+		return;
+	}
+	read_inbox(h);
+	put_node(h);
+	campaign(h);
+}
+
+/* ---------------------------------------------------------- interface */
+
+static void etcd_join(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	if (!h->join_seq)
+		log_info("node %s joining job %s through etcd at %s (%d-%d "
+			 "nodes)",
+			 h->node_id, h->cfg->run_id,
+			 etcd_client_endpoints(h->c), h->cfg->min_nodes,
+			 h->cfg->max_nodes);
+	h->join_seq++;
+	h->joining = 1;
+	if (!h->master_port)
+		h->master_port = agent_rdzv_free_port();
+	if (!h->lease) {
+		h->lease = etcd_lease_new(h->c, agent_etcd_lease_ttl_s(h->cfg),
+					  on_lease, h);
+		if (!h->lease) {
+			h->joining = 0;
+			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		}
+		return;
+	}
+	put_node(h);
+	consider(h);
+}
+
+static void etcd_round_end(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	h->in_round = 0;
+	h->joining = 0;
+}
+
+static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	/* a success report of an earlier round is moot now */
+	json_decref(h->report);
+	h->report = NULL;
+	h->report_owed = 0;
+	h->round = round;
+	h->in_round = 1;
+	h->joining = 0;
+	consider(h);
+}
+
+static void etcd_report(struct agent_rdzv *r, uint64_t round, int failed,
+			json_t *failures)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	json_decref(h->report);
+	h->report = json_pack("{s:I, s:s}", "round", (json_int_t)round,
+			      "status", failed ? "failed" : "succeeded");
+	if (h->report && failed && json_is_array(failures))
+		json_object_set_new(h->report, "failures",
+				    json_deep_copy(failures));
+	h->report_round = round;
+	h->report_owed = 1;
+	put_node(h);
+}
+
+static void etcd_cancel_all(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	etcd_round_end(r);
+	h->report_owed = 0;
+	etcd_cancel(h->status_call);
+	h->status_call = NULL;
+}
+
+static void on_revoked(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	h->leave_call = NULL;
+	if (a->rc == 0)
+		log_info("node %s left job %s", h->node_id, h->cfg->run_id);
+	else
+		log_warn("could not leave job %s: %s", h->cfg->run_id,
+			 a->error);
+	post_kind(h, AGENT_EV_LEFT, 0);
+}
+
+static void on_left_put(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	json_t *body = NULL;
+	char err[128];
+	(void)a;
+	h->leave_call = NULL;
+	/* the key said "leaving"; dropping the lease drops every key of
+	 * this agent, the leader key too */
+	if (etcd_build_lease_revoke(h->lease_id, &body, err, sizeof(err)) == 0)
+		h->leave_call = etcd_call(h->c, "leave", "/v3/lease/revoke",
+					  body, ETCD_CALL_ONCE, on_revoked, h);
+	json_decref(body);
+	if (!h->leave_call)
+		post_kind(h, AGENT_EV_LEFT, 0);
+}
+
+static void etcd_leave(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	char k[PREFIX_MAX + 300], err[256], *text;
+	json_t *v, *body = NULL;
+	if (!h->lease_id) {
+		post_kind(h, AGENT_EV_LEFT, 0);
+		return;
+	}
+	etcd_leader_free(h->leader);
+	h->leader = NULL;
+	h->leaving = 1;
+	etcd_cancel(h->put);
+	h->put = NULL;
+	v = node_value(h);
+	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	if (text && etcd_build_put(k, strlen(k), text, strlen(text),
+				   h->lease_id, &body, err, sizeof(err)) == 0)
+		h->leave_call = etcd_call(h->c, "leave", "/v3/kv/put", body,
+					  ETCD_CALL_ONCE, on_left_put, h);
+	free(text);
+	json_decref(body);
+	if (!h->leave_call) {
+		struct etcd_answer a = {DL_ENOMEM, "", 0, ""};
+		on_left_put(h, &a);
+	}
+}
+
+static void on_status(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_range_response r;
+	struct agent_event ev;
+	json_t *saved = NULL, *failures = NULL;
+	char err[256];
+	h->status_call = NULL;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = AGENT_EV_STATUS;
+	if (a->rc == 0 &&
+	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) == 0) {
+		if (r.n_kvs == 1 &&
+		    jsonh_parse(r.kvs[0].value, r.kvs[0].value_len, 64, &saved,
+				NULL, 0) == 0)
+			failures = json_object_get(saved, "failures");
+		if (json_is_array(failures))
+			ev.json = json_incref(failures);
+		json_decref(saved);
+		etcd_range_response_release(&r);
+	}
+	agent_fsm_post(h->base.fsm, &ev);
+}
+
+static void etcd_status(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	char k[PREFIX_MAX + 32], err[128];
+	json_t *body = NULL;
+	key(h, k, sizeof(k), ETCD_KEY_STATE, NULL);
+	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
+			     sizeof(err)) == 0)
+		h->status_call = etcd_call(h->c, "status", "/v3/kv/range", body,
+					   ETCD_CALL_ONCE, on_status, h);
+	json_decref(body);
+	if (!h->status_call) {
+		struct etcd_answer a = {DL_ENOMEM, "", 0, ""};
+		on_status(h, &a);
+	}
+}
+
+static void etcd_free(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	if (!h)
+		return;
+	etcd_leader_free(h->leader);
+	if (h->lease)
+		etcd_lease_free(h->lease, 0);
+	etcd_client_free(h->c); /* every call and watch with it */
+	if (h->depose)
+		event_free(h->depose);
+	if (h->recampaign)
+		event_free(h->recampaign);
+	json_decref(h->report);
+	json_decref(h->inbox);
+	free(h);
+}
+
+static const struct agent_rdzv_ops etcd_ops = {
+    .name = "etcd",
+    .join = etcd_join,
+    .round_begin = etcd_round_begin,
+    .round_end = etcd_round_end,
+    .report = etcd_report,
+    .cancel = etcd_cancel_all,
+    .leave = etcd_leave,
+    .status = etcd_status,
+    .free = etcd_free,
+};
+
+int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
+			struct agent_rdzv **out, char *err, size_t err_size)
+{
+	const struct agent_config *cfg = p->cfg;
+	struct rdzv_etcd *h = calloc(1, sizeof(*h));
+	int rc;
+	if (!h) {
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	h->base.ops = &etcd_ops;
+	h->base.fsm = p->fsm;
+	h->evb = p->base;
+	h->cfg = cfg;
+	h->node_id = p->node_id;
+	h->incarnation = p->incarnation;
+	h->hb_ms = cfg->heartbeat_interval_ms;
+	snprintf(h->prefix, sizeof(h->prefix), "%s/%s", cfg->etcd.key_prefix,
+		 cfg->run_id);
+	rc = etcd_client_new(p->base, cfg, &h->c, err, err_size);
+	if (rc) {
+		free(h);
+		return rc;
+	}
+	h->depose = event_new(p->base, -1, 0, on_deposed_ev, h);
+	h->recampaign = evtimer_new(p->base, on_recampaign, h);
+	if (!h->depose || !h->recampaign) {
+		etcd_free(&h->base);
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
+	if (cfg->local_addr)
+		snprintf(h->addr, sizeof(h->addr), "%s", cfg->local_addr);
+	else
+		agent_rdzv_local_addr(etcd_client_endpoint(h->c), 2379, h->addr,
+				      sizeof(h->addr));
+	*out = &h->base;
+	return 0;
+}
