@@ -121,11 +121,13 @@ static uint64_t next_backoff(uint64_t *b)
 static void moved_on(struct etcd_client *c, size_t ep, const char *what,
 		     const char *why)
 {
-	if (c->cur == ep && c->eps.n > 1) {
-		c->cur = (ep + 1) % c->eps.n;
+	if (c->cur != ep || c->eps.n < 2)
+		return;
+	c->cur = (ep + 1) % c->eps.n;
+	/* said when a working endpoint fails, not on every retry */
+	if (c->answered && !c->outage)
 		log_info("etcd at %s did not answer %s (%s); trying %s",
 			 c->eps.url[ep], what, why, c->eps.url[c->cur]);
-	}
 }
 
 /* outage: every endpoint failed in a row; said once until etcd is back */
@@ -191,14 +193,14 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 		answered(c);
 		return V_OK;
 	}
-	if (r->status >= 500) {
+	if (r->status == 502 || r->status == 503 || r->status == 504) {
 		snprintf(msg, size, "HTTP %ld", r->status);
 		return V_RETRY;
 	}
 	snprintf(msg, size,
-		 "HTTP %ld, not an answer of etcd's v3 gateway (is this an "
-		 "etcd 3.4+ client URL?)",
-		 r->status);
+		 "HTTP %ld from %s is not an answer of etcd's v3 gateway (is "
+		 "it an etcd 3.4+ client URL?)",
+		 r->status, c->eps.url[c->cur]);
 	*rc = DL_EPROTO;
 	return V_FAIL;
 }
@@ -786,12 +788,11 @@ static void on_lease(void *arg, const struct etcd_answer *a)
 	if (a->rc != 0) {
 		/* no usable answer (retries are the call's own): say so,
 		 * and keep trying while there is a lease to keep */
-		log_error("etcd lease %s failed: %s",
-			  was ? "keep-alive" : "grant", a->error);
 		if (!was) {
-			l->cb(l->arg, 0, -1);
+			l->cb(l->arg, 0, -1, a->error);
 			return;
 		}
+		log_error("etcd lease keep-alive failed: %s", a->error);
 		arm(l->timer, 1000);
 		return;
 	}
@@ -818,7 +819,7 @@ static void on_lease(void *arg, const struct etcd_answer *a)
 		l->id = r.id;
 		l->lost = 0;
 		arm(l->timer, l->ttl_s * 1000 / 3);
-		l->cb(l->arg, l->id, lost);
+		l->cb(l->arg, l->id, lost, NULL);
 		return;
 	}
 	arm(l->timer, l->ttl_s * 1000 / 3);

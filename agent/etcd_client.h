@@ -93,10 +93,11 @@ void etcd_watch_free(struct etcd_watch *w); /* NULL is allowed */
  * A lease of ttl_s seconds kept alive every third of it. cb(arg, id, 0)
  * when it is granted; cb(arg, id, 1) when etcd says it expired (this
  * node was away longer than the TTL; whatever was bound to it is gone)
- * and a new one, id, was granted in its place; cb(arg, 0, -1) when it
- * cannot be granted at all (error logged).
+ * and a new one, id, was granted in its place; cb(arg, 0, -1, error)
+ * when it cannot be granted at all.
  */
-typedef void (*etcd_lease_cb)(void *arg, int64_t id, int lost);
+typedef void (*etcd_lease_cb)(void *arg, int64_t id, int lost,
+			      const char *error);
 struct etcd_lease *etcd_lease_new(struct etcd_client *c, unsigned ttl_s,
 				  etcd_lease_cb cb, void *arg);
 int64_t etcd_lease_id(const struct etcd_lease *l); /* 0 until granted */

@@ -405,12 +405,12 @@ static void on_recampaign(evutil_socket_t fd, short what, void *arg)
 
 /* --------------------------------------------------------------- lease */
 
-static void on_lease(void *arg, int64_t id, int lost)
+static void on_lease(void *arg, int64_t id, int lost, const char *error)
 {
 	struct rdzv_etcd *h = arg;
 	if (lost < 0) {
-		log_error("cannot join job %s through etcd at %s",
-			  h->cfg->run_id, etcd_client_endpoints(h->c));
+		log_error("cannot join job %s through etcd: %s", h->cfg->run_id,
+			  error);
 		if (h->joining) {
 			h->joining = 0;
 			post_kind(h, AGENT_EV_JOIN_FAILED, 0);

@@ -18,6 +18,7 @@
 #include "dlaunch/launcher.h"
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
+#include "etcd_options.h"
 
 extern char **environ;
 
@@ -137,6 +138,8 @@ static void on_reply(void *arg, const struct client_reply *r)
 
 struct status_options {
 	int help;
+	const char *backend;
+	const char *conf;
 	const char *endpoint;
 	const char *job;
 	const char *token_file;
@@ -152,6 +155,14 @@ static const struct opt_spec status_specs[] = {
      .flags = OPT_STOP,
      SO(help),
      .help = "show this help and exit"},
+    {.name = "rdzv-backend",
+     .type = OPT_STRING,
+     SO(backend),
+     .env = "PET_RDZV_BACKEND",
+     .metavar = "NAME",
+     .unset = "dlaunch",
+     .help = "dlaunch (or c10d): a dlaunch-rdzv server; etcd (or etcd-v1, "
+	     "etcd-v2, etcd-v3): the job records in etcd"},
     {.name = "rdzv-endpoint",
      .type = OPT_STRING,
      .flags = OPT_EMPTY_UNSET,
@@ -159,7 +170,16 @@ static const struct opt_spec status_specs[] = {
      .env = "PET_RDZV_ENDPOINT",
      .metavar = "HOST:PORT|URL",
      .unset = "$PET_RDZV_ENDPOINT; required",
-     .help = "the dlaunch-rdzv server to ask"},
+     .help = "the dlaunch-rdzv server to ask, or the etcd members "
+	     "(HOST[:PORT],...)"},
+    {.name = "rdzv-conf",
+     .type = OPT_STRING,
+     SO(conf),
+     .env = "PET_RDZV_CONF",
+     .metavar = "K=V,...",
+     .help = "with etcd: protocol, cacert, cert, key, username, "
+	     "password_file, key_prefix (as for dlaunch); other keys are "
+	     "ignored"},
     {.name = "rdzv-id",
      .type = OPT_NAME,
      SO(job),
@@ -184,6 +204,9 @@ static const struct opt_table status_table = {
     .prog = "dlaunch status",
     .usage = "usage: dlaunch status --rdzv-endpoint HOST:PORT [--rdzv-id ID] "
 	     "[--rdzv-token-file FILE] [--rdzv-ca FILE]\n"
+	     "       dlaunch status --rdzv-backend etcd --rdzv-endpoint "
+	     "HOST[:PORT],... [--rdzv-id ID]\n"
+	     "                      [--rdzv-conf K=V,...]\n"
 	     "\n"
 	     "Shows the rendezvous' jobs, or one job's members and failures "
 	     "(the first\nis the root cause).\n\n"
@@ -222,6 +245,75 @@ static int status_parse(int argc, char **argv, struct status_options *o)
 	return -1;
 }
 
+static int is_etcd(const char *backend)
+{
+	static const char *const names[] = {"etcd", "etcd-v1", "etcd-v2",
+					    "etcd-v3"};
+	for (size_t i = 0; backend && i < 4; i++)
+		if (strcmp(backend, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* etcd_config reads --rdzv-conf's etcd keys as dlaunch does (files
+ * checked, the password read) into lo. */
+static int etcd_config(const struct status_options *o,
+		       struct launcher_options *lo, char *err, size_t es)
+{
+	char conf[4096], *save = NULL, *tok;
+	launcher_options_init(lo);
+	lo->rdzv_backend = LAUNCHER_BACKEND_ETCD;
+	lo->cfg.mode = AGENT_MODE_ETCD;
+	lo->cfg.endpoint = o->endpoint;
+	if (o->conf && strlen(o->conf) >= sizeof(conf))
+		return dl_errorf(err, es, DL_EINVAL, "--rdzv-conf is too long");
+	snprintf(conf, sizeof(conf), "%s", o->conf ? o->conf : "");
+	for (tok = strtok_r(conf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		int rc;
+		if (!eq)
+			return dl_errorf(err, es, DL_EINVAL,
+					 "--rdzv-conf '%s' is not KEY=VALUE",
+					 tok);
+		*eq = '\0';
+		rc = launcher_etcd_conf_set(lo, tok, eq + 1, err, es);
+		if (rc && rc != DL_ENOTFOUND)
+			return rc;
+	}
+	return launcher_etcd_check(lo, err, es);
+}
+
+static int status_etcd(const struct status_options *o)
+{
+	struct launcher_options *lo = calloc(1, sizeof(*lo));
+	char err[2048];
+	json_t *j = NULL;
+	int rc = 2;
+	if (!lo) {
+		fprintf(stderr, "dlaunch: error: out of memory\n");
+		return 1;
+	}
+	if (etcd_config(o, lo, err, sizeof(err)) != 0) {
+		fprintf(stderr, "dlaunch: error: status: %s\n", err);
+		goto out;
+	}
+	rc = 1;
+	if (agent_etcd_status(&lo->cfg, o->job, &j, err, sizeof(err)) != 0) {
+		fprintf(stderr, "dlaunch: %s\n", err);
+		goto out;
+	}
+	if (o->job)
+		print_job(j);
+	else
+		print_jobs(j);
+	rc = 0;
+out:
+	json_decref(j);
+	free(lo);
+	return rc;
+}
+
 int status_main(int argc, char **argv)
 {
 	struct status_options o;
@@ -232,6 +324,16 @@ int status_main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
+	if (is_etcd(o.backend))
+		return status_etcd(&o);
+	if (o.backend && strcmp(o.backend, "dlaunch") != 0 &&
+	    strcmp(o.backend, "c10d") != 0) {
+		fprintf(stderr,
+			"dlaunch: error: status: --rdzv-backend %s is not one "
+			"of dlaunch, c10d, etcd, etcd-v1, etcd-v2, etcd-v3\n",
+			o.backend);
+		return 2;
+	}
 	if (o.token_file &&
 	    fs_read_token(o.token_file, &token, err, sizeof(err)) != 0) {
 		fprintf(stderr, "dlaunch: error: %s\n", err);

@@ -137,6 +137,15 @@ int agent_etcd_endpoints_parse(const char *list, const char *protocol,
 			       struct agent_etcd_endpoints *out, char *err,
 			       size_t err_size);
 
+/* agent_etcd_status reads the records of the jobs led through etcd
+ * (cfg's endpoints, credentials and key prefix) and returns what
+ * dlaunch-rdzv answers GET /v1/jobs/JOB (job given) or GET /v1/jobs with
+ * (json_decref it). DL_ENOTFOUND when job has no record; otherwise the
+ * etcd client's codes (agent/etcd_client.h), with a message. */
+struct json_t;
+int agent_etcd_status(const struct agent_config *cfg, const char *job,
+		      struct json_t **out, char *err, size_t err_size);
+
 /* agent_etcd_lease_ttl_s: the lease TTL the agent asks for (cfg's, else
  * heartbeat_timeout rounded up to whole seconds, at least 2). */
 unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
