@@ -419,9 +419,13 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 	}
 	h->lease_id = id;
 	if (lost) {
-		/* our keys went with the old lease: the leader key too */
+		/* our keys went with the old lease, the leader key too, and
+		 * the leader evicted this node: a join in hand starts
+		 * afresh; a round in hand is over (the inbox will say so) */
 		if (h->leader)
 			event_active(h->depose, EV_TIMEOUT, 0);
+		if (h->joining)
+			h->join_seq++;
 		put_node(h);
 		campaign(h);
 		return;
