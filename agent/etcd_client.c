@@ -39,6 +39,7 @@ struct etcd_client {
 	int answered; /* etcd answered this client once */
 	int outage;   /* an outage was logged and not its end */
 	const char *username, *password;
+	int has_cert;
 	int have_token;
 	struct etcd_call *auth; /* the login in flight */
 	struct etcd_call *calls;
@@ -256,8 +257,13 @@ static void retry_call(struct etcd_call *call, const char *why)
 				   : c->eps.n * FIRST_PASSES;
 		if (call->failures >= limit) {
 			char msg[6400];
-			snprintf(msg, sizeof(msg), "no etcd answered at %s: %s",
-				 c->list, why);
+			snprintf(
+			    msg, sizeof(msg), "no etcd answered at %s: %s%s",
+			    c->list, why,
+			    strncmp(c->list, "https:", 6) == 0 && !c->has_cert
+				? " (if etcd asks for client certificates, "
+				  "give --rdzv-conf cert=FILE,key=FILE)"
+				: "");
 			call_end(call, DL_ETIMEDOUT, NULL, 0, msg);
 			return;
 		}
@@ -377,11 +383,16 @@ static void on_login(void *arg, const struct etcd_answer *a)
 		resume_parked(c);
 		return;
 	}
-	if (a->rc != 0) {
+	if ((a->rc == DL_EINVAL || a->rc == DL_EAUTH) &&
+	    strncmp(a->error, "etcd: ", 6) == 0) {
 		snprintf(msg, sizeof(msg),
 			 "etcd refused the login of user %s: %s", c->username,
 			 a->error);
-		fail_parked(c, a->rc == DL_EINVAL ? DL_EAUTH : a->rc, msg);
+		fail_parked(c, DL_EAUTH, msg);
+		return;
+	}
+	if (a->rc != 0) {
+		fail_parked(c, a->rc, a->error);
 		return;
 	}
 	for (i = 0; i < c->eps.n; i++)
@@ -925,6 +936,7 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 			return rc;
 		}
 	}
+	c->has_cert = cfg->etcd.cert != NULL;
 	c->username = cfg->etcd.username;
 	c->password = cfg->etcd.password ? cfg->etcd.password : "";
 	*out = c;

@@ -188,7 +188,8 @@ static void on_inbox_read(void *arg, const struct etcd_answer *a)
 	h->inbox_read = NULL;
 	if (a->rc != 0 ||
 	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
-		log_error("cannot read this node's inbox in etcd: %s",
+		log_error("cannot read this node's inbox %s%s%s in etcd: %s",
+			  h->prefix, ETCD_KEY_INBOX, h->node_id,
 			  a->rc ? a->error : err);
 		if (h->joining) {
 			h->joining = 0;
@@ -242,7 +243,8 @@ static void on_put(void *arg, const struct etcd_answer *a)
 	int had_report = h->put_has_report;
 	h->put = NULL;
 	if (a->rc != 0) {
-		log_error("cannot write this node's key in etcd: %s", a->error);
+		log_error("cannot write this node's key %s%s%s in etcd: %s",
+			  h->prefix, ETCD_KEY_NODES, h->node_id, a->error);
 		if (h->joining) {
 			h->joining = 0;
 			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
