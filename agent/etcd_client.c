@@ -36,8 +36,9 @@ struct etcd_client {
 	struct client *http[AGENT_ETCD_MAX_ENDPOINTS];
 	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
 	size_t cur;
-	int answered; /* etcd answered this client once */
-	int outage;   /* an outage was logged and not its end */
+	int answered;  /* etcd answered this client once */
+	int outage;    /* an outage was logged and not its end */
+	int move_said; /* a failover was logged since the last answer */
 	const char *username, *password;
 	int has_cert;
 	int have_token;
@@ -126,9 +127,11 @@ static void moved_on(struct etcd_client *c, size_t ep, const char *what,
 		return;
 	c->cur = (ep + 1) % c->eps.n;
 	/* said when a working endpoint fails, not on every retry */
-	if (c->answered && !c->outage)
+	if (c->answered && !c->outage && !c->move_said) {
+		c->move_said = 1;
 		log_info("etcd at %s did not answer %s (%s); trying %s",
 			 c->eps.url[ep], what, why, c->eps.url[c->cur]);
+	}
 }
 
 /* outage: every endpoint failed in a row; said once until etcd is back */
@@ -145,6 +148,7 @@ static void outage(struct etcd_client *c, const char *why)
 static void answered(struct etcd_client *c)
 {
 	c->answered = 1;
+	c->move_said = 0;
 	if (c->outage) {
 		log_info("etcd reachable again at %s", c->eps.url[c->cur]);
 		c->outage = 0;
