@@ -6,10 +6,12 @@
 #   contrib/install-deps.sh --dry-run   print what would be installed
 set -eu
 
+# etcd-server: the etcd rendezvous backend's tests and contrib/etcd;
+# python3-etcd: torchrun's etcd-v2 backend, run beside dlaunch by make bench
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
-curl iproute2 procps psmisc clang jq openssl etcd-server
+curl iproute2 procps psmisc clang jq openssl etcd-server python3-etcd
 python3 python3-torch dataset-fashion-mnist
 gnuplot-nox"
 
