@@ -169,39 +169,6 @@ static void unhold(struct etcd_leader *l, struct lnode *n)
 
 /* ---------------------------------------------------- applying a node */
 
-static int get_conf(json_t *o, struct rdzv_job_config *cfg, char *err,
-		    size_t es)
-{
-	uint64_t v[7];
-	static const char *const keys[] = {"min_nodes",
-					   "max_nodes",
-					   "max_restarts",
-					   "join_timeout_ms",
-					   "last_call_timeout_ms",
-					   "heartbeat_interval_ms",
-					   "heartbeat_timeout_ms"};
-	if (!json_is_object(o)) {
-		snprintf(err, es, "config is not an object");
-		return DL_EINVAL;
-	}
-	for (size_t i = 0; i < 7; i++)
-		if (jsonh_get_u64(o, keys[i], 1, 0, UINT64_MAX / 4, &v[i], err,
-				  es))
-			return DL_EINVAL;
-	if (v[0] > UINT32_MAX || v[1] > UINT32_MAX || v[2] > UINT32_MAX) {
-		snprintf(err, es, "config out of range");
-		return DL_EINVAL;
-	}
-	cfg->min_nodes = (uint32_t)v[0];
-	cfg->max_nodes = (uint32_t)v[1];
-	cfg->max_restarts = (uint32_t)v[2];
-	cfg->join_timeout_ms = v[3];
-	cfg->last_call_timeout_ms = v[4];
-	cfg->heartbeat_interval_ms = v[5];
-	cfg->heartbeat_timeout_ms = v[6];
-	return 0;
-}
-
 static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 		       uint64_t join, uint64_t now)
 {
@@ -222,7 +189,8 @@ static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 			  sizeof(err)) ||
 	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
 			  sizeof(err)) ||
-	    get_conf(json_object_get(v, "config"), &cfg, err, sizeof(err))) {
+	    rdzv_job_config_from_json(json_object_get(v, "config"), &cfg, err,
+				      sizeof(err))) {
 		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
 		set_error(n, err);
 		return;

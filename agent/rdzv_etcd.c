@@ -21,6 +21,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
+#include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_leader.h"
 #include "rdzv.h"
@@ -220,16 +221,21 @@ static void read_inbox(struct rdzv_etcd *h)
 static json_t *node_value(struct rdzv_etcd *h)
 {
 	const struct agent_config *cfg = h->cfg;
-	json_t *v = json_pack(
-	    "{s:s, s:s, s:i, s:i, s:I, s:{s:i, s:i, s:i, s:I, s:I, s:I, s:I}}",
-	    "incarnation", h->incarnation, "addr", h->addr, "nproc", cfg->nproc,
-	    "master_port", (int)h->master_port, "join", (json_int_t)h->join_seq,
-	    "config", "min_nodes", cfg->min_nodes, "max_nodes", cfg->max_nodes,
-	    "max_restarts", cfg->max_restarts, "join_timeout_ms",
-	    (json_int_t)cfg->join_timeout_ms, "last_call_timeout_ms",
-	    (json_int_t)cfg->last_call_timeout_ms, "heartbeat_interval_ms",
-	    (json_int_t)cfg->heartbeat_interval_ms, "heartbeat_timeout_ms",
-	    (json_int_t)cfg->heartbeat_timeout_ms);
+	struct rdzv_job_config jc;
+	json_t *v;
+	rdzv_job_config_init(&jc);
+	jc.min_nodes = (uint32_t)cfg->min_nodes;
+	jc.max_nodes = (uint32_t)cfg->max_nodes;
+	jc.max_restarts = (uint32_t)cfg->max_restarts;
+	jc.join_timeout_ms = cfg->join_timeout_ms;
+	jc.last_call_timeout_ms = cfg->last_call_timeout_ms;
+	jc.heartbeat_interval_ms = cfg->heartbeat_interval_ms;
+	jc.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+	v = json_pack("{s:s, s:s, s:i, s:i, s:I, s:o}", "incarnation",
+		      h->incarnation, "addr", h->addr, "nproc", cfg->nproc,
+		      "master_port", (int)h->master_port, "join",
+		      (json_int_t)h->join_seq, "config",
+		      rdzv_job_config_json(&jc));
 	if (v && h->report)
 		json_object_set(v, "report", h->report);
 	if (v && h->leaving)

@@ -42,15 +42,7 @@ json_t *rdzv_job_save(const struct rdzv_state *st, const char *job)
 	for (size_t i = 0; survivors && i < j->nsurvivors; i++)
 		json_array_append_new(survivors,
 				      json_string(j->survivors[i].node_id));
-	cfg = json_pack(
-	    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "min_nodes",
-	    (json_int_t)j->cfg.min_nodes, "max_nodes",
-	    (json_int_t)j->cfg.max_nodes, "max_restarts",
-	    (json_int_t)j->cfg.max_restarts, "join_timeout_ms",
-	    (json_int_t)j->cfg.join_timeout_ms, "last_call_timeout_ms",
-	    (json_int_t)j->cfg.last_call_timeout_ms, "heartbeat_interval_ms",
-	    (json_int_t)j->cfg.heartbeat_interval_ms, "heartbeat_timeout_ms",
-	    (json_int_t)j->cfg.heartbeat_timeout_ms);
+	cfg = rdzv_job_config_json(&j->cfg);
 	return json_pack("{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, "
 			 "s:O}",
 			 "job", j->name, "config", cfg, "state",
@@ -69,17 +61,26 @@ static int get_u64(json_t *o, const char *key, uint64_t min, uint64_t max,
 	return jsonh_get_u64(o, key, 1, min, max, out, err, err_size);
 }
 
-/* restore_config reads the job's configuration. */
-static int restore_config(json_t *saved, const char *name,
-			  struct rdzv_job_config *cfg, char *err,
-			  size_t err_size)
+json_t *rdzv_job_config_json(const struct rdzv_job_config *c)
 {
-	json_t *c = json_object_get(saved, "config");
+	return json_pack(
+	    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "min_nodes",
+	    (json_int_t)c->min_nodes, "max_nodes", (json_int_t)c->max_nodes,
+	    "max_restarts", (json_int_t)c->max_restarts, "join_timeout_ms",
+	    (json_int_t)c->join_timeout_ms, "last_call_timeout_ms",
+	    (json_int_t)c->last_call_timeout_ms, "heartbeat_interval_ms",
+	    (json_int_t)c->heartbeat_interval_ms, "heartbeat_timeout_ms",
+	    (json_int_t)c->heartbeat_timeout_ms);
+}
+
+int rdzv_job_config_from_json(json_t *c, struct rdzv_job_config *cfg, char *err,
+			      size_t err_size)
+{
 	uint64_t v[7];
 	int rc;
 
 	if (!json_is_object(c)) {
-		snprintf(err, err_size, "job %s has no config", name);
+		snprintf(err, err_size, "config is not an object");
 		return DL_EINVAL;
 	}
 	if ((rc = get_u64(c, "min_nodes", 1, UINT32_MAX, &v[0], err,
@@ -105,8 +106,21 @@ static int restore_config(json_t *saved, const char *name,
 	cfg->heartbeat_interval_ms = v[5];
 	cfg->heartbeat_timeout_ms = v[6];
 	if (cfg->max_nodes < cfg->min_nodes) {
-		snprintf(err, err_size, "job %s: min_nodes above max_nodes",
-			 name);
+		snprintf(err, err_size, "min_nodes above max_nodes");
+		return DL_EINVAL;
+	}
+	return 0;
+}
+
+/* restore_config reads the job's configuration. */
+static int restore_config(json_t *saved, const char *name,
+			  struct rdzv_job_config *cfg, char *err,
+			  size_t err_size)
+{
+	char msg[256];
+	if (rdzv_job_config_from_json(json_object_get(saved, "config"), cfg,
+				      msg, sizeof(msg)) != 0) {
+		snprintf(err, err_size, "job %s: %s", name, msg);
 		return DL_EINVAL;
 	}
 	return 0;

@@ -125,6 +125,16 @@ struct rdzv_state;
 void rdzv_limits_init(struct rdzv_limits *limits);
 void rdzv_job_config_init(struct rdzv_job_config *cfg);
 
+/* A configuration's JSON form (the "config" of a saved job, of an etcd
+ * node's key): {"min_nodes", "max_nodes", "max_restarts",
+ * "join_timeout_ms", "last_call_timeout_ms", "heartbeat_interval_ms",
+ * "heartbeat_timeout_ms"}. rdzv_job_config_json returns a new reference
+ * (NULL when out of memory); rdzv_job_config_from_json reads one, every
+ * field required and in range (DL_EINVAL naming the field). */
+json_t *rdzv_job_config_json(const struct rdzv_job_config *c);
+int rdzv_job_config_from_json(json_t *o, struct rdzv_job_config *cfg, char *err,
+			      size_t err_size);
+
 /* rdzv_state_new: an empty state; limits copied (NULL: defaults). */
 struct rdzv_state *rdzv_state_new(const struct rdzv_limits *limits);
 void rdzv_state_free(struct rdzv_state *st); /* NULL is allowed */
