@@ -42,6 +42,15 @@ struct etcd_answer {
 };
 typedef void (*etcd_cb)(void *arg, const struct etcd_answer *a);
 
+/* etcd_answer_range / etcd_answer_txn: the call's outcome and, when it
+ * succeeded, its answer parsed into r (released by the caller only then);
+ * otherwise the code with the reason in err. */
+int etcd_answer_range(const struct etcd_answer *a,
+		      struct etcd_range_response *r, char *err,
+		      size_t err_size);
+int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
+		    char *err, size_t err_size);
+
 /* Calls that must not wait out an outage (a leave at exit) try each
  * endpoint once. */
 #define ETCD_CALL_ONCE 1u

@@ -244,7 +244,7 @@ static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 	const char *inc = NULL;
 	uint64_t join = 0;
 	int leaving = 0;
-	char err[256];
+	char err[1024];
 	struct lnode *n;
 
 	if (!parse_name_valid(id, RDZV_NAME_MAX) ||
@@ -295,7 +295,7 @@ static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 static void apply_delete(struct etcd_leader *l, const char *id, uint64_t now)
 {
 	struct lnode *n = find(l, id);
-	char err[256];
+	char err[1024];
 	if (!n || !n->live)
 		return;
 	n->live = 0;
@@ -494,11 +494,10 @@ static void written(void *arg, const struct etcd_answer *a)
 {
 	struct etcd_leader *l = arg;
 	struct etcd_txn_response t;
-	char err[256];
+	char err[1024];
 	struct timeval tv = {1, 0};
 	l->call = NULL;
-	if (a->rc == 0 &&
-	    etcd_parse_txn(a->body, a->len, &t, err, sizeof(err)) == 0) {
+	if (etcd_answer_txn(a, &t, err, sizeof(err)) == 0) {
 		int ok = t.succeeded;
 		etcd_txn_response_release(&t);
 		if (!ok) {
@@ -519,7 +518,7 @@ static void written(void *arg, const struct etcd_answer *a)
 		return;
 	}
 	log_error("etcd leader: write for job %s failed: %s; trying again",
-		  l->job, a->rc ? a->error : err);
+		  l->job, err);
 	l->need_record |= l->writing_record;
 	for (size_t i = 0; i < l->nwriting; i++)
 		enqueue(l, l->writing[i]);
@@ -635,7 +634,7 @@ static void on_nodes(void *arg, enum etcd_watch_what what,
 static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 {
 	static const char *const lists[] = {"members", "waiters"};
-	char err[256];
+	char err[1024];
 	for (size_t k = 0; k < 2; k++) {
 		json_t *arr = json_object_get(saved, lists[k]), *o;
 		size_t i;
@@ -660,12 +659,10 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 {
 	struct etcd_leader *l = arg;
 	struct etcd_range_response r;
-	char err[256];
+	char err[1024];
 	l->call = NULL;
-	if (a->rc != 0 ||
-	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
-		log_error("etcd leader: cannot read job %s: %s", l->job,
-			  a->rc ? a->error : err);
+	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
+		log_error("etcd leader: cannot read job %s: %s", l->job, err);
 		l->deposed(l->arg);
 		return;
 	}
@@ -689,7 +686,7 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 /* read_nodes reads every node key, then watches them from there */
 static void read_nodes(struct etcd_leader *l)
 {
-	char err[256], key[PREFIX_MAX + 16], end[PREFIX_MAX + 16];
+	char err[1024], key[PREFIX_MAX + 16], end[PREFIX_MAX + 16];
 	json_t *body = NULL;
 	size_t end_len;
 	l->starting = 1;
@@ -708,16 +705,15 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 {
 	struct etcd_leader *l = arg;
 	struct etcd_range_response r;
-	char err[256], id[RDZV_NAME_MAX + 2], key[PREFIX_MAX + 16],
+	char err[1024], id[RDZV_NAME_MAX + 2], key[PREFIX_MAX + 16],
 	    end[PREFIX_MAX + 16];
 	uint64_t now = clock_now_ms();
 	size_t end_len;
 	json_t *saved;
 	l->call = NULL;
-	if (a->rc != 0 ||
-	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
+	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_error("etcd leader: cannot read the nodes of job %s: %s",
-			  l->job, a->rc ? a->error : err);
+			  l->job, err);
 		l->deposed(l->arg);
 		return;
 	}

@@ -43,14 +43,11 @@ static void on_record(void *arg, const struct etcd_answer *a)
 {
 	struct status_run *s = arg;
 	struct etcd_range_response r;
-	char err[256];
+	char err[1024];
 	json_t *saved = NULL;
-	if (a->rc != 0) {
-		fail(s, a->rc, a->error);
-		return;
-	}
-	if (etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
-		fail(s, DL_EPROTO, err);
+	int rc = etcd_answer_range(a, &r, err, sizeof(err));
+	if (rc != 0) {
+		fail(s, rc, err);
 		return;
 	}
 	if (r.n_kvs == 1 && (jsonh_parse(r.kvs[0].value, r.kvs[0].value_len, 64,
@@ -95,15 +92,12 @@ static void on_keys(void *arg, const struct etcd_answer *a)
 {
 	struct status_run *s = arg;
 	struct etcd_range_response r;
-	char err[256];
+	char err[1024];
 	size_t plen = strlen(s->cfg->etcd.key_prefix) + 1;
 	size_t slen = strlen(ETCD_KEY_STATE);
-	if (a->rc != 0) {
-		fail(s, a->rc, a->error);
-		return;
-	}
-	if (etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
-		fail(s, DL_EPROTO, err);
+	int rc = etcd_answer_range(a, &r, err, sizeof(err));
+	if (rc != 0) {
+		fail(s, rc, err);
 		return;
 	}
 	s->keys = calloc(r.n_kvs ? r.n_kvs : 1, sizeof(*s->keys));

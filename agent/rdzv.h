@@ -91,8 +91,8 @@ int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
  * JOINED; the heartbeat interval it asks for goes to
  * *heartbeat_interval_ms. DL_EPROTO (logged) when it is not one for a
  * node of nproc workers. */
-int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment,
-			   int nproc, uint64_t *heartbeat_interval_ms);
+int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
+			   uint64_t *heartbeat_interval_ms);
 
 /* agent_rdzv_free_port: a TCP port free on this host now (0: none) */
 unsigned agent_rdzv_free_port(void);

@@ -185,13 +185,11 @@ static void on_inbox_read(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	struct etcd_range_response r;
-	char err[256];
+	char err[1024];
 	h->inbox_read = NULL;
-	if (a->rc != 0 ||
-	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) != 0) {
+	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_error("cannot read this node's inbox %s%s%s in etcd: %s",
-			  h->prefix, ETCD_KEY_INBOX, h->node_id,
-			  a->rc ? a->error : err);
+			  h->prefix, ETCD_KEY_INBOX, h->node_id, err);
 		if (h->joining) {
 			h->joining = 0;
 			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
@@ -330,13 +328,11 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	struct etcd_txn_response t;
-	char err[256], k[PREFIX_MAX + 32];
+	char err[1024], k[PREFIX_MAX + 32];
 	struct timeval tv = {1, 0};
 	h->campaign = NULL;
-	if (a->rc != 0 ||
-	    etcd_parse_txn(a->body, a->len, &t, err, sizeof(err)) != 0) {
-		log_warn("etcd: campaign for the leader key failed: %s",
-			 a->rc ? a->error : err);
+	if (etcd_answer_txn(a, &t, err, sizeof(err)) != 0) {
+		log_warn("etcd: campaign for the leader key failed: %s", err);
 		evtimer_add(h->recampaign, &tv);
 		return;
 	}
@@ -580,12 +576,11 @@ static void on_status(void *arg, const struct etcd_answer *a)
 	struct etcd_range_response r;
 	struct agent_event ev;
 	json_t *saved = NULL, *failures = NULL;
-	char err[256];
+	char err[1024];
 	h->status_call = NULL;
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = AGENT_EV_STATUS;
-	if (a->rc == 0 &&
-	    etcd_parse_range(a->body, a->len, &r, err, sizeof(err)) == 0) {
+	if (etcd_answer_range(a, &r, err, sizeof(err)) == 0) {
 		if (r.n_kvs == 1 &&
 		    jsonh_parse(r.kvs[0].value, r.kvs[0].value_len, 64, &saved,
 				NULL, 0) == 0)
