@@ -350,6 +350,11 @@ static char *content(struct etcd_leader *l, struct lnode *n, int *member)
 		json_object_set_new(o, "assignment", a);
 	if (n->error)
 		json_object_set_new(o, "error", json_string(n->error));
+	else if (!a && !ended && n->join)
+		/* its join was taken, but it is neither a member nor
+		 * waiting any more (the round it was placed in is over): a
+		 * node still waiting for that join must join again */
+		json_object_set_new(o, "rejoin", json_true());
 	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(o);
 	return s;

@@ -120,6 +120,11 @@ static void consider(struct rdzv_etcd *h)
 			if (agent_rdzv_post_joined(
 				h->base.fsm, a, h->cfg->nproc, &h->hb_ms) != 0)
 				post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		} else if (json_is_true(json_object_get(v, "rejoin"))) {
+			/* the round this join was placed in ended before we
+			 * heard of it */
+			h->join_seq++;
+			put_node(h);
 		}
 		return;
 	}
