@@ -341,16 +341,22 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 		evtimer_add(h->recampaign, &tv);
 		return;
 	}
-	if (t.succeeded) {
-		h->leader =
-		    etcd_leader_new(h->evb, h->c, h->prefix, h->cfg->run_id,
-				    h->node_id, t.header.revision, deposed, h);
+	const struct etcd_kv *kv =
+	    t.n_responses == 1 && t.responses[0].range.n_kvs == 1
+		? &t.responses[0].range.kvs[0]
+		: NULL;
+	if (t.succeeded || (kv && kv->lease == h->lease_id)) {
+		/* won; or the key is still ours (bound to our lease) after
+		 * this agent stopped leading for a failure of its own */
+		h->leader = etcd_leader_new(
+		    h->evb, h->c, h->prefix, h->cfg->run_id, h->node_id,
+		    t.succeeded ? t.header.revision : kv->create_revision,
+		    deposed, h);
 		if (!h->leader)
 			evtimer_add(h->recampaign, &tv);
 	} else {
 		int64_t rev = t.header.revision;
-		int present =
-		    t.n_responses == 1 && t.responses[0].range.n_kvs == 1;
+		int present = kv != NULL;
 		key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
 		etcd_watch_free(h->leader_watch);
 		h->leader_watch = NULL;
