@@ -20,7 +20,8 @@
 #                                   the workers recorded in the server's
 #                                   round hold the ranks it assigned
 #   check_server_jobs WHAT          check_members over every job the server
-#                                   knows
+#                                   knows (in an etcd case: every job record
+#                                   under the key prefix)
 #   check_journal WHAT              kill -9 the server, start a new one with
 #                                   the same arguments (so from its state
 #                                   dir), and compare every job's state,
@@ -204,9 +205,16 @@ server_jobs() { rdzv_curl /v1/jobs -f 2>/dev/null | jq -r '.jobs[].job' 2>/dev/n
 
 check_server_jobs() {
 	local what=$1 list jobs job json problems='' n=0 workers=0
-	if ! list=$(rdzv_curl /v1/jobs -f 2>&1) ||
+	local src="the server's detail of its" nolist="the server does not list its jobs"
+	local bad="server's job detail"
+	if [ -n "${FAULTS_ETCD:-}" ]; then
+		src="the job records in etcd, all"
+		nolist="the job records in etcd cannot be listed"
+		bad="job records in etcd"
+	fi
+	if ! list=$(jobs_list_json 2>&1) ||
 		! jobs=$(jq -r '.jobs[].job' <<<"$list" 2>&1); then
-		not_ok "$what: the server does not list its jobs: $(head -c 200 <<<"$list")"
+		not_ok "$what: $nolist: $(head -c 200 <<<"$list")"
 		return 1
 	fi
 	for job in $jobs; do
@@ -222,9 +230,9 @@ check_server_jobs() {
 		else
 			workers="no worker recorded in their current rounds to compare"
 		fi
-		ok "$what: the server's detail of its $n job(s): node ranks 0..N-1, disjoint rank ranges; $workers"
+		ok "$what: $src $n job(s): node ranks 0..N-1, disjoint rank ranges; $workers"
 	else
-		not_ok "$what: server's job detail: $(echo "$problems" | head -n 3 | tr '\n' ';')"
+		not_ok "$what: $bad: $(echo "$problems" | head -n 3 | tr '\n' ';')"
 	fi
 }
 
@@ -298,7 +306,8 @@ CASE_AGENTS=0
 #     case says --no-workers (no worker was meant to start);
 #   - the server's detail of every job it knows (check_server_jobs) while
 #     a server runs; a server started in the case that is gone by now is a
-#     failure (cases check before stop_rdzv);
+#     failure (cases check before stop_rdzv); in an etcd case (FAULTS_ETCD
+#     set, see lib_faults.sh) the job records in etcd instead;
 #   - with --state-dir, the journal: kill -9 and replay (check_journal);
 #   - every checkpoint written since the last check (check_ckpts).
 check_case() {
@@ -317,7 +326,9 @@ check_case() {
 	elif [ "$CASE_AGENTS" = 1 ] && [ "$no_workers" = 0 ]; then
 		not_ok "$what: the case ran agents but no worker recorded itself in ranks.log"
 	fi
-	if [ -n "${RDZV_PID:-}" ] && alive "$RDZV_PID"; then
+	if [ -n "${FAULTS_ETCD:-}" ]; then
+		check_server_jobs "$what"
+	elif [ -n "${RDZV_PID:-}" ] && alive "$RDZV_PID"; then
 		check_server_jobs "$what"
 		[ -n "${RDZV_STATE_DIR:-}" ] && check_journal "$what"
 	elif [ "${RDZV_STARTS:-0}" -gt "$CASE_RDZV_STARTS" ]; then

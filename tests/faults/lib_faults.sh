@@ -148,14 +148,89 @@ rdzv_curl() {
 	fi
 }
 
-# job_json JOB: the server's detail of JOB (empty on failure)
-job_json() { rdzv_curl "/v1/jobs/$1" -f 2>/dev/null; }
+# job_json JOB: the server's detail of JOB (empty on failure); in an etcd
+# case, the detail of JOB's record in etcd (etcd_job_json)
+job_json() {
+	if [ -n "$FAULTS_ETCD" ]; then
+		etcd_job_json "$1"
+	else
+		rdzv_curl "/v1/jobs/$1" -f 2>/dev/null
+	fi
+}
 # job_field JOB JQ: one field of the job detail
 job_field() { job_json "$1" | jq -r "$2" 2>/dev/null; }
 job_state_is() { [ "$(job_field "$1" .state)" = "$2" ]; }
 job_members_are() { [ "$(job_field "$1" '.members | length')" = "$2" ]; }
 # job_running_with JOB NNODES: RUNNING with NNODES members
 job_running_with() { job_state_is "$1" RUNNING && job_members_are "$1" "$2"; }
+
+# The etcd backend has no server to ask: a case of faults_etcd.sh sets
+# FAULTS_ETCD (the --rdzv-endpoint list), FAULTS_ETCD_CONF (the
+# --rdzv-conf that reaches the jobs: key_prefix at least) and, when the
+# members live in namespace hosts, FAULTS_ETCD_NS (the host to ask from).
+# job_json and the checker then read the job records in etcd through
+# `dlaunch status --rdzv-backend etcd`, which restores them into the state
+# machine and prints what the server would show; its text is turned back
+# into the server's JSON (the fields the checker reads).
+FAULTS_ETCD=
+FAULTS_ETCD_CONF=
+FAULTS_ETCD_NS=
+
+# etcd_status ARGS...: `dlaunch status` over the case's etcd (10 s at most)
+etcd_status() {
+	local -a pre=()
+	[ -n "$FAULTS_ETCD_NS" ] && pre=(ip netns exec "$(netns_host "$FAULTS_ETCD_NS")")
+	timeout 10 "${pre[@]}" "$BIN/dlaunch" status --rdzv-backend etcd \
+		--rdzv-endpoint "$FAULTS_ETCD" --rdzv-conf "$FAULTS_ETCD_CONF" "$@"
+}
+
+# etcd_job_json JOB: {job, state, round, restart_count, max_restarts,
+# min_nodes, max_nodes, world_size, members: [{node_rank, node_id, nproc,
+# rank_offset, status}]} from the status of JOB (1 when there is none).
+# A member line is "RANK NODE ADDR NPROC FIRST-LAST STATUS SEEN", read from
+# both ends so that an empty address cannot shift it.
+etcd_job_json() {
+	local out
+	out=$(etcd_status --rdzv-id "$1" 2>/dev/null) || return 1
+	{
+		sed -nE '1s/^job (.*): ([A-Z]+), round (-?[0-9]+), restarts (-?[0-9]+)\/(-?[0-9]+), nodes (-?[0-9]+)-(-?[0-9]+), world size (-?[0-9]+), .*$/J\t\1\t\2\t\3\t\4\t\5\t\6\t\7\t\8/p' <<<"$out"
+		awk '
+		$1 == "RANK" && $2 == "NODE" { m = 1; next }
+		m && $1 ~ /^[0-9]+$/ && NF >= 6 {
+			split($(NF - 2), r, "-")
+			printf "M\t%s\t%s\t%s\t%s\t%s\n", $1, $2, $(NF - 3), r[1], $(NF - 1)
+			next
+		}
+		{ m = 0 }' <<<"$out"
+	} | jq -Rn '
+	[inputs | split("\t")] as $l
+	| ($l | map(select(.[0] == "J")) | first) as $j
+	| if $j == null then error("no job line") else . end
+	| {job: $j[1], state: $j[2], round: ($j[3] | tonumber),
+	   restart_count: ($j[4] | tonumber), max_restarts: ($j[5] | tonumber),
+	   min_nodes: ($j[6] | tonumber), max_nodes: ($j[7] | tonumber),
+	   world_size: ($j[8] | tonumber),
+	   members: [$l[] | select(.[0] == "M")
+	     | {node_rank: (.[1] | tonumber), node_id: .[2],
+	        nproc: (.[3] | tonumber), rank_offset: (.[4] | tonumber),
+	        status: .[5]}]}' 2>/dev/null
+}
+
+# jobs_list_json: {"jobs": [{"job": NAME}...]} of the server, or of the
+# job records in etcd in an etcd case
+jobs_list_json() {
+	local out
+	if [ -z "$FAULTS_ETCD" ]; then
+		rdzv_curl /v1/jobs -f
+		return
+	fi
+	out=$(etcd_status 2>&1) || {
+		echo "$out"
+		return 1
+	}
+	awk 'NR > 1 && $1 != "(no" {print $1}' <<<"$out" |
+		jq -Rn '{jobs: [inputs | {job: .}]}'
+}
 
 # start_agent NAME [--ns I] CMD...: start CMD (`"$BIN/dlaunch" ARGS`, or
 # `env VAR=VALUE... "$BIN/dlaunch" ARGS`) as agent NAME with the case's mark
