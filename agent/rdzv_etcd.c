@@ -437,8 +437,12 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 		/* our keys went with the old lease, the leader key too, and
 		 * the leader evicted this node: a join in hand starts
 		 * afresh; a round in hand is over (the inbox will say so) */
-		if (h->leader)
+		if (h->leader) {
+			log_warn("etcd leader: this agent's lease expired, its "
+				 "leader key with it; it stops leading job %s",
+				 h->cfg->run_id);
 			event_active(h->depose, EV_TIMEOUT, 0);
+		}
 		if (h->joining)
 			h->join_seq++;
 		put_node(h);
