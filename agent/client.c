@@ -176,6 +176,8 @@ static void finish(struct client_call *call, CURLcode code)
 				  code == CURLE_SSL_CACERT ||
 				  code == CURLE_UNSUPPORTED_PROTOCOL ||
 				  code == CURLE_URL_MALFORMAT;
+		r.refused = code == CURLE_COULDNT_CONNECT ||
+			    code == CURLE_COULDNT_RESOLVE_HOST;
 		snprintf(msg, sizeof(msg), "%s",
 			 call->errbuf[0] ? call->errbuf
 					 : curl_easy_strerror(code));

@@ -18,17 +18,22 @@
 
 #include "dlaunch/agent_client.h"
 #include "dlaunch/buf.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
 #define CALL_TIMEOUT_MS	 5000
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS	 2000
-/* passes over every endpoint before a client etcd never answered gives
- * up (with the connect timeout, a few seconds at most) */
-#define FIRST_PASSES 3
-#define AUTH_RETRIES 2
-#define STREAM_MAX   (4u << 20) /* unread stream bytes kept */
+/* A client etcd never answered gives up after FIRST_PASSES passes over
+ * every endpoint when each attempt was refused (nobody listens: a wrong
+ * endpoint, said in well under a second), or after FIRST_CONTACT_MS when
+ * some timed out (a slow or overloaded etcd, or an address nobody
+ * answers from). */
+#define FIRST_PASSES	 3
+#define FIRST_CONTACT_MS 20000
+#define AUTH_RETRIES	 2
+#define STREAM_MAX	 (4u << 20) /* unread stream bytes kept */
 
 struct etcd_client {
 	struct event_base *base;
@@ -59,6 +64,8 @@ struct etcd_call {
 	struct client_call *hc;
 	size_t ep;	 /* endpoint of the attempt in flight */
 	size_t failures; /* attempts without an answer, in a row */
+	int slow;	 /* one of them was not refused at once */
+	uint64_t started_ms;
 	int auth_retries;
 	int parked; /* waits for the login */
 	uint64_t backoff_ms;
@@ -259,7 +266,11 @@ static void retry_call(struct etcd_call *call, const char *why)
 		size_t limit = (call->flags & ETCD_CALL_ONCE)
 				   ? c->eps.n
 				   : c->eps.n * FIRST_PASSES;
-		if (call->failures >= limit) {
+		int give_up = call->failures >= limit;
+		if (give_up && !(call->flags & ETCD_CALL_ONCE) && call->slow)
+			give_up = clock_now_ms() >=
+				  call->started_ms + FIRST_CONTACT_MS;
+		if (give_up) {
 			char msg[6400];
 			snprintf(
 			    msg, sizeof(msg), "no etcd answered at %s: %s%s",
@@ -292,7 +303,11 @@ static void on_reply(void *arg, const struct client_reply *r)
 	call->hc = NULL;
 	switch (judge(c, r, &rc, msg, sizeof(msg))) {
 	case V_OK: call_end(call, 0, r->body, r->body_len, NULL); return;
-	case V_RETRY: retry_call(call, msg); return;
+	case V_RETRY:
+		if (!r->refused)
+			call->slow = 1;
+		retry_call(call, msg);
+		return;
 	case V_LOGIN:
 		if (!call->is_auth && call->auth_retries++ < AUTH_RETRIES) {
 			c->have_token = 0;
@@ -334,6 +349,7 @@ static struct etcd_call *call_new(struct etcd_client *c, const char *what,
 	snprintf(call->path, sizeof(call->path), "%s", path);
 	call->body = json_incref(body);
 	call->flags = flags;
+	call->started_ms = clock_now_ms();
 	call->cb = cb;
 	call->arg = arg;
 	call->retry = evtimer_new(c->base, on_retry, call);

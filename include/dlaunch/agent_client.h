@@ -22,6 +22,8 @@ struct client_reply {
 	int misconfigured;    /* a transport failure retrying cannot mend:
 				 the server's certificate does not verify,
 				 the CA file is unusable, the URL is bad */
+	int refused;	      /* nobody listens there, or no such host
+				 (not a timeout: an overloaded server) */
 	const char *error;    /* transport error text, or the server's
 				 {"error": ...} message, or "" */
 	long status;	      /* HTTP status (0 when transport_failed) */
