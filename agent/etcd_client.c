@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "dlaunch/agent_client.h"
 #include "dlaunch/buf.h"
@@ -44,6 +46,7 @@ struct etcd_client {
 	int answered;  /* etcd answered this client once */
 	int outage;    /* an outage was logged and not its end */
 	int move_said; /* a failover was logged since the last answer */
+	uint64_t rng;
 	const char *username, *password;
 	int has_cert;
 	int have_token;
@@ -65,6 +68,7 @@ struct etcd_call {
 	size_t ep;	 /* endpoint of the attempt in flight */
 	size_t failures; /* attempts without an answer, in a row */
 	int slow;	 /* one of them was not refused at once */
+	int last_slow;	 /* ... the last one */
 	uint64_t started_ms;
 	int auth_retries;
 	int parked; /* waits for the login */
@@ -98,6 +102,7 @@ struct etcd_lease {
 	struct etcd_client *c;
 	unsigned ttl_s;
 	int64_t id;
+	int64_t want; /* the id asked for: a retried grant is one grant */
 	int lost;
 	etcd_lease_cb cb;
 	void *arg;
@@ -118,11 +123,25 @@ static void arm(struct event *ev, uint64_t ms)
 	evtimer_add(ev, &tv);
 }
 
-static uint64_t next_backoff(uint64_t *b)
+/* rand64: xorshift64*, seeded per client from getrandom */
+static uint64_t rand64(struct etcd_client *c)
+{
+	uint64_t x = c->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	c->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* next_backoff: the pause before the next try, doubling up to the
+ * maximum, spread over [1/2, 3/2) of it so that agents that failed
+ * together do not come back together */
+static uint64_t next_backoff(struct etcd_client *c, uint64_t *b)
 {
 	uint64_t now = *b ? *b : BACKOFF_FIRST_MS;
 	*b = now * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : now * 2;
-	return now;
+	return now / 2 + rand64(c) % (now + 1);
 }
 
 /* moved_on: an attempt on endpoint ep got no answer; the client moves to
@@ -197,7 +216,13 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 		    (e.code == ETCD_GRPC_INVALID_ARGUMENT &&
 		     strstr(e.message, "user name is empty")))
 			return c->username ? V_LOGIN : V_FAIL;
-		if (*rc == DL_EAGAIN)
+		/* etcd 3.4 says some of "try later" with code 2 (unknown) */
+		if (*rc == DL_EAGAIN ||
+		    (e.code == ETCD_GRPC_UNKNOWN &&
+		     (strstr(e.message, "too many requests") ||
+		      strstr(e.message, "timed out") ||
+		      strstr(e.message, "leader changed") ||
+		      strstr(e.message, "no leader"))))
 			return V_RETRY;
 		return V_FAIL;
 	}
@@ -283,11 +308,11 @@ static void retry_call(struct etcd_call *call, const char *why)
 			return;
 		}
 	}
-	if (call->failures % c->eps.n != 0) {
+	if (call->failures % c->eps.n != 0 && !call->last_slow) {
 		arm(call->retry, 0);
 	} else {
 		outage(c, why);
-		arm(call->retry, next_backoff(&call->backoff_ms));
+		arm(call->retry, next_backoff(c, &call->backoff_ms));
 	}
 }
 
@@ -304,6 +329,9 @@ static void on_reply(void *arg, const struct client_reply *r)
 	switch (judge(c, r, &rc, msg, sizeof(msg))) {
 	case V_OK: call_end(call, 0, r->body, r->body_len, NULL); return;
 	case V_RETRY:
+		/* etcd busy or slow: the next try waits (an overloaded etcd
+		 * must not get every request twice at once) */
+		call->last_slow = !r->refused;
 		if (!r->refused)
 			call->slow = 1;
 		retry_call(call, msg);
@@ -530,7 +558,7 @@ static void watch_retry(struct etcd_watch *w, const char *why)
 	moved_on(w->c, w->ep, w->what, why);
 	if (w->backoff_ms >= BACKOFF_MAX_MS)
 		outage(w->c, why);
-	arm(w->retry, next_backoff(&w->backoff_ms));
+	arm(w->retry, next_backoff(w->c, &w->backoff_ms));
 }
 
 /* one object of the stream: 0 to go on, 1 when the watch stopped */
@@ -832,6 +860,16 @@ static void on_lease(void *arg, const struct etcd_answer *a)
 	int rc;
 	int64_t was = l->id;
 	l->call = NULL;
+	if (!was && a->rc == DL_ECONFLICT &&
+	    strstr(a->error, "already exists")) {
+		/* a retried grant whose first copy etcd had granted */
+		int lost = l->lost;
+		l->id = l->want;
+		l->lost = 0;
+		arm(l->timer, l->ttl_s * 1000 / 3);
+		l->cb(l->arg, l->id, lost, NULL);
+		return;
+	}
 	if (a->rc != 0) {
 		/* no usable answer (retries are the call's own): say so,
 		 * and keep trying while there is a lease to keep */
@@ -876,10 +914,12 @@ static void lease_send(struct etcd_lease *l)
 {
 	json_t *body = NULL;
 	char err[128];
+	if (!l->id)
+		l->want = (int64_t)(rand64(l->c) >> 1) | 1;
 	int rc =
-	    l->id
-		? etcd_build_lease_keepalive(l->id, &body, err, sizeof(err))
-		: etcd_build_lease_grant(l->ttl_s, 0, &body, err, sizeof(err));
+	    l->id ? etcd_build_lease_keepalive(l->id, &body, err, sizeof(err))
+		  : etcd_build_lease_grant(l->ttl_s, l->want, &body, err,
+					   sizeof(err));
 	if (rc == 0)
 		l->call =
 		    etcd_call(l->c, l->id ? "lease keep-alive" : "lease grant",
@@ -950,6 +990,9 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		return DL_ENOMEM;
 	}
 	c->base = base;
+	if (getrandom(&c->rng, sizeof(c->rng), 0) != (ssize_t)sizeof(c->rng))
+		c->rng = clock_now_ns() ^ ((uint64_t)getpid() << 32);
+	c->rng |= 1;
 	rc = agent_etcd_endpoints_parse(cfg->endpoint, cfg->etcd.protocol,
 					&c->eps, err, err_size);
 	if (rc) {

@@ -251,6 +251,15 @@ static void on_put(void *arg, const struct etcd_answer *a)
 	struct rdzv_etcd *h = arg;
 	int had_report = h->put_has_report;
 	h->put = NULL;
+	if (a->rc == DL_ENOTFOUND) {
+		/* "requested lease not found": the lease expired under the
+		 * write; the lease takes a new one and the key is written
+		 * again with it (on_lease), report and all */
+		log_warn("this node's key %s%s%s was refused for an expired "
+			 "lease; writing it again with a new one",
+			 h->prefix, ETCD_KEY_NODES, h->node_id);
+		return;
+	}
 	if (a->rc != 0) {
 		log_error("cannot write this node's key %s%s%s in etcd: %s",
 			  h->prefix, ETCD_KEY_NODES, h->node_id, a->error);
@@ -370,17 +379,14 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 	etcd_txn_response_release(&t);
 }
 
-/* campaign: take the leader key when there is none, else watch it */
-static void campaign(struct rdzv_etcd *h)
+/* send_campaign: the transaction that creates the leader key only where
+ * there is none, bound to this agent's lease */
+static void send_campaign(struct rdzv_etcd *h)
 {
 	char k[PREFIX_MAX + 32], err[256], *val;
 	struct etcd_compare cmp;
 	struct etcd_op put, get;
 	json_t *body = NULL, *v;
-	if (h->leader || h->campaign || !h->lease_id || h->leaving)
-		return;
-	etcd_watch_free(h->leader_watch);
-	h->leader_watch = NULL;
 	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
 	v = json_pack("{s:s, s:s}", "node_id", h->node_id, "incarnation",
 		      h->incarnation);
@@ -409,6 +415,58 @@ static void campaign(struct rdzv_etcd *h)
 					on_campaign, h);
 	json_decref(body);
 	free(val);
+}
+
+/* on_leader_read: a leader key there is watched (or led, when it is
+ * still this agent's); none is campaigned for. Reading first spares etcd
+ * a write per joining agent when a leader exists, as it mostly does. */
+static void on_leader_read(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_range_response r;
+	char err[1024], k[PREFIX_MAX + 32];
+	struct timeval tv = {1, 0};
+	h->campaign = NULL;
+	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
+		log_warn("etcd: reading the leader key failed: %s", err);
+		evtimer_add(h->recampaign, &tv);
+		return;
+	}
+	if (r.n_kvs == 0) {
+		send_campaign(h);
+	} else if (r.kvs[0].lease == h->lease_id) {
+		h->leader = etcd_leader_new(
+		    h->evb, h->c, h->prefix, h->cfg->run_id, h->node_id,
+		    r.kvs[0].create_revision, deposed, h);
+		if (!h->leader)
+			evtimer_add(h->recampaign, &tv);
+	} else {
+		key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
+		h->leader_watch =
+		    etcd_watch_new(h->c, "leader watch", k, strlen(k), NULL, 0,
+				   r.header.revision + 1, 0, on_leader_key, h);
+		if (!h->leader_watch)
+			evtimer_add(h->recampaign, &tv);
+	}
+	etcd_range_response_release(&r);
+}
+
+/* campaign: lead when the leader key is free (or still ours), else
+ * watch it */
+static void campaign(struct rdzv_etcd *h)
+{
+	char k[PREFIX_MAX + 32], err[256];
+	json_t *body = NULL;
+	if (h->leader || h->campaign || !h->lease_id || h->leaving)
+		return;
+	etcd_watch_free(h->leader_watch);
+	h->leader_watch = NULL;
+	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
+	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
+			     sizeof(err)) == 0)
+		h->campaign = etcd_call(h->c, "leader read", "/v3/kv/range",
+					body, 0, on_leader_read, h);
+	json_decref(body);
 }
 
 static void on_recampaign(evutil_socket_t fd, short what, void *arg)
