@@ -7,19 +7,31 @@
 #   make bench-quick    the same with fewer sizes and repetitions (< 5 min)
 #   make bench-build    only build the benchmark programs (also part of all)
 #   make bench-launch | bench-restart | bench-nodeloss | bench-rdzv |
-#        bench-dist | bench-train | bench-ckpt    one benchmark (full)
+#        bench-etcd | bench-dist | bench-train | bench-ckpt
+#                       one benchmark (full)
 #   make bench-report   redo the table and plots from bench/results/*.json
 #
 # BENCH_ARGS passes extra options to bench/bench.py (e.g. --reps 3).
 
 BENCH_DIR  := $(BUILD)/bench
 BENCH_PY   := /usr/bin/python3 bench/bench.py --build $(BUILD)
-BENCH_BINS := $(BENCH_DIR)/rdzv_load
+BENCH_BINS := $(BENCH_DIR)/rdzv_load $(BENCH_DIR)/etcd_load
 
 OBJS += $(call objs,bench/rdzv_load.c)
 $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ -lm
+
+# Simulated agents of the etcd backend: each is the agent's own backend
+# and round loop (libagent.a), the leader's rules included (the state
+# machine, librdzv_state.a: rendezvous/ declares it after this fragment is
+# read, hence the path).
+OBJS += $(call objs,bench/etcd_load.c)
+$(BENCH_DIR)/etcd_load: $(call objs,bench/etcd_load.c) $(AGENT_LIB) \
+		$(BUILD)/lib/librdzv_state.a $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) \
+		$(JSON_LIBS) -lm
 
 # The collective benchmark needs the dist library, which trainer/'s
 # fragment declares ($(DIST_LIB)); bench/*.mk is read before trainer/*.mk,
@@ -47,14 +59,14 @@ $(BENCH_DIR)/ckpt_bench: $(call objs,bench/ckpt_bench.c) $(TRAIN_LIB) \
 endif
 
 .PHONY: bench-build bench-suite bench-launch bench-restart bench-nodeloss \
-	bench-rdzv bench-dist bench-train bench-ckpt bench-report
+	bench-rdzv bench-etcd bench-dist bench-train bench-ckpt bench-report
 all: $(BENCH_BINS)
 bench-build: $(BENCH_BINS)
 
 # Every run first builds everything (a sub-make: $(BINS) is not complete
 # yet where this fragment is read, since bench/ sorts before the others).
-BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-rdzv bench-dist \
-	bench-train bench-ckpt
+BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-rdzv bench-etcd \
+	bench-dist bench-train bench-ckpt
 $(BENCH_ONE):
 	@$(MAKE) --no-print-directory all
 	$(BENCH_PY) $(patsubst bench-%,%,$@) $(BENCH_ARGS)
