@@ -149,6 +149,8 @@ static int op_fill(const struct etcd_op *op, json_t *body, char *err,
 			rc = set_true(body, "keys_only", op->keys_only);
 		if (rc == 0)
 			rc = set_true(body, "count_only", op->count_only);
+		if (rc == 0)
+			rc = set_true(body, "serializable", op->serializable);
 		break;
 	case ETCD_OP_PUT:
 		if (rc == 0)

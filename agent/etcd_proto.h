@@ -101,6 +101,9 @@ struct etcd_op {
 	int prev_kv;		     /* put, delete: answer the old kv(s) */
 	int count_only;		     /* range */
 	int keys_only;		     /* range */
+	int serializable;	     /* range: answered by the member alone,
+					without a round of agreement (may
+					lag; not inside a txn) */
 };
 
 /* etcd_build_op makes the body of op's own request (POST /v3/kv/range,

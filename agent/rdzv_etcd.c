@@ -84,6 +84,20 @@ static int is_ended(const char *state)
 			 strcmp(state, "FAILED") == 0);
 }
 
+/* read_body: a read of key k that one member answers alone: a watch
+ * from the revision it was read at follows it, so a member that lags
+ * costs time, never an event */
+static int read_body(const char *k, json_t **body, char *err, size_t es)
+{
+	struct etcd_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = ETCD_OP_RANGE;
+	op.key.data = k;
+	op.key.len = strlen(k);
+	op.serializable = 1;
+	return etcd_build_op(&op, body, err, es);
+}
+
 /* ---------------------------------------------------------- the inbox */
 
 /* consider: what the inbox says, for the join or the round in hand */
@@ -212,8 +226,7 @@ static void read_inbox(struct rdzv_etcd *h)
 	char k[PREFIX_MAX + 300], err[128];
 	json_t *body = NULL;
 	key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
-	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
-			     sizeof(err)) == 0)
+	if (read_body(k, &body, err, sizeof(err)) == 0)
 		h->inbox_read = etcd_call(h->c, "inbox read", "/v3/kv/range",
 					  body, 0, on_inbox_read, h);
 	json_decref(body);
@@ -462,8 +475,7 @@ static void campaign(struct rdzv_etcd *h)
 	etcd_watch_free(h->leader_watch);
 	h->leader_watch = NULL;
 	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
-	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
-			     sizeof(err)) == 0)
+	if (read_body(k, &body, err, sizeof(err)) == 0)
 		h->campaign = etcd_call(h->c, "leader read", "/v3/kv/range",
 					body, 0, on_leader_read, h);
 	json_decref(body);

@@ -116,10 +116,12 @@ static void test_build_kv(void **state)
 			     .key = {"/rec/", 5},
 			     .range_end = {end, end_len},
 			     .count_only = 1,
-			     .keys_only = 1};
+			     .keys_only = 1,
+			     .serializable = 1};
 	assert_int_equal(etcd_build_op(&op, &b, err, sizeof(err)), 0);
 	body_is(b, "{\"key\":\"L3JlYy8=\",\"range_end\":\"L3JlYzA=\","
-		   "\"keys_only\":true,\"count_only\":true}");
+		   "\"keys_only\":true,\"count_only\":true,"
+		   "\"serializable\":true}");
 	struct etcd_op del = {
 	    .kind = ETCD_OP_DELETE, .key = {"/rec/b", 6}, .prev_kv = 1};
 	assert_int_equal(etcd_build_op(&del, &b, err, sizeof(err)), 0);
