@@ -178,6 +178,12 @@ static void finish(struct client_call *call, CURLcode code)
 				  code == CURLE_URL_MALFORMAT;
 		r.refused = code == CURLE_COULDNT_CONNECT ||
 			    code == CURLE_COULDNT_RESOLVE_HOST;
+		{
+			curl_off_t t = 0;
+			curl_easy_getinfo(call->easy, CURLINFO_CONNECT_TIME_T,
+					  &t);
+			r.connected = t > 0;
+		}
 		snprintf(msg, sizeof(msg), "%s",
 			 call->errbuf[0] ? call->errbuf
 					 : curl_easy_strerror(code));

@@ -29,13 +29,16 @@
 #define BACKOFF_MAX_MS	 2000
 /* A client etcd never answered gives up after FIRST_PASSES passes over
  * every endpoint when each attempt was refused (nobody listens: a wrong
- * endpoint, said in well under a second), or after FIRST_CONTACT_MS when
- * some timed out (a slow or overloaded etcd, or an address nobody
- * answers from). */
-#define FIRST_PASSES	 3
-#define FIRST_CONTACT_MS 20000
-#define AUTH_RETRIES	 2
-#define STREAM_MAX	 (4u << 20) /* unread stream bytes kept */
+ * endpoint, said in well under a second), after FIRST_CONTACT_MS when
+ * some timed out without a connection (an address nobody answers from),
+ * and after FIRST_CONTACT_SLOW_MS when a connection was made but the
+ * answer did not come in time (an etcd overloaded by thousands of agents
+ * starting at once). */
+#define FIRST_PASSES	      3
+#define FIRST_CONTACT_MS      20000
+#define FIRST_CONTACT_SLOW_MS 180000
+#define AUTH_RETRIES	      2
+#define STREAM_MAX	      (4u << 20) /* unread stream bytes kept */
 
 struct etcd_client {
 	struct event_base *base;
@@ -69,6 +72,7 @@ struct etcd_call {
 	size_t failures; /* attempts without an answer, in a row */
 	int slow;	 /* one of them was not refused at once */
 	int last_slow;	 /* ... the last one */
+	int reached;	 /* one of them got a connection */
 	uint64_t started_ms;
 	int auth_retries;
 	int parked; /* waits for the login */
@@ -294,7 +298,9 @@ static void retry_call(struct etcd_call *call, const char *why)
 		int give_up = call->failures >= limit;
 		if (give_up && !(call->flags & ETCD_CALL_ONCE) && call->slow)
 			give_up = clock_now_ms() >=
-				  call->started_ms + FIRST_CONTACT_MS;
+				  call->started_ms +
+				      (call->reached ? FIRST_CONTACT_SLOW_MS
+						     : FIRST_CONTACT_MS);
 		if (give_up) {
 			char msg[6400];
 			snprintf(
@@ -334,6 +340,8 @@ static void on_reply(void *arg, const struct client_reply *r)
 		call->last_slow = !r->refused;
 		if (!r->refused)
 			call->slow = 1;
+		if (r->connected || !r->transport_failed)
+			call->reached = 1;
 		retry_call(call, msg);
 		return;
 	case V_LOGIN:
