@@ -178,6 +178,7 @@ static void finish(struct client_call *call, CURLcode code)
 				  code == CURLE_URL_MALFORMAT;
 		r.refused = code == CURLE_COULDNT_CONNECT ||
 			    code == CURLE_COULDNT_RESOLVE_HOST;
+		r.timed_out = code == CURLE_OPERATION_TIMEDOUT;
 		{
 			curl_off_t t = 0;
 			curl_easy_getinfo(call->easy, CURLINFO_CONNECT_TIME_T,

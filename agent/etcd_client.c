@@ -28,12 +28,13 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS	 2000
 /* A client etcd never answered gives up after FIRST_PASSES passes over
- * every endpoint when each attempt was refused (nobody listens: a wrong
- * endpoint, said in well under a second), after FIRST_CONTACT_MS when
- * some timed out without a connection (an address nobody answers from),
- * and after FIRST_CONTACT_SLOW_MS when a connection was made but the
- * answer did not come in time (an etcd overloaded by thousands of agents
- * starting at once). */
+ * every endpoint when each attempt failed at once (nobody listens, a TLS
+ * handshake refused: a wrong endpoint or credential, said in well under a
+ * second); after FIRST_CONTACT_MS when some timed out without a
+ * connection (an address nobody answers from); and after
+ * FIRST_CONTACT_SLOW_MS when a connection was made but the answer came
+ * late, or etcd said to try later (an etcd overloaded by thousands of
+ * agents starting at once). */
 #define FIRST_PASSES	      3
 #define FIRST_CONTACT_MS      20000
 #define FIRST_CONTACT_SLOW_MS 180000
@@ -337,10 +338,13 @@ static void on_reply(void *arg, const struct client_reply *r)
 	case V_RETRY:
 		/* etcd busy or slow: the next try waits (an overloaded etcd
 		 * must not get every request twice at once) */
-		call->last_slow = !r->refused;
-		if (!r->refused)
+		/* slow: no answer in time, or etcd's own "try later"; any
+		 * other failure (refused, a TLS handshake cut short) is
+		 * as quick the next time */
+		call->last_slow = r->timed_out || !r->transport_failed;
+		if (call->last_slow)
 			call->slow = 1;
-		if (r->connected || !r->transport_failed)
+		if ((r->timed_out && r->connected) || !r->transport_failed)
 			call->reached = 1;
 		retry_call(call, msg);
 		return;

@@ -24,6 +24,7 @@ struct client_reply {
 				 the CA file is unusable, the URL is bad */
 	int refused;	      /* nobody listens there, or no such host
 				 (not a timeout: an overloaded server) */
+	int timed_out;	      /* no answer within the time given */
 	int connected;	      /* the connection was made before it
 				 failed (someone listens, if slowly) */
 	const char *error;    /* transport error text, or the server's
