@@ -21,6 +21,11 @@ int launcher_etcd_conf_set(struct launcher_options *o, const char *key,
  * ...", into out. */
 void launcher_etcd_conf_keys(char *out, size_t size);
 
+/* launcher_rdzv_conf_apply applies a whole --rdzv-conf value (K=V,...)
+ * to o, as the option does; the message names the bad pair. */
+int launcher_rdzv_conf_apply(struct launcher_options *o, const char *v,
+			     char *err, size_t err_size);
+
 /* launcher_etcd_check runs once every option is read. With another backend
  * it refuses the etcd keys; with etcd it checks the endpoint list
  * (agent_etcd_endpoints_parse), that --standalone, --rdzv-ca and

@@ -176,19 +176,25 @@ static int set_conf_pair(struct launcher_options *o, char *tok, char *err,
 	return 0;
 }
 
-static int set_rdzv_conf(const struct opt_spec *s, void *base, const char *v,
-			 char *err, size_t es)
+int launcher_rdzv_conf_apply(struct launcher_options *o, const char *v,
+			     char *err, size_t es)
 {
 	char copy[LAUNCHER_CONF_MAX], *save = NULL, *tok;
 	int rc = 0;
-	(void)s;
 	if (strlen(v) >= sizeof(copy))
 		return dl_errorf(err, es, DL_EINVAL, "--rdzv-conf is too long");
 	snprintf(copy, sizeof(copy), "%s", v);
 	for (tok = strtok_r(copy, ",", &save); tok && rc == 0;
 	     tok = strtok_r(NULL, ",", &save))
-		rc = set_conf_pair(lo(base), tok, err, es);
+		rc = set_conf_pair(o, tok, err, es);
 	return rc;
+}
+
+static int set_rdzv_conf(const struct opt_spec *s, void *base, const char *v,
+			 char *err, size_t es)
+{
+	(void)s;
+	return launcher_rdzv_conf_apply(lo(base), v, err, es);
 }
 
 /* format_rdzv_conf shows the durations (progress_timeout has its own

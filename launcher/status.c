@@ -177,9 +177,8 @@ static const struct opt_spec status_specs[] = {
      SO(conf),
      .env = "PET_RDZV_CONF",
      .metavar = "K=V,...",
-     .help = "with etcd: protocol, cacert, cert, key, username, "
-	     "password_file, key_prefix (as for dlaunch); other keys are "
-	     "ignored"},
+     .help = "with etcd: dlaunch's --rdzv-conf (protocol, cacert, cert, "
+	     "key, username, password_file, key_prefix are used)"},
     {.name = "rdzv-id",
      .type = OPT_NAME,
      SO(job),
@@ -255,33 +254,18 @@ static int is_etcd(const char *backend)
 	return 0;
 }
 
-/* etcd_config reads --rdzv-conf's etcd keys as dlaunch does (files
- * checked, the password read) into lo. */
+/* etcd_config reads --rdzv-conf as dlaunch does (files checked, the
+ * password read) into lo. */
 static int etcd_config(const struct status_options *o,
 		       struct launcher_options *lo, char *err, size_t es)
 {
-	char conf[4096], *save = NULL, *tok;
+	int rc;
 	launcher_options_init(lo);
 	lo->rdzv_backend = LAUNCHER_BACKEND_ETCD;
 	lo->cfg.mode = AGENT_MODE_ETCD;
 	lo->cfg.endpoint = o->endpoint;
-	if (o->conf && strlen(o->conf) >= sizeof(conf))
-		return dl_errorf(err, es, DL_EINVAL, "--rdzv-conf is too long");
-	snprintf(conf, sizeof(conf), "%s", o->conf ? o->conf : "");
-	for (tok = strtok_r(conf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		int rc;
-		if (!eq)
-			return dl_errorf(err, es, DL_EINVAL,
-					 "--rdzv-conf '%s' is not KEY=VALUE",
-					 tok);
-		*eq = '\0';
-		rc = launcher_etcd_conf_set(lo, tok, eq + 1, err, es);
-		if (rc && rc != DL_ENOTFOUND)
-			return rc;
-	}
-	return launcher_etcd_check(lo, err, es);
+	rc = o->conf ? launcher_rdzv_conf_apply(lo, o->conf, err, es) : 0;
+	return rc ? rc : launcher_etcd_check(lo, err, es);
 }
 
 static int status_etcd(const struct status_options *o)
