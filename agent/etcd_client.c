@@ -961,31 +961,11 @@ struct etcd_lease *etcd_lease_new(struct etcd_client *c, unsigned ttl_s,
 	return l;
 }
 
-int64_t etcd_lease_id(const struct etcd_lease *l)
-{
-	return l ? l->id : 0;
-}
-
-static void on_revoked(void *arg, const struct etcd_answer *a)
-{
-	(void)arg;
-	(void)a;
-}
-
-void etcd_lease_free(struct etcd_lease *l, int revoke)
+void etcd_lease_free(struct etcd_lease *l)
 {
 	if (!l)
 		return;
 	etcd_cancel(l->call);
-	if (revoke && l->id) {
-		json_t *body = NULL;
-		char err[128];
-		if (etcd_build_lease_revoke(l->id, &body, err, sizeof(err)) ==
-		    0)
-			etcd_call(l->c, "lease revoke", "/v3/lease/revoke",
-				  body, ETCD_CALL_ONCE, on_revoked, NULL);
-		json_decref(body);
-	}
 	event_free(l->timer);
 	free(l);
 }

@@ -109,9 +109,8 @@ typedef void (*etcd_lease_cb)(void *arg, int64_t id, int lost,
 			      const char *error);
 struct etcd_lease *etcd_lease_new(struct etcd_client *c, unsigned ttl_s,
 				  etcd_lease_cb cb, void *arg);
-int64_t etcd_lease_id(const struct etcd_lease *l); /* 0 until granted */
-/* etcd_lease_free stops keeping it alive; with revoke, asks etcd to drop
- * it (and every key bound to it) now, once, without waiting. */
-void etcd_lease_free(struct etcd_lease *l, int revoke);
+/* etcd_lease_free stops keeping it alive (revoking is the owner's:
+ * POST /v3/lease/revoke with its id). */
+void etcd_lease_free(struct etcd_lease *l);
 
 #endif

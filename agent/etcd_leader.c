@@ -46,7 +46,6 @@ struct lnode {
 	int live, held, queued, left;
 	char *error;	    /* why its join was refused */
 	char *inbox;	    /* what its inbox says now */
-	int inbox_member;   /* ... and whether it was an assignment */
 	struct lnode *next; /* hash chain */
 };
 
@@ -75,7 +74,6 @@ struct etcd_leader {
 	struct etcd_watch *watch;
 	struct event *timer, *retry;
 	int starting;
-	int64_t rev; /* of the node keys read at the start */
 };
 
 static void after_batch(struct etcd_leader *l);
@@ -321,17 +319,15 @@ static const char *node_of(struct etcd_leader *l, const struct etcd_kv *kv,
 /* ------------------------------------------------------------- writing */
 
 /* content: what node n's inbox should say now, or NULL when nothing
- * need be said (a node waiting for a round that was never a member) */
-static char *content(struct etcd_leader *l, struct lnode *n, int *member)
+ * need be said (a node waiting for the open round) */
+static char *content(struct etcd_leader *l, struct lnode *n)
 {
 	json_t *o, *a = NULL;
 	char *s;
 	int ended = l->last.state == RDZV_JOB_SUCCEEDED ||
 		    l->last.state == RDZV_JOB_FAILED;
-	*member = 0;
 	if (l->have_last && (l->last.state == RDZV_JOB_RUNNING || ended))
 		a = rdzv_assignment_json(l->st, l->job, n->id);
-	*member = a != NULL;
 	/* a node waiting for the open round has nothing to hear until it
 	 * closes; any other (a member of a round now over, a survivor
 	 * expected back) must hear that its round is over */
@@ -381,7 +377,7 @@ static void drop_writing(struct etcd_leader *l)
 
 /* take_next: the next queued node whose inbox changes (this agent's own
  * node only when no other is left), with its new content */
-static struct lnode *take_next(struct etcd_leader *l, char **text, int *member)
+static struct lnode *take_next(struct etcd_leader *l, char **text)
 {
 	for (int own = 0; own < 2; own++)
 		for (size_t i = 0; i < l->nqueue; i++) {
@@ -394,7 +390,7 @@ static struct lnode *take_next(struct etcd_leader *l, char **text, int *member)
 			i--;
 			if (!n->live)
 				continue;
-			s = content(l, n, member);
+			s = content(l, n);
 			if (!s || (n->inbox && strcmp(n->inbox, s) == 0)) {
 				free(s);
 				continue;
@@ -442,9 +438,8 @@ static void flush(struct etcd_leader *l)
 	}
 	l->writing_record = nops == 1;
 	while (l->nwriting < TXN_OPS) {
-		int member;
 		char *text;
-		struct lnode *n = take_next(l, &text, &member);
+		struct lnode *n = take_next(l, &text);
 		if (!n)
 			break;
 		key_of(l, ETCD_KEY_INBOX, n->id, keys[nops], sizeof(keys[0]));
@@ -456,7 +451,6 @@ static void flush(struct etcd_leader *l)
 		nops++;
 		l->writing[l->nwriting] = n;
 		l->contents[l->nwriting++] = text;
-		n->inbox_member = member; /* as of this write */
 	}
 	if (nops == 0) {
 		drop_writing(l);
@@ -708,6 +702,7 @@ static void read_nodes(struct etcd_leader *l)
 
 static void on_read_nodes(void *arg, const struct etcd_answer *a)
 {
+	int64_t rev;
 	struct etcd_leader *l = arg;
 	struct etcd_range_response r;
 	char err[1024], id[RDZV_NAME_MAX + 2], key[PREFIX_MAX + 16],
@@ -730,7 +725,7 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 		if (node_of(l, &r.kvs[i], id, sizeof(id)))
 			apply_put(l, id, r.kvs[i].value, r.kvs[i].value_len,
 				  now);
-	l->rev = r.header.revision;
+	rev = r.header.revision;
 	etcd_range_response_release(&r);
 	saved = rdzv_job_save(l->st, l->job);
 	if (saved)
@@ -739,7 +734,7 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	key_of(l, ETCD_KEY_NODES, NULL, key, sizeof(key));
 	end_len = etcd_prefix_end(key, strlen(key), (unsigned char *)end);
 	l->watch = etcd_watch_new(l->c, "node watch", key, strlen(key), end,
-				  end_len, l->rev + 1, 0, on_nodes, l);
+				  end_len, rev + 1, 0, on_nodes, l);
 	if (!l->watch) {
 		l->deposed(l->arg);
 		return;

@@ -36,7 +36,6 @@ struct rdzv_etcd {
 	char prefix[PREFIX_MAX]; /* key_prefix/job */
 	char addr[256];
 	unsigned master_port;
-	uint64_t hb_ms;
 	struct etcd_client *c;
 	struct etcd_lease *lease;
 	int64_t lease_id;
@@ -130,9 +129,11 @@ static void consider(struct rdzv_etcd *h)
 				 state);
 			agent_fsm_post(h->base.fsm, &ev);
 		} else if (json_is_object(a) && strcmp(state, "RUNNING") == 0) {
+			/* liveness is the lease's: no heartbeat to pace */
+			uint64_t hb = 0;
 			h->joining = 0;
-			if (agent_rdzv_post_joined(
-				h->base.fsm, a, h->cfg->nproc, &h->hb_ms) != 0)
+			if (agent_rdzv_post_joined(h->base.fsm, a,
+						   h->cfg->nproc, &hb) != 0)
 				post_kind(h, AGENT_EV_JOIN_FAILED, 0);
 		} else if (json_is_true(json_object_get(v, "rejoin"))) {
 			/* the round this join was placed in ended before we
@@ -702,7 +703,7 @@ static void etcd_free(struct agent_rdzv *r)
 		return;
 	etcd_leader_free(h->leader);
 	if (h->lease)
-		etcd_lease_free(h->lease, 0);
+		etcd_lease_free(h->lease);
 	etcd_client_free(h->c); /* every call and watch with it */
 	if (h->depose)
 		event_free(h->depose);
@@ -741,7 +742,6 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 	h->cfg = cfg;
 	h->node_id = p->node_id;
 	h->incarnation = p->incarnation;
-	h->hb_ms = cfg->heartbeat_interval_ms;
 	snprintf(h->prefix, sizeof(h->prefix), "%s/%s", cfg->etcd.key_prefix,
 		 cfg->run_id);
 	rc = etcd_client_new(p->base, cfg, &h->c, err, err_size);
