@@ -67,6 +67,7 @@ struct launcher_options {
 	int rdzv_backend; /* enum launcher_backend */
 	int module;
 	int no_python;
+	int run_path; /* --run-path: the program is a Python script */
 	const char *python;
 	const char *token_file;		  /* read into cfg.token by main */
 	double monitor_interval_s;	  /* accepted for torchrun; unused */
@@ -107,8 +108,9 @@ void launcher_usage(FILE *fp);
 int launcher_count_gpus(void);
 
 /* launcher_worker_argv builds the command run for each worker: `python3
- * -u script args` for *.py (PYTHON_EXEC or --python override python3),
- * `python3 -u -m module args` with -m, else the program as given. Returns
+ * -u script args` for *.py, and for any script with --run-path (PYTHON_EXEC
+ * or --python override python3), `python3 -u -m module args` with -m,
+ * else the program as given. Returns
  * a new NULL-terminated array (free the array only; strings are borrowed
  * from o and env) or NULL. */
 char **launcher_worker_argv(const struct launcher_options *o,

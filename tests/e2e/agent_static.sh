@@ -82,9 +82,9 @@ check_eq "missing script: usage error (2) naming it" "2 1" \
 	"$? $(grep -c "nope.py" "$TEST_TMP/missing2.out")"
 
 # -- unsupported option refused by name
-timeout 10 "$DL" --run-path x.py >"$TEST_TMP/unsup.out" 2>&1
-check_eq "unsupported --run-path refused with status 2" "2 1" \
-	"$? $(grep -c -- '--run-path' "$TEST_TMP/unsup.out")"
+timeout 10 "$DL" --logs-specs x x.py >"$TEST_TMP/unsup.out" 2>&1
+check_eq "unsupported --logs-specs refused with status 2" "2 1" \
+	"$? $(grep -c -- '--logs-specs' "$TEST_TMP/unsup.out")"
 
 # -- grandchildren and a SIGTERM-ignoring worker: nothing left after stop
 mkdir -p "$TEST_TMP/stub"

@@ -31,9 +31,9 @@ help_has dlaunch "$TEST_TMP/dlaunch" \
 	"--max-restarts N" "(default: 0)" "--role NAME ROLE_NAME of the workers (default: default)" \
 	"--master-addr ADDR static mode: address of node rank 0 (default: 127.0.0.1)" \
 	"(default: 29500)" "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)" \
-	"Not supported (refused): --run-path, --logs-specs."
-check_eq "dlaunch --help: its 28 options (30 less the 2 refused) are listed" \
-	28 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
+	"Not supported (refused): --logs-specs."
+check_eq "dlaunch --help: its 29 options (30 less the refused one) are listed" \
+	29 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
 help_has dlaunch "$TEST_TMP/dlaunch" \
 	"etcd (etcd-v1, etcd-v2 and etcd-v3 are taken as etcd)" \
 	"--rdzv-endpoint HOST:PORT|URL[,...]" "(port 2379 when omitted;" \

@@ -176,8 +176,6 @@ check_eq "static: GROUP_RANK of node 1" 1 "$(var st 1 GROUP_RANK)"
 
 # ---- unsupported or wrong options are refused, naming them ----
 refused "an unknown option" "--frobnicate" --standalone --frobnicate "$DUMP" x
-refused "torchrun's --run-path (not supported)" "--run-path" --standalone --run-path "$DUMP" x
-refused "torchrun's --run_path (not supported)" "--run[-_]path" --standalone --run_path "$DUMP" x
 refused "torchrun's --logs-specs (not supported)" "--logs[-_]specs" --standalone --logs-specs x "$DUMP" x
 refused "--rdzv-backend zookeeper (not a backend)" "zookeeper. is not static, c10d, dlaunch, etcd" --rdzv-backend zookeeper --rdzv-endpoint 127.0.0.1:1 "$DUMP" x
 refused "--rdzv-backend etcd-v2 with a bad endpoint list" "etcd endpoint .h:x." --rdzv-backend etcd-v2 --rdzv-endpoint 127.0.0.1:2379,h:x "$DUMP" x

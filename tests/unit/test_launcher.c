@@ -89,25 +89,70 @@ static void test_pet_env(void **state)
 }
 
 /* an option dlaunch refuses is refused from its PET_* variable too, never
- * silently ignored; a false boolean asks for nothing */
+ * silently ignored */
 static void test_pet_refused(void **state)
 {
 	struct launcher_options o;
 	char err[256];
-	char *run_path[] = {"PET_RUN_PATH=1", NULL};
-	char *run_path_off[] = {"PET_RUN_PATH=0", NULL};
 	char *logs_specs[] = {"PET_LOGS_SPECS=foo", NULL};
 	(void)state;
-	assert_int_equal(parse(&o, run_path, err, sizeof(err), "prog", NULL),
-			 DL_EINVAL);
-	assert_non_null(strstr(err, "--run-path is not supported"));
-	assert_non_null(strstr(err, "PET_RUN_PATH"));
 	assert_int_equal(parse(&o, logs_specs, err, sizeof(err), "prog", NULL),
 			 DL_EINVAL);
 	assert_non_null(strstr(err, "--logs-specs is not supported"));
 	assert_non_null(strstr(err, "PET_LOGS_SPECS"));
+}
+
+/* --run-path (and PET_RUN_PATH) runs any script under python; it cannot
+ * be combined with -m or --no-python; PET_RUN_PATH=0 asks for nothing */
+static void test_run_path(void **state)
+{
+	struct launcher_options o;
+	char err[256];
+	char **argv;
+	char *on[] = {"PET_RUN_PATH=1", NULL};
+	char *off[] = {"PET_RUN_PATH=0", NULL};
+	char *bad[] = {"PET_RUN_PATH=maybe", NULL};
+	(void)state;
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--run-path",
+			       "job/main", "--lr", "1", NULL),
+			 0);
+	assert_int_equal(o.run_path, 1);
+	argv = launcher_worker_argv(&o, "/opt/py");
+	assert_string_equal(argv[0], "/opt/py");
+	assert_string_equal(argv[1], "-u");
+	assert_string_equal(argv[2], "job/main");
+	assert_string_equal(argv[3], "--lr");
+	assert_string_equal(argv[4], "1");
+	assert_null(argv[5]);
+	free(argv);
 	assert_int_equal(
-	    parse(&o, run_path_off, err, sizeof(err), "prog", NULL), 0);
+	    parse(&o, no_env, err, sizeof(err), "--run_path", "t.py", NULL), 0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "python3");
+	assert_string_equal(argv[2], "t.py");
+	free(argv);
+	assert_int_equal(parse(&o, on, err, sizeof(err), "job/main", NULL), 0);
+	assert_int_equal(o.run_path, 1);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "python3");
+	free(argv);
+	assert_int_equal(parse(&o, off, err, sizeof(err), "job/main", NULL), 0);
+	assert_int_equal(o.run_path, 0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "job/main");
+	free(argv);
+	assert_int_equal(parse(&o, bad, err, sizeof(err), "job/main", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "PET_RUN_PATH"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--run-path",
+			       "--no-python", "x", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "--run-path"));
+	assert_non_null(strstr(err, "--no-python"));
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--run-path", "-m",
+			       "pkg", NULL),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "-m/--module"));
 }
 
 static void test_rdzv_conf(void **state)
@@ -144,9 +189,9 @@ static void test_refusals(void **state)
 	char err[256];
 	(void)state;
 	assert_int_equal(
-	    parse(&o, no_env, err, sizeof(err), "--run-path", "p", NULL),
+	    parse(&o, no_env, err, sizeof(err), "--logs-specs", "x", "p", NULL),
 	    DL_EINVAL);
-	assert_non_null(strstr(err, "--run-path"));
+	assert_non_null(strstr(err, "--logs-specs"));
 	assert_int_equal(
 	    parse(&o, no_env, err, sizeof(err), "--bogus", "p", NULL),
 	    DL_EINVAL);
@@ -929,8 +974,7 @@ static void test_help_shows_defaults(void **state)
 	assert_non_null(strstr(text, "(default: 30s)"));
 	assert_non_null(
 	    strstr(text, "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)"));
-	assert_non_null(strstr(text, "Not supported (refused): --run-path, "
-				     "--logs-specs."));
+	assert_non_null(strstr(text, "Not supported (refused): --logs-specs."));
 	/* the etcd backend, its spellings and its --rdzv-conf keys */
 	assert_non_null(strstr(text, "etcd (etcd-v1, etcd-v2 and etcd-v3 are "
 				     "taken as etcd)"));
@@ -964,6 +1008,7 @@ int main(void)
 	    cmocka_unit_test(test_static_and_signals),
 	    cmocka_unit_test(test_progress_timeout),
 	    cmocka_unit_test(test_worker_argv),
+	    cmocka_unit_test(test_run_path),
 	    cmocka_unit_test(test_etcd_endpoints),
 	    cmocka_unit_test(test_etcd_lease_ttl),
 	    cmocka_unit_test(test_etcd_backend),
