@@ -492,9 +492,9 @@ static const struct opt_spec launcher_specs[] = {
      .type = OPT_FLAG,
      LO(run_path),
      .env = "PET_RUN_PATH",
-     .help = "run the program as a Python script whatever its name "
-	     "(torchrun's runpy.run_path; each worker is a fresh python3 -u "
-	     "SCRIPT)"},
+     .help = "run the program as a Python script whatever its name, "
+	     "even with --no-python (torchrun's runpy.run_path; each worker "
+	     "is a fresh python3 -u SCRIPT)"},
     {.name = "log-dir",
      .type = OPT_STRING,
      .flags = OPT_EMPTY_UNSET,
@@ -640,11 +640,10 @@ static int check_modes(struct launcher_options *o, char *err, size_t es)
 		return dl_errorf(err, es, DL_EINVAL,
 				 "-m/--module and --no-python exclude each "
 				 "other");
-	if (o->run_path && (o->module || o->no_python))
+	if (o->run_path && o->module)
 		return dl_errorf(err, es, DL_EINVAL,
 				 "--run-path runs a Python script by its path; "
-				 "it excludes %s",
-				 o->module ? "-m/--module" : "--no-python");
+				 "it excludes -m/--module");
 	rc = launcher_etcd_check(o, err, es);
 	if (rc)
 		return rc;
@@ -733,9 +732,11 @@ char **launcher_worker_argv(const struct launcher_options *o,
 {
 	const char *prog = o->program[0];
 	size_t len = strlen(prog);
+	/* --run-path takes precedence over --no-python, as in torchrun */
 	int python =
-	    !o->no_python && (o->module || o->run_path ||
-			      (len > 3 && strcmp(prog + len - 3, ".py") == 0));
+	    o->run_path ||
+	    (!o->no_python &&
+	     (o->module || (len > 3 && strcmp(prog + len - 3, ".py") == 0)));
 	int n = 0, i;
 	char **argv = calloc((size_t)o->n_program + 4, sizeof(*argv));
 	if (!argv)

@@ -108,11 +108,11 @@ void launcher_usage(FILE *fp);
 int launcher_count_gpus(void);
 
 /* launcher_worker_argv builds the command run for each worker: `python3
- * -u script args` for *.py, and for any script with --run-path (PYTHON_EXEC
- * or --python override python3), `python3 -u -m module args` with -m,
- * else the program as given. Returns
- * a new NULL-terminated array (free the array only; strings are borrowed
- * from o and env) or NULL. */
+ * -u script args` for *.py, and for any script with --run-path (even with
+ * --no-python, as in torchrun), `python3 -u -m module args` with -m (where
+ * PYTHON_EXEC or --python replace python3), else the program as given.
+ * Returns a new NULL-terminated array (free the array only; strings are
+ * borrowed from o and env) or NULL. */
 char **launcher_worker_argv(const struct launcher_options *o,
 			    const char *python_exec);
 

@@ -102,8 +102,9 @@ static void test_pet_refused(void **state)
 	assert_non_null(strstr(err, "PET_LOGS_SPECS"));
 }
 
-/* --run-path (and PET_RUN_PATH) runs any script under python; it cannot
- * be combined with -m or --no-python; PET_RUN_PATH=0 asks for nothing */
+/* --run-path (and PET_RUN_PATH) runs any script under python, also with
+ * --no-python; it cannot be combined with -m; PET_RUN_PATH=0 asks for
+ * nothing */
 static void test_run_path(void **state)
 {
 	struct launcher_options o;
@@ -144,11 +145,14 @@ static void test_run_path(void **state)
 	assert_int_equal(parse(&o, bad, err, sizeof(err), "job/main", NULL),
 			 DL_EINVAL);
 	assert_non_null(strstr(err, "PET_RUN_PATH"));
-	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--run-path",
-			       "--no-python", "x", NULL),
-			 DL_EINVAL);
-	assert_non_null(strstr(err, "--run-path"));
-	assert_non_null(strstr(err, "--no-python"));
+	/* torchrun: --run_path "takes precedence over --no_python" */
+	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--no-python",
+			       "--run-path", "x", NULL),
+			 0);
+	argv = launcher_worker_argv(&o, NULL);
+	assert_string_equal(argv[0], "python3");
+	assert_string_equal(argv[2], "x");
+	free(argv);
 	assert_int_equal(parse(&o, no_env, err, sizeof(err), "--run-path", "-m",
 			       "pkg", NULL),
 			 DL_EINVAL);
