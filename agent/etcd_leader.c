@@ -34,9 +34,12 @@
 #include "etcd_client.h"
 
 /* etcd's default limit of operations in a transaction is 128 */
-#define TXN_OPS	     120
-#define PREFIX_MAX   512
-#define NODE_VAL_MAX (256 * 1024)
+#define TXN_OPS 120
+/* A change of the record that no inbox carries waits this long for
+ * others to go with it (see flush) */
+#define RECORD_WAIT_MS 250
+#define PREFIX_MAX     512
+#define NODE_VAL_MAX   (256 * 1024)
 
 struct lnode {
 	char id[RDZV_NAME_MAX + 1];
@@ -72,7 +75,8 @@ struct etcd_leader {
 	size_t nwriting;
 	int writing_record;
 	struct etcd_watch *watch;
-	struct event *timer, *retry;
+	struct event *timer, *retry, *record_wait;
+	int record_due; /* record_wait fired: the record goes out alone */
 	int starting;
 };
 
@@ -402,10 +406,21 @@ static struct lnode *take_next(struct etcd_leader *l, char **text)
 }
 
 /* flush sends one transaction: the record when it changed, then up to
- * TXN_OPS inboxes; written() sends the next one */
+ * TXN_OPS inboxes; written() sends the next one.
+ *
+ * A changed record with no inbox to go with it (nodes joining a round
+ * that is still open, a success report while others run) waits up to
+ * RECORD_WAIT_MS for more changes: a round of N nodes forming is then a
+ * few writes of the record instead of one per batch of joins, each of
+ * them the whole membership (O(N^2) bytes through raft). Nothing a node
+ * is told waits: an inbox always goes out with the record as it is then.
+ * A leader that dies meanwhile leaves the record a little older, which a
+ * new leader mends as it mends any record: by applying every node key
+ * again. */
 static void flush(struct etcd_leader *l)
 {
-	struct etcd_op ops[TXN_OPS + 1];
+	/* ops[0] is the record's place; the inboxes follow it */
+	struct etcd_op ops[TXN_OPS + 1], *first;
 	char keys[TXN_OPS + 1][PREFIX_MAX + RDZV_NAME_MAX + 16];
 	struct etcd_compare cmp;
 	char lkey[PREFIX_MAX + 16], *record = NULL, err[256];
@@ -421,7 +436,27 @@ static void flush(struct etcd_leader *l)
 		return;
 	}
 	memset(ops, 0, sizeof(ops));
-	if (l->need_record) {
+	while (l->nwriting < TXN_OPS) {
+		char *text;
+		struct lnode *n = take_next(l, &text);
+		struct etcd_op *op = &ops[1 + l->nwriting];
+		if (!n)
+			break;
+		key_of(l, ETCD_KEY_INBOX, n->id, keys[1 + l->nwriting],
+		       sizeof(keys[0]));
+		op->kind = ETCD_OP_PUT;
+		op->key.data = keys[1 + l->nwriting];
+		op->key.len = strlen(op->key.data);
+		op->value.data = text;
+		op->value.len = strlen(text);
+		l->writing[l->nwriting] = n;
+		l->contents[l->nwriting++] = text;
+	}
+	if (l->need_record && !l->nwriting && !l->record_due) {
+		struct timeval tv = {0, RECORD_WAIT_MS * 1000};
+		if (!evtimer_pending(l->record_wait, NULL))
+			evtimer_add(l->record_wait, &tv);
+	} else if (l->need_record) {
 		json_t *saved = rdzv_job_save(l->st, l->job);
 		record = saved ? json_dumps(saved, JSON_COMPACT) : NULL;
 		json_decref(saved);
@@ -433,28 +468,18 @@ static void flush(struct etcd_leader *l)
 			ops[0].key.len = strlen(keys[0]);
 			ops[0].value.data = record;
 			ops[0].value.len = strlen(record);
-			nops = 1;
 		}
 	}
-	l->writing_record = nops == 1;
-	while (l->nwriting < TXN_OPS) {
-		char *text;
-		struct lnode *n = take_next(l, &text);
-		if (!n)
-			break;
-		key_of(l, ETCD_KEY_INBOX, n->id, keys[nops], sizeof(keys[0]));
-		ops[nops].kind = ETCD_OP_PUT;
-		ops[nops].key.data = keys[nops];
-		ops[nops].key.len = strlen(keys[nops]);
-		ops[nops].value.data = text;
-		ops[nops].value.len = strlen(text);
-		nops++;
-		l->writing[l->nwriting] = n;
-		l->contents[l->nwriting++] = text;
-	}
+	l->writing_record = record != NULL;
+	first = record ? &ops[0] : &ops[1];
+	nops = l->nwriting + (record != NULL);
 	if (nops == 0) {
 		drop_writing(l);
 		return;
+	}
+	if (record) {
+		l->record_due = 0;
+		evtimer_del(l->record_wait);
 	}
 	key_of(l, ETCD_KEY_LEADER, NULL, lkey, sizeof(lkey));
 	memset(&cmp, 0, sizeof(cmp));
@@ -463,7 +488,7 @@ static void flush(struct etcd_leader *l)
 	cmp.target = ETCD_CMP_CREATE;
 	cmp.result = ETCD_CMP_EQUAL;
 	cmp.number = l->leader_rev;
-	if (etcd_build_txn(&cmp, 1, ops, nops, NULL, 0, &body, err,
+	if (etcd_build_txn(&cmp, 1, first, nops, NULL, 0, &body, err,
 			   sizeof(err)) != 0) {
 		log_error("etcd leader: cannot build a write: %s", err);
 		free(record);
@@ -471,7 +496,8 @@ static void flush(struct etcd_leader *l)
 		return;
 	}
 	free(record);
-	l->need_record = 0;
+	if (l->writing_record)
+		l->need_record = 0;
 	l->call =
 	    etcd_call(l->c, "leader write", "/v3/kv/txn", body, 0, written, l);
 	json_decref(body);
@@ -487,6 +513,15 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	flush(l);
+}
+
+static void on_record_wait(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_leader *l = arg;
+	(void)fd;
+	(void)what;
+	l->record_due = 1;
+	flush(l); /* or, with a write in flight, written() flushes */
 }
 
 static void written(void *arg, const struct etcd_answer *a)
@@ -778,7 +813,8 @@ struct etcd_leader *etcd_leader_new(struct event_base *base,
 	l->st = rdzv_state_new(NULL);
 	l->timer = evtimer_new(base, on_tick, l);
 	l->retry = evtimer_new(base, on_retry, l);
-	if (!l->st || !l->timer || !l->retry) {
+	l->record_wait = evtimer_new(base, on_record_wait, l);
+	if (!l->st || !l->timer || !l->retry || !l->record_wait) {
 		etcd_leader_free(l);
 		return NULL;
 	}
@@ -802,6 +838,8 @@ void etcd_leader_free(struct etcd_leader *l)
 		event_free(l->timer);
 	if (l->retry)
 		event_free(l->retry);
+	if (l->record_wait)
+		event_free(l->record_wait);
 	for (size_t i = 0; i < l->tab_size; i++)
 		while (l->tab[i]) {
 			struct lnode *n = l->tab[i];

@@ -47,6 +47,7 @@ struct rdzv_etcd {
 	int report_owed; /* REPORT_DONE follows the next put */
 	struct etcd_call *put;
 	int put_again, put_has_report;
+	int put_reads; /* the put in flight also reads inbox and leader */
 	/* the inbox */
 	json_t *inbox;
 	struct etcd_call *inbox_read;
@@ -64,6 +65,9 @@ struct rdzv_etcd {
 
 static void put_node(struct rdzv_etcd *h);
 static void campaign(struct rdzv_etcd *h);
+static void leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
+			int64_t revision);
+static void lead(struct rdzv_etcd *h, int64_t revision);
 
 static void key(struct rdzv_etcd *h, char *out, size_t size, const char *what,
 		const char *id)
@@ -260,11 +264,59 @@ static json_t *node_value(struct rdzv_etcd *h)
 	return v;
 }
 
+/* leader_value: what the leader key says (malloc'd; NULL: no memory) */
+static char *leader_value(struct rdzv_etcd *h)
+{
+	json_t *v = json_pack("{s:s, s:s}", "node_id", h->node_id,
+			      "incarnation", h->incarnation);
+	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	return text;
+}
+
+/* entered: the answer of a node's first write (put_node), which also
+ * campaigned and read the inbox and the leader key at its revision; both
+ * watches follow from there. An answer that cannot be read leaves the
+ * reads and the campaign to their own calls. */
+static void entered(struct rdzv_etcd *h, const struct etcd_answer *a)
+{
+	struct etcd_txn_response t;
+	const struct etcd_range_response *in, *ld;
+	char err[1024] = "";
+	int ok =
+	    etcd_answer_txn(a, &t, err, sizeof(err)) == 0 && t.n_responses == 3;
+	in = ok ? &t.responses[t.succeeded ? 2 : 1].range : NULL;
+	ld = ok && !t.succeeded ? &t.responses[2].range : NULL;
+	if (!ok || t.responses[t.succeeded ? 2 : 1].kind != ETCD_OP_RANGE ||
+	    (ld && t.responses[2].kind != ETCD_OP_RANGE)) {
+		log_warn("etcd: this node's first write gave an answer that "
+			 "cannot be read (%s); reading its inbox and the "
+			 "leader key apart",
+			 err);
+		etcd_txn_response_release(&t);
+		read_inbox(h);
+		campaign(h);
+		return;
+	}
+	if (in->n_kvs == 1)
+		take_inbox(h, in->kvs[0].value, in->kvs[0].value_len);
+	watch_inbox(h, t.header.revision + 1);
+	if (t.succeeded)
+		lead(h, t.header.revision);
+	else
+		leader_seen(h, ld->n_kvs == 1 ? &ld->kvs[0] : NULL,
+			    t.header.revision);
+	etcd_txn_response_release(&t);
+}
+
 static void on_put(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
-	int had_report = h->put_has_report;
+	int had_report = h->put_has_report, reads = h->put_reads;
 	h->put = NULL;
+	h->put_reads = 0;
+	if (a->rc == 0 && reads && !h->inbox_watch)
+		entered(h, a);
 	if (a->rc == DL_ENOTFOUND) {
 		/* "requested lease not found": the lease expired under the
 		 * write; the lease takes a new one and the key is written
@@ -290,10 +342,23 @@ static void on_put(void *arg, const struct etcd_answer *a)
 		put_node(h);
 }
 
+/* put_node writes the node key. A node's first write (no inbox watch
+ * yet) is also its campaign and its first reads, in one transaction: where
+ * there is no leader key it creates it, bound to this node's lease, and
+ * either way it reads the inbox and the leader key at the revision it
+ * writes at. One request and one raft proposal where a join took four
+ * requests; no herd of campaigns when a job's nodes start together (the
+ * first one to write leads, the others see it); and both watches start
+ * from the revision the reads saw, so nothing written in between is
+ * missed. */
 static void put_node(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 300], err[256], *text;
+	char k[PREFIX_MAX + 300], kin[PREFIX_MAX + 300], kld[PREFIX_MAX + 32],
+	    err[256], *text, *lval;
 	json_t *v, *body = NULL;
+	struct etcd_op node, in, ld, lput;
+	struct etcd_compare free_key;
+	int reads;
 	if (!h->lease_id)
 		return; /* written when the lease is granted */
 	if (h->put) {
@@ -301,17 +366,55 @@ static void put_node(struct rdzv_etcd *h)
 		return;
 	}
 	h->put_again = 0;
+	reads = !h->inbox_watch && !h->inbox_read && !h->leaving &&
+		!h->leader && !h->campaign;
 	v = node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
+	lval = leader_value(h);
 	key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
-	if (text && etcd_build_put(k, strlen(k), text, strlen(text),
-				   h->lease_id, &body, err, sizeof(err)) == 0) {
-		h->put_has_report = h->report != NULL;
-		h->put = etcd_call(h->c, "node write", "/v3/kv/put", body,
-				   h->leaving ? ETCD_CALL_ONCE : 0, on_put, h);
+	key(h, kin, sizeof(kin), ETCD_KEY_INBOX, h->node_id);
+	key(h, kld, sizeof(kld), ETCD_KEY_LEADER, NULL);
+	memset(&node, 0, sizeof(node));
+	node.kind = ETCD_OP_PUT;
+	node.key.data = k;
+	node.key.len = strlen(k);
+	node.value.data = text;
+	node.value.len = text ? strlen(text) : 0;
+	node.lease = h->lease_id;
+	lput = node;
+	lput.key.data = kld;
+	lput.key.len = strlen(kld);
+	lput.value.data = lval;
+	lput.value.len = lval ? strlen(lval) : 0;
+	memset(&in, 0, sizeof(in));
+	in.kind = ETCD_OP_RANGE;
+	in.key.data = kin;
+	in.key.len = strlen(kin);
+	ld = in;
+	ld.key = lput.key;
+	memset(&free_key, 0, sizeof(free_key));
+	free_key.key = lput.key;
+	free_key.target = ETCD_CMP_CREATE;
+	free_key.result = ETCD_CMP_EQUAL;
+	if (text && lval) {
+		const struct etcd_op won[3] = {node, lput, in};
+		const struct etcd_op lost[3] = {node, in, ld};
+		if ((reads ? etcd_build_txn(&free_key, 1, won, 3, lost, 3,
+					    &body, err, sizeof(err))
+			   : etcd_build_op(&node, &body, err, sizeof(err))) ==
+		    0) {
+			h->put_has_report = h->report != NULL;
+			h->put_reads = reads;
+			h->put = etcd_call(
+			    h->c,
+			    reads ? "node write and campaign" : "node write",
+			    reads ? "/v3/kv/txn" : "/v3/kv/put", body,
+			    h->leaving ? ETCD_CALL_ONCE : 0, on_put, h);
+		}
 	}
 	free(text);
+	free(lval);
 	json_decref(body);
 	if (!h->put) {
 		struct etcd_answer a = {DL_ENOMEM, "", 0, "out of memory"};
@@ -352,6 +455,16 @@ static void on_leader_key(void *arg, enum etcd_watch_what what,
 		event_active(h->depose, EV_TIMEOUT, 0);
 }
 
+/* lead: this agent holds the leader key, created at revision */
+static void lead(struct rdzv_etcd *h, int64_t revision)
+{
+	struct timeval tv = {1, 0};
+	h->leader = etcd_leader_new(h->evb, h->c, h->prefix, h->cfg->run_id,
+				    h->node_id, revision, deposed, h);
+	if (!h->leader)
+		evtimer_add(h->recampaign, &tv);
+}
+
 static void on_campaign(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
@@ -371,12 +484,7 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 	if (t.succeeded || (kv && kv->lease == h->lease_id)) {
 		/* won; or the key is still ours (bound to our lease) after
 		 * this agent stopped leading for a failure of its own */
-		h->leader = etcd_leader_new(
-		    h->evb, h->c, h->prefix, h->cfg->run_id, h->node_id,
-		    t.succeeded ? t.header.revision : kv->create_revision,
-		    deposed, h);
-		if (!h->leader)
-			evtimer_add(h->recampaign, &tv);
+		lead(h, t.succeeded ? t.header.revision : kv->create_revision);
 	} else {
 		int64_t rev = t.header.revision;
 		int present = kv != NULL;
@@ -400,12 +508,9 @@ static void send_campaign(struct rdzv_etcd *h)
 	char k[PREFIX_MAX + 32], err[256], *val;
 	struct etcd_compare cmp;
 	struct etcd_op put, get;
-	json_t *body = NULL, *v;
+	json_t *body = NULL;
 	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
-	v = json_pack("{s:s, s:s}", "node_id", h->node_id, "incarnation",
-		      h->incarnation);
-	val = v ? json_dumps(v, JSON_COMPACT) : NULL;
-	json_decref(v);
+	val = leader_value(h);
 	if (!val)
 		return;
 	memset(&cmp, 0, sizeof(cmp));
@@ -438,7 +543,7 @@ static void on_leader_read(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	struct etcd_range_response r;
-	char err[1024], k[PREFIX_MAX + 32];
+	char err[1024];
 	struct timeval tv = {1, 0};
 	h->campaign = NULL;
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
@@ -446,23 +551,32 @@ static void on_leader_read(void *arg, const struct etcd_answer *a)
 		evtimer_add(h->recampaign, &tv);
 		return;
 	}
-	if (r.n_kvs == 0) {
+	leader_seen(h, r.n_kvs == 1 ? &r.kvs[0] : NULL, r.header.revision);
+	etcd_range_response_release(&r);
+}
+
+/* leader_seen: the leader key as read at revision (kv NULL: none) */
+static void leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
+			int64_t revision)
+{
+	char k[PREFIX_MAX + 32];
+	struct timeval tv = {1, 0};
+	if (h->leader || h->campaign || h->leaving)
+		return;
+	etcd_watch_free(h->leader_watch);
+	h->leader_watch = NULL;
+	if (!kv) {
 		send_campaign(h);
-	} else if (r.kvs[0].lease == h->lease_id) {
-		h->leader = etcd_leader_new(
-		    h->evb, h->c, h->prefix, h->cfg->run_id, h->node_id,
-		    r.kvs[0].create_revision, deposed, h);
-		if (!h->leader)
-			evtimer_add(h->recampaign, &tv);
+	} else if (kv->lease == h->lease_id) {
+		lead(h, kv->create_revision);
 	} else {
 		key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
 		h->leader_watch =
 		    etcd_watch_new(h->c, "leader watch", k, strlen(k), NULL, 0,
-				   r.header.revision + 1, 0, on_leader_key, h);
+				   revision + 1, 0, on_leader_key, h);
 		if (!h->leader_watch)
 			evtimer_add(h->recampaign, &tv);
 	}
-	etcd_range_response_release(&r);
 }
 
 /* campaign: lead when the leader key is free (or still ours), else
@@ -517,12 +631,11 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 		if (h->joining)
 			h->join_seq++;
 		put_node(h);
-		campaign(h);
+		if (!h->put_reads)
+			campaign(h);
 		return;
 	}
-	read_inbox(h);
-	put_node(h);
-	campaign(h);
+	put_node(h); /* and the first reads with it */
 }
 
 /* ---------------------------------------------------------- interface */
@@ -640,6 +753,7 @@ static void etcd_leave(struct agent_rdzv *r)
 	h->leaving = 1;
 	etcd_cancel(h->put);
 	h->put = NULL;
+	h->put_reads = 0;
 	v = node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
