@@ -304,6 +304,22 @@ static int finish(struct dist *d, ncclResult_t res, const char *what,
 	return record_done(d, req, what);
 }
 
+/* device_error: why this rank cannot use its CUDA device, with what it
+ * sees; the nccl backend moves device buffers, so there is no other
+ * backend to suggest here (the caller knows whether one is allowed). */
+static void device_error(const struct dist *d, cudaError_t ce, char *err,
+			 size_t err_size)
+{
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+
+	snprintf(err, err_size,
+		 "rank %d: cannot use CUDA device %d: %s (the nccl backend "
+		 "needs a GPU for each rank of the node; "
+		 "CUDA_VISIBLE_DEVICES=%s)",
+		 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce),
+		 visible ? visible : "(unset)");
+}
+
 /* nccl_prepare: rank 0 makes the unique id the bootstrap carries */
 static int nccl_prepare(struct dist *d, char *err, size_t err_size)
 {
@@ -312,10 +328,7 @@ static int nccl_prepare(struct dist *d, char *err, size_t err_size)
 		return 0;
 	cudaError_t ce = cudaSetDevice(d->cfg.cuda_device);
 	if (ce != cudaSuccess) {
-		snprintf(err, err_size,
-			 "rank %d: cannot use CUDA device %d: %s (is there a "
-			 "GPU? use the tcp backend otherwise)",
-			 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce));
+		device_error(d, ce, err, err_size);
 		return DL_ENOTSUP;
 	}
 	ncclResult_t res = ncclGetUniqueId(&id);
@@ -353,10 +366,7 @@ static int nccl_init(struct dist *d, char *err, size_t err_size)
 	if (ce == cudaSuccess)
 		ce = cudaMemset(n->barrier_buf, 0, sizeof(int));
 	if (ce != cudaSuccess) {
-		snprintf(err, err_size,
-			 "rank %d: cannot use CUDA device %d: %s (is there a "
-			 "GPU? use the tcp backend otherwise)",
-			 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce));
+		device_error(d, ce, err, err_size);
 		return DL_ENOTSUP;
 	}
 	memcpy(&id, d->nccl_id, sizeof(id));

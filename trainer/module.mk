@@ -7,7 +7,7 @@
 # and backend_nocuda.c stands in for them otherwise.
 TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
 	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c \
-	trainer/options.c
+	trainer/options.c trainer/device.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
 TRAIN_MAIN_OBJS := $(call objs,trainer/main.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
@@ -43,8 +43,10 @@ $(eval $(call unit_test,test_mlp,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_data,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_sampler,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_ckpt,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+$(eval $(call unit_test,test_device,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 TRAIN_TESTS := $(BUILD)/tests/test_mlp $(BUILD)/tests/test_data \
-	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt
+	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt \
+	$(BUILD)/tests/test_device
 ifneq ($(wildcard trainer/dist.mk),)
 $(eval $(call unit_test,test_train_ddp,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_TEST_LDLIBS) $(CUDA_LIBS)))
 TRAIN_TESTS += $(BUILD)/tests/test_train_ddp
