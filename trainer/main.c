@@ -741,6 +741,14 @@ int main(int argc, char **argv)
 	rc = save_checkpoint(&r);
 	if (rc != 0)
 		goto out;
+	/* work queued after the last copy back (the final SGD step) that
+	 * failed on the GPU fails the run too (the CPU's sync is a no-op) */
+	rc = r.be.sync(r.be.ctx);
+	if (rc != 0) {
+		log_error("rank %d: the %s backend failed: %s", r.rank,
+			  r.be.name, dl_strerror(rc));
+		goto out;
+	}
 	if (stop_signal) {
 		log_warn("stopped by signal %d at step %llu", (int)stop_signal,
 			 (unsigned long long)r.step);
