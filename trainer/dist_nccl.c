@@ -72,25 +72,50 @@ static int nccl_fail(struct dist *d, int rc, const char *what,
 	return rc;
 }
 
+/* fail_abort: fails the group, aborting the communicator: NCCL kernels
+ * in flight (waiting for a dead or stalled peer) stop, and nothing more
+ * runs on it; the message says so. */
+static int fail_abort(struct dist *d, int rc, const char *what,
+		      const char *detail)
+{
+	struct dist_nccl *n = d->nccl;
+	char msg[256];
+	if (n->comm) {
+		ncclCommAbort(n->comm);
+		n->comm = NULL;
+	}
+	snprintf(msg, sizeof(msg), "%s; communicator aborted", detail);
+	return nccl_fail(d, rc, what, msg);
+}
+
+/* timeout_detail: "timed out after N ms" + what was awaited */
+static const char *timeout_detail(const struct dist *d, const char *awaited,
+				  char *buf, size_t size)
+{
+	snprintf(buf, size, "timed out after %llu ms %s",
+		 (unsigned long long)d->timeout_ms, awaited);
+	return buf;
+}
+
 /* settle: waits until the communicator has no operation in progress,
- * bounded by the timeout; aborts the communicator past it. */
+ * bounded by the timeout; aborts the communicator past it or when it
+ * reports an error. */
 static int settle(struct dist *d, ncclResult_t res, const char *what)
 {
 	struct dist_nccl *n = d->nccl;
 	uint64_t deadline = clock_now_ms() + d->timeout_ms;
+	char buf[128];
 	while (res == ncclInProgress) {
-		if (clock_now_ms() >= deadline) {
-			ncclCommAbort(n->comm);
-			n->comm = NULL;
-			return nccl_fail(d, DL_ETIMEDOUT, what,
-					 "timed out; communicator aborted");
-		}
+		if (clock_now_ms() >= deadline)
+			return fail_abort(d, DL_ETIMEDOUT, what,
+					  timeout_detail(d, "settling the call",
+							 buf, sizeof(buf)));
 		pause_briefly();
 		if (ncclCommGetAsyncError(n->comm, &res) != ncclSuccess)
 			break;
 	}
 	if (res != ncclSuccess)
-		return nccl_fail(d, DL_EIO, what, ncclGetErrorString(res));
+		return fail_abort(d, DL_EIO, what, ncclGetErrorString(res));
 	return 0;
 }
 
@@ -111,19 +136,17 @@ static int wait_done(struct dist *d, cudaEvent_t ev, const char *what)
 		ncclResult_t async = ncclSuccess;
 		if (n->comm &&
 		    ncclCommGetAsyncError(n->comm, &async) == ncclSuccess &&
-		    async != ncclSuccess && async != ncclInProgress) {
-			ncclCommAbort(n->comm);
-			n->comm = NULL;
-			return nccl_fail(d, DL_ECLOSED, what,
-					 ncclGetErrorString(async));
-		}
+		    async != ncclSuccess && async != ncclInProgress)
+			return fail_abort(d, DL_ECLOSED, what,
+					  ncclGetErrorString(async));
 		if (clock_now_ms() >= deadline) {
-			if (n->comm)
-				ncclCommAbort(n->comm);
-			n->comm = NULL;
-			return nccl_fail(d, DL_ETIMEDOUT, what,
-					 "timed out waiting for the operation; "
-					 "communicator aborted");
+			char buf[128];
+			return fail_abort(d, DL_ETIMEDOUT, what,
+					  timeout_detail(d,
+							 "waiting for the "
+							 "operation (a peer "
+							 "dead or stalled?)",
+							 buf, sizeof(buf)));
 		}
 		pause_briefly();
 	}
