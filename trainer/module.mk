@@ -53,7 +53,14 @@ TRAIN_TESTS := $(BUILD)/tests/test_mlp $(BUILD)/tests/test_data \
 	$(BUILD)/tests/test_device $(BUILD)/tests/test_mlp_cuda
 ifneq ($(wildcard trainer/dist.mk),)
 $(eval $(call unit_test,test_train_ddp,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_TEST_LDLIBS) $(CUDA_LIBS)))
-TRAIN_TESTS += $(BUILD)/tests/test_train_ddp
+# the NCCL backend behind the GPU backend's stream, and its peer failures
+# (skipped without GPUs)
+$(eval $(call unit_test,test_nccl,$(TRAIN_GPU_OBJS) $(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_GPU_LIBS) $(TRAIN_TEST_LDLIBS)))
+$(BUILD)/obj/tests/unit/test_nccl.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
+ifneq ($(NVCC),)
+$(BUILD)/obj/tests/unit/test_nccl.o: CPPFLAGS += -isystem $(CUDA_HOME)/include
+endif
+TRAIN_TESTS += $(BUILD)/tests/test_train_ddp $(BUILD)/tests/test_nccl
 endif
 
 .PHONY: trainer
