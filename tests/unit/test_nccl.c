@@ -103,6 +103,8 @@ static void run_ranks(int world, uint64_t timeout_ms, rank_fn fn, void *arg,
 			cfg.cuda_device = r;
 			cfg.timeout_ms = timeout_ms;
 			child_rank = r;
+			if (r != 0)
+				close(lfd); /* rank 0's alone */
 			alarm(CHILD_LIMIT_S);
 			int code = fn(&cfg, r == 0 ? lfd : -1, arg);
 			fflush(NULL);
