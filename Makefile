@@ -86,8 +86,11 @@ CUDA_LIBDIR   := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib) \
 	$(CUDA_HOME)/lib64)
 CUDA_LIBS     := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) \
 	-lcublas -lnccl -lcudart
-NVCCFLAGS     ?= -O2 -g -std=c++17 -Xcompiler -Wall \
-	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+# -arch=all-major: machine code for each major architecture the toolkit
+# knows (later minor ones run it) and PTX of the newest, which the driver
+# compiles for GPUs newer than the toolkit; without PTX such a GPU runs no
+# kernel at all (tests/e2e/build_cuda.sh reads the fatbinary to check).
+NVCCFLAGS     ?= -O2 -g -std=c++17 -Xcompiler -Wall -arch=all-major
 endif
 
 # Libraries every module may link, in dependency order (users first).

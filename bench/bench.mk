@@ -41,8 +41,9 @@ BENCH_BINS += $(BENCH_DIR)/dist_bench
 OBJS += $(call objs,bench/dist_bench.c)
 # --device cuda (NCCL on a device buffer) in CUDA builds
 $(call objs,bench/dist_bench.c): CPPFLAGS += $(CUDA_CPPFLAGS)
-$(BENCH_DIR)/dist_bench: $(call objs,bench/dist_bench.c) $(DIST_LIB) \
-		$(COMMON_LIB)
+# (and the trainer's choice of GPU, trainer/device.c)
+$(BENCH_DIR)/dist_bench: $(call objs,bench/dist_bench.c) \
+		$(call objs,trainer/device.c) $(DIST_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 endif

@@ -5,6 +5,7 @@
  *   MASTER_ADDR=127.0.0.1 MASTER_PORT=P RANK=r WORLD_SIZE=n \
  *       dist_bench [--sizes 4,1024,1048576] [--max-bytes-moved 268435456]
  *                  [--device cpu|cuda] [--init-only]
+ *   dist_bench --device-count
  *
  * Every rank runs the same sizes (bytes of float32, in place, sum). Per
  * size: warm-up iterations, a barrier, then a timed loop; the time of a
@@ -19,10 +20,15 @@
  * busbw_gbps is 2(n-1)/n * bytes / time, in GB/s (1e9 bytes).
  *
  * --device cuda (CUDA builds only) uses the NCCL backend on a device buffer
- * of GPU LOCAL_RANK. Every run first prints {"impl": ..., "world": n,
- * "init_ms": t}: the time from dist_init to the end of the first
- * one-element all-reduce (forming the group and, for NCCL, creating the
- * communicator, as PyTorch does lazily at its first collective);
+ * of the GPU dlaunch-train would use (trainer/device.c: GPU LOCAL_RANK,
+ * one per rank of the node). Host-to-device copies are followed by a
+ * device synchronisation before NCCL, which runs on its own non-blocking
+ * stream, touches the buffer. --device-count prints {"cuda_devices": n,
+ * "names": [...]}, the devices the CUDA runtime sees (CUDA_VISIBLE_DEVICES
+ * applies; 0 in a build without CUDA), and exits. Every run first prints
+ * {"impl": ..., "world": n, "init_ms": t}: the time from dist_init to the end
+ * of the first one-element all-reduce (forming the group and, for NCCL,
+ * creating the communicator, as PyTorch does lazily at its first collective);
  * --init-only stops there.
  */
 #include <stdio.h>
@@ -30,6 +36,8 @@
 #include <string.h>
 
 #include "../trainer/dist.h"
+#include "../trainer/options.h"
+#include "../trainer/train_device.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"
@@ -48,6 +56,87 @@ static int bench_iters(uint64_t bytes, uint64_t max_bytes_moved)
 	if (it > 1000)
 		it = 1000;
 	return (int)it;
+}
+
+/* visible_gpus: the CUDA devices this process sees (0 without CUDA) */
+static int visible_gpus(void)
+{
+	int n = 0;
+#ifdef DLAUNCH_HAVE_CUDA
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
+		n = 0;
+#endif
+	return n;
+}
+
+/* print_devices: {"cuda_devices": n, "names": [...]} for --device-count */
+static int print_devices(void)
+{
+	int n = visible_gpus();
+
+	printf("{\"cuda_devices\": %d, \"names\": [", n);
+	for (int i = 0; i < n; i++) {
+		const char *name = "?";
+#ifdef DLAUNCH_HAVE_CUDA
+		struct cudaDeviceProp prop;
+
+		if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) {
+			prop.name[sizeof(prop.name) - 1] = '\0';
+			for (char *c = prop.name; *c; c++)
+				if (*c == '"' || *c == '\\' ||
+				    (unsigned char)*c < 0x20)
+					*c = '?';
+			name = prop.name;
+		}
+#endif
+		printf("%s\"%s\"", i ? ", " : "", name);
+	}
+	printf("]}\n");
+	return 0;
+}
+
+#ifdef DLAUNCH_HAVE_CUDA
+/* to_device: dst (device) = src (host), landed before NCCL's stream,
+ * which does not wait for the legacy default stream, can read it */
+static int to_device(void *dst, const void *src, size_t bytes)
+{
+	if (cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) !=
+		cudaSuccess ||
+	    cudaDeviceSynchronize() != cudaSuccess)
+		return DL_EIO;
+	return 0;
+}
+#endif
+
+/* pick_gpu: cfg->cuda_device as dlaunch-train chooses it */
+static int pick_gpu(struct dist_config *cfg)
+{
+	struct train_device_request rq = {.device = DEVICE_CUDA,
+					  .backend = BACKEND_NCCL};
+	struct train_device_choice ch;
+	const char *lws = getenv("LOCAL_WORLD_SIZE");
+	char err[512];
+	uint64_t v;
+
+	rq.local_rank = cfg->cuda_device; /* LOCAL_RANK */
+	rq.local_world = rq.local_rank + 1;
+	if (lws && *lws) {
+		if (parse_u64(lws, 1, 65536, &v) != 0) {
+			fprintf(stderr,
+				"dist_bench: LOCAL_WORLD_SIZE='%s' is not a "
+				"number in 1..65536\n",
+				lws);
+			return DL_EINVAL;
+		}
+		rq.local_world = (int)v;
+	}
+	rq.visible_gpus = visible_gpus();
+	if (train_device_choose(&rq, &ch, err, sizeof(err)) != 0) {
+		fprintf(stderr, "dist_bench: %s\n", err);
+		return DL_ENOTSUP;
+	}
+	cfg->cuda_device = ch.gpu;
+	return 0;
 }
 
 static int parse_sizes(const char *s, uint64_t *sizes, int *n)
@@ -75,7 +164,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[BENCH_MAX_SIZES];
 	int nsizes = 0;
 	uint64_t max_moved = 256ull << 20;
-	int use_cuda = 0, init_only = 0;
+	int use_cuda = 0, init_only = 0, count_only = 0;
 	parse_sizes("4,64,1024,16384,262144,1048576,4194304,16777216", sizes,
 		    &nsizes);
 	for (int i = 1; i < argc; i++) {
@@ -111,15 +200,20 @@ int main(int argc, char **argv)
 			}
 		} else if (strcmp(argv[i], "--init-only") == 0) {
 			init_only = 1;
+		} else if (strcmp(argv[i], "--device-count") == 0) {
+			count_only = 1;
 		} else {
 			fprintf(stderr,
 				"usage: dist_bench [--sizes B,B,...] "
 				"[--max-bytes-moved B] [--device cpu|cuda] "
-				"[--init-only] (env: MASTER_ADDR MASTER_PORT "
-				"RANK WORLD_SIZE LOCAL_RANK)\n");
+				"[--init-only] | --device-count (env: "
+				"MASTER_ADDR MASTER_PORT RANK WORLD_SIZE "
+				"LOCAL_RANK LOCAL_WORLD_SIZE)\n");
 			return 2;
 		}
 	}
+	if (count_only)
+		return print_devices();
 
 	struct dist_config cfg;
 	char err[256];
@@ -134,6 +228,8 @@ int main(int argc, char **argv)
 	const char *impl = use_cuda ? "dlaunch-nccl" : "dlaunch-tcp";
 	int rc = dist_config_from_env(&cfg, err, sizeof(err));
 	uint64_t t_init = clock_now_ns();
+	if (rc == 0 && use_cuda && pick_gpu(&cfg) != 0)
+		return 1;
 	if (rc == 0) {
 		cfg.timeout_ms = 120000;
 		cfg.backend = use_cuda ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
@@ -153,8 +249,7 @@ int main(int argc, char **argv)
 #ifdef DLAUNCH_HAVE_CUDA
 		if (use_cuda &&
 		    (cudaMalloc((void **)&small, sizeof(one)) != cudaSuccess ||
-		     cudaMemcpy(small, &one, sizeof(one),
-				cudaMemcpyHostToDevice) != cudaSuccess))
+		     to_device(small, &one, sizeof(one)) != 0))
 			rc = DL_EIO;
 #endif
 		if (rc == 0)
@@ -202,8 +297,7 @@ int main(int argc, char **argv)
 	if (use_cuda) {
 		void *dev = NULL;
 		if (cudaMalloc(&dev, max_size) != cudaSuccess ||
-		    cudaMemcpy(dev, host, max_size, cudaMemcpyHostToDevice) !=
-			cudaSuccess) {
+		    to_device(dev, host, max_size) != 0) {
 			fprintf(stderr,
 				"dist_bench: cannot set up %llu bytes "
 				"on the GPU\n",
@@ -245,8 +339,7 @@ int main(int argc, char **argv)
 			double *dsecs = NULL;
 			if (cudaMalloc((void **)&dsecs, sizeof(secs)) !=
 				cudaSuccess ||
-			    cudaMemcpy(dsecs, &secs, sizeof(secs),
-				       cudaMemcpyHostToDevice) != cudaSuccess)
+			    to_device(dsecs, &secs, sizeof(secs)) != 0)
 				rc = DL_EIO;
 			if (rc == 0)
 				rc = dist_all_reduce(d, dsecs, dsecs, 1,

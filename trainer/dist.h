@@ -66,7 +66,8 @@ struct dist_config {
 	int rank;
 	int world_size;
 	enum dist_backend backend;
-	int cuda_device;     /* NCCL: the device to use (LOCAL_RANK) */
+	int cuda_device;     /* NCCL: the device to use; from_env: LOCAL_RANK
+			      * (dlaunch-train sets the one its kernels use) */
 	uint64_t timeout_ms; /* bound on every wait; default 300000 */
 };
 

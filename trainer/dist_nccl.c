@@ -72,25 +72,50 @@ static int nccl_fail(struct dist *d, int rc, const char *what,
 	return rc;
 }
 
+/* fail_abort: fails the group, aborting the communicator: NCCL kernels
+ * in flight (waiting for a dead or stalled peer) stop, and nothing more
+ * runs on it; the message says so. */
+static int fail_abort(struct dist *d, int rc, const char *what,
+		      const char *detail)
+{
+	struct dist_nccl *n = d->nccl;
+	char msg[256];
+	if (n->comm) {
+		ncclCommAbort(n->comm);
+		n->comm = NULL;
+	}
+	snprintf(msg, sizeof(msg), "%s; communicator aborted", detail);
+	return nccl_fail(d, rc, what, msg);
+}
+
+/* timeout_detail: "timed out after N ms" + what was awaited */
+static const char *timeout_detail(const struct dist *d, const char *awaited,
+				  char *buf, size_t size)
+{
+	snprintf(buf, size, "timed out after %llu ms %s",
+		 (unsigned long long)d->timeout_ms, awaited);
+	return buf;
+}
+
 /* settle: waits until the communicator has no operation in progress,
- * bounded by the timeout; aborts the communicator past it. */
+ * bounded by the timeout; aborts the communicator past it or when it
+ * reports an error. */
 static int settle(struct dist *d, ncclResult_t res, const char *what)
 {
 	struct dist_nccl *n = d->nccl;
 	uint64_t deadline = clock_now_ms() + d->timeout_ms;
+	char buf[128];
 	while (res == ncclInProgress) {
-		if (clock_now_ms() >= deadline) {
-			ncclCommAbort(n->comm);
-			n->comm = NULL;
-			return nccl_fail(d, DL_ETIMEDOUT, what,
-					 "timed out; communicator aborted");
-		}
+		if (clock_now_ms() >= deadline)
+			return fail_abort(d, DL_ETIMEDOUT, what,
+					  timeout_detail(d, "settling the call",
+							 buf, sizeof(buf)));
 		pause_briefly();
 		if (ncclCommGetAsyncError(n->comm, &res) != ncclSuccess)
 			break;
 	}
 	if (res != ncclSuccess)
-		return nccl_fail(d, DL_EIO, what, ncclGetErrorString(res));
+		return fail_abort(d, DL_EIO, what, ncclGetErrorString(res));
 	return 0;
 }
 
@@ -111,19 +136,17 @@ static int wait_done(struct dist *d, cudaEvent_t ev, const char *what)
 		ncclResult_t async = ncclSuccess;
 		if (n->comm &&
 		    ncclCommGetAsyncError(n->comm, &async) == ncclSuccess &&
-		    async != ncclSuccess && async != ncclInProgress) {
-			ncclCommAbort(n->comm);
-			n->comm = NULL;
-			return nccl_fail(d, DL_ECLOSED, what,
-					 ncclGetErrorString(async));
-		}
+		    async != ncclSuccess && async != ncclInProgress)
+			return fail_abort(d, DL_ECLOSED, what,
+					  ncclGetErrorString(async));
 		if (clock_now_ms() >= deadline) {
-			if (n->comm)
-				ncclCommAbort(n->comm);
-			n->comm = NULL;
-			return nccl_fail(d, DL_ETIMEDOUT, what,
-					 "timed out waiting for the operation; "
-					 "communicator aborted");
+			char buf[128];
+			return fail_abort(d, DL_ETIMEDOUT, what,
+					  timeout_detail(d,
+							 "waiting for the "
+							 "operation (a peer "
+							 "dead or stalled?)",
+							 buf, sizeof(buf)));
 		}
 		pause_briefly();
 	}
@@ -304,6 +327,22 @@ static int finish(struct dist *d, ncclResult_t res, const char *what,
 	return record_done(d, req, what);
 }
 
+/* device_error: why this rank cannot use its CUDA device, with what it
+ * sees; the nccl backend moves device buffers, so there is no other
+ * backend to suggest here (the caller knows whether one is allowed). */
+static void device_error(const struct dist *d, cudaError_t ce, char *err,
+			 size_t err_size)
+{
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+
+	snprintf(err, err_size,
+		 "rank %d: cannot use CUDA device %d: %s (the nccl backend "
+		 "needs a GPU for each rank of the node; "
+		 "CUDA_VISIBLE_DEVICES=%s)",
+		 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce),
+		 visible ? visible : "(unset)");
+}
+
 /* nccl_prepare: rank 0 makes the unique id the bootstrap carries */
 static int nccl_prepare(struct dist *d, char *err, size_t err_size)
 {
@@ -312,10 +351,7 @@ static int nccl_prepare(struct dist *d, char *err, size_t err_size)
 		return 0;
 	cudaError_t ce = cudaSetDevice(d->cfg.cuda_device);
 	if (ce != cudaSuccess) {
-		snprintf(err, err_size,
-			 "rank %d: cannot use CUDA device %d: %s (is there a "
-			 "GPU? use the tcp backend otherwise)",
-			 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce));
+		device_error(d, ce, err, err_size);
 		return DL_ENOTSUP;
 	}
 	ncclResult_t res = ncclGetUniqueId(&id);
@@ -353,10 +389,7 @@ static int nccl_init(struct dist *d, char *err, size_t err_size)
 	if (ce == cudaSuccess)
 		ce = cudaMemset(n->barrier_buf, 0, sizeof(int));
 	if (ce != cudaSuccess) {
-		snprintf(err, err_size,
-			 "rank %d: cannot use CUDA device %d: %s (is there a "
-			 "GPU? use the tcp backend otherwise)",
-			 d->rank, d->cfg.cuda_device, cudaGetErrorString(ce));
+		device_error(d, ce, err, err_size);
 		return DL_ENOTSUP;
 	}
 	memcpy(&id, d->nccl_id, sizeof(id));

@@ -24,6 +24,7 @@
 #include "mlp.h"
 #include "options.h"
 #include "train_ddp.h"
+#include "train_device.h"
 #include "train_optim.h"
 #include "train_rng.h"
 #include "train_sampler.h"
@@ -38,6 +39,8 @@
 struct run {
 	struct train_options o;
 	int rank, world, local_rank;
+	int local_world; /* LOCAL_WORLD_SIZE (LOCAL_RANK + 1 when unset) */
+	int gpu;	 /* the CUDA device of the kernels and NCCL, or -1 */
 	struct dist *dist;
 	struct train_backend be;
 	struct mlp *model;
@@ -116,39 +119,42 @@ static int load_data(struct run *r)
 	return 0;
 }
 
+/* setup_device: the device and backend, chosen once (device.c) from the
+ * options, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs; r->gpu is
+ * then what both the kernels and NCCL use. */
 static int setup_device(struct run *r)
 {
 	struct train_options *o = &r->o;
-	char err[256];
-	int n_gpus = train_backend_cuda_available();
+	struct train_device_request rq = {
+	    .device = o->device,
+	    .backend = o->backend,
+	    .local_rank = r->local_rank,
+	    .local_world = r->local_world,
+	    .visible_gpus = 0,
+	};
+	struct train_device_choice ch;
+	char err[512];
 	int rc;
 
-	if (o->device == DEVICE_AUTO)
-		o->device = n_gpus > 0 ? DEVICE_CUDA : DEVICE_CPU;
-	if (o->backend == BACKEND_AUTO)
-		o->backend =
-		    o->device == DEVICE_CUDA ? BACKEND_NCCL : BACKEND_TCP;
-	if (o->device == DEVICE_CPU && o->backend == BACKEND_NCCL) {
-		log_error("--backend nccl needs --device cuda (nccl moves GPU "
-			  "buffers)");
-		return DL_EINVAL;
+	/* asking the CUDA runtime costs time: only when a GPU may be used */
+	if (o->device != DEVICE_CPU &&
+	    !(o->device == DEVICE_AUTO && o->backend == BACKEND_TCP))
+		rq.visible_gpus = train_backend_cuda_available();
+	rc = train_device_choose(&rq, &ch, err, sizeof(err));
+	if (rc != 0) {
+		log_error("%s", err);
+		return rc;
 	}
-	if (o->device == DEVICE_CUDA && o->backend == BACKEND_TCP) {
-		log_error("--backend tcp needs --device cpu (the tcp backend "
-			  "moves host buffers)");
-		return DL_EINVAL;
-	}
+	if (ch.note[0] && r->local_rank == 0)
+		log_warn("%s", ch.note);
+	o->device = ch.device;
+	o->backend = ch.backend;
+	r->gpu = ch.gpu;
 	if (o->device == DEVICE_CPU) {
 		train_backend_cpu(&r->be, o->threads);
 		return 0;
 	}
-	if (n_gpus <= 0) {
-		log_error("--device cuda: no usable CUDA device%s",
-			  n_gpus < 0 ? "" : " (or a build without CUDA)");
-		return DL_ENOTSUP;
-	}
-	rc = train_backend_cuda(&r->be, r->local_rank % n_gpus, err,
-				sizeof(err));
+	rc = train_backend_cuda(&r->be, r->gpu, err, sizeof(err));
 	if (rc != 0)
 		log_error("%s", err);
 	return rc;
@@ -171,7 +177,7 @@ static int setup_dist(struct run *r)
 		return 0; /* one process: no group needed */
 	cfg.backend =
 	    r->o.backend == BACKEND_NCCL ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
-	cfg.cuda_device = r->local_rank;
+	cfg.cuda_device = r->gpu; /* the kernels' device (setup_device) */
 	if (r->o.timeout_ms)
 		cfg.timeout_ms = r->o.timeout_ms;
 	rc = dist_init(&cfg, &r->dist, err, sizeof(err));
@@ -689,7 +695,9 @@ int main(int argc, char **argv)
 	rc = train_options_parse(argc, argv, &r.o);
 	if (rc != 0)
 		return rc > 0 ? 0 : EXIT_USAGE;
-	if (env_int("LOCAL_RANK", 0, 0, 65535, &r.local_rank) != 0)
+	if (env_int("LOCAL_RANK", 0, 0, 65535, &r.local_rank) != 0 ||
+	    env_int("LOCAL_WORLD_SIZE", r.local_rank + 1, 1, 65536,
+		    &r.local_world) != 0)
 		return EXIT_USAGE;
 	if (r.o.device != DEVICE_CUDA)
 		pick_blas_kernels(argv);
@@ -733,6 +741,14 @@ int main(int argc, char **argv)
 	rc = save_checkpoint(&r);
 	if (rc != 0)
 		goto out;
+	/* work queued after the last copy back (the final SGD step) that
+	 * failed on the GPU fails the run too (the CPU's sync is a no-op) */
+	rc = r.be.sync(r.be.ctx);
+	if (rc != 0) {
+		log_error("rank %d: the %s backend failed: %s", r.rank,
+			  r.be.name, dl_strerror(rc));
+		goto out;
+	}
 	if (stop_signal) {
 		log_warn("stopped by signal %d at step %llu", (int)stop_signal,
 			 (unsigned long long)r.step);

@@ -5,9 +5,20 @@
  * this one's work at each call (dist_set_stream, see ddp.c). The model
  * logic is the same as on the CPU (mlp.c); only these kernels differ.
  *
- * Reductions that feed parameters (bias and batch-norm sums) use one
- * thread per column looping over rows in order, so they are deterministic;
- * only the reported loss/accuracy sums use atomics.
+ * Every sum is taken in a fixed order, so a run gives the same bits each
+ * time (and a resumed run the same as an uninterrupted one): the ones that
+ * feed parameters (bias and batch-norm sums) with one thread per column
+ * looping over rows in order; the loss and accuracy sums with a fixed
+ * grid whose blocks reduce as a tree into per-block partial sums, added
+ * up in order by one thread. No atomics.
+ *
+ * Errors are sticky: every kernel launch (cudaGetLastError), runtime and
+ * cuBLAS call is checked; the first failure is logged with the call that
+ * caused it (a build without code for this GPU shows up here as "no
+ * kernel image"), no further work is queued, and every later call that
+ * returns a status (upload, download, copy, sync) returns DL_EIO, so the
+ * run ends with a non-zero exit instead of training with kernels that
+ * did not run.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -18,6 +29,7 @@
 extern "C" {
 #include "train_backend.h"
 #include "dlaunch/error.h"
+#include "dlaunch/log.h"
 }
 
 namespace
@@ -27,9 +39,65 @@ struct cuda_ctx {
 	int device;
 	cudaStream_t stream;
 	cublasHandle_t blas;
+	float *partials; /* 2 x XENT_MAX_BLOCKS: k_softmax_xent's block sums */
+	int failed;	 /* DL_EIO once a call failed (sticky) */
 };
 
-const int THREADS = 256;
+const int THREADS = 256; /* a power of two: the tree reductions need it */
+const int XENT_MAX_BLOCKS = 1024;
+
+/* fail: records the first failure of the context and logs it with the
+ * call that caused it; later ones follow from it and are not logged. */
+void fail(cuda_ctx *c, const char *call, const char *detail, const char *hint)
+{
+	if (c->failed)
+		return;
+	c->failed = DL_EIO;
+	log_error("cuda device %d: %s failed: %s%s", c->device, call, detail,
+		  hint);
+}
+
+bool cuda_ok(cuda_ctx *c, const char *call, cudaError_t ce)
+{
+	if (ce == cudaSuccess)
+		return true;
+	fail(c, call, cudaGetErrorString(ce),
+	     ce == cudaErrorNoKernelImageForDevice
+		 ? " (this dlaunch-train has no code for this GPU: rebuild "
+		   "it with NVCCFLAGS naming the GPU's architecture)"
+		 : "");
+	return false;
+}
+
+bool blas_ok(cuda_ctx *c, const char *call, cublasStatus_t st)
+{
+	if (st == CUBLAS_STATUS_SUCCESS)
+		return true;
+	fail(c, call, cublasGetStatusString(st), "");
+	return false;
+}
+
+/* ready: whether work may be queued (nothing after a failure). It clears
+ * an error another part of this thread left behind (NCCL's calls, for
+ * one), so that the next launch's check does not blame it on a kernel;
+ * an error that corrupted the context comes back at that launch anyway. */
+bool ready(cuda_ctx *c)
+{
+	if (c->failed)
+		return false;
+	(void)cudaGetLastError();
+	return true;
+}
+
+/* LAUNCH queues a kernel on the context's stream and checks the launch */
+#define LAUNCH(c, kernel, blocks, ...)                                         \
+	do {                                                                   \
+		if (ready(c)) {                                                \
+			kernel<<<(blocks), THREADS, 0, (c)->stream>>>(         \
+			    __VA_ARGS__);                                      \
+			cuda_ok((c), #kernel, cudaGetLastError());             \
+		}                                                              \
+	} while (0)
 
 unsigned blocks_for(size_t n)
 {
@@ -61,14 +129,19 @@ void cu_release(void *ctx, void *p)
 int cu_memcpy(cuda_ctx *c, void *dst, const void *src, size_t bytes,
 	      cudaMemcpyKind kind)
 {
+	if (!ready(c))
+		return c->failed;
 	if (bytes == 0)
 		return 0;
-	if (cudaMemcpyAsync(dst, src, bytes, kind, c->stream) != cudaSuccess)
-		return DL_EIO;
-	/* host buffers may be reused as soon as we return */
+	if (!cuda_ok(c, "cudaMemcpyAsync",
+		     cudaMemcpyAsync(dst, src, bytes, kind, c->stream)))
+		return c->failed;
+	/* host buffers may be reused as soon as we return; a kernel that
+	 * failed while running shows up here */
 	if (kind != cudaMemcpyDeviceToDevice &&
-	    cudaStreamSynchronize(c->stream) != cudaSuccess)
-		return DL_EIO;
+	    !cuda_ok(c, "cudaStreamSynchronize (after the copy)",
+		     cudaStreamSynchronize(c->stream)))
+		return c->failed;
 	return 0;
 }
 
@@ -92,14 +165,23 @@ int cu_copy(void *ctx, void *dst, const void *src, size_t bytes)
 
 void cu_zero(void *ctx, void *p, size_t bytes)
 {
-	cudaMemsetAsync(p, 0, bytes, ((cuda_ctx *)ctx)->stream);
+	cuda_ctx *c = (cuda_ctx *)ctx;
+
+	if (ready(c) && bytes)
+		cuda_ok(c, "cudaMemsetAsync",
+			cudaMemsetAsync(p, 0, bytes, c->stream));
 }
 
+/* cu_sync: 0 once the stream's work is done; DL_EIO when it or anything
+ * before it failed */
 int cu_sync(void *ctx)
 {
-	return cudaStreamSynchronize(((cuda_ctx *)ctx)->stream) == cudaSuccess
-		   ? 0
-		   : DL_EIO;
+	cuda_ctx *c = (cuda_ctx *)ctx;
+
+	if (ready(c))
+		cuda_ok(c, "cudaStreamSynchronize",
+			cudaStreamSynchronize(c->stream));
+	return c->failed;
 }
 
 void *cu_stream(void *ctx)
@@ -115,9 +197,12 @@ void cu_gemm(void *ctx, int trans_a, int trans_b, int m, int n, int k,
 {
 	cuda_ctx *cc = (cuda_ctx *)ctx;
 
-	cublasSgemm(cc->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-		    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-		    ldb, a, lda, &beta, c, ldc);
+	if (ready(cc))
+		blas_ok(cc, "cublasSgemm",
+			cublasSgemm(cc->blas,
+				    trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+				    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+				    k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
 
 __global__ void k_bias_add(float *y, const float *bias, size_t n, int cols)
@@ -133,8 +218,8 @@ void cu_bias_add(void *ctx, float *y, const float *bias, int rows, int cols)
 	size_t n = (size_t)rows * (size_t)cols;
 
 	if (n)
-		k_bias_add<<<blocks_for(n), THREADS, 0,
-			     ((cuda_ctx *)ctx)->stream>>>(y, bias, n, cols);
+		LAUNCH((cuda_ctx *)ctx, k_bias_add, blocks_for(n), y, bias, n,
+		       cols);
 }
 
 __global__ void k_col_sum(float *out, const float *x, int rows, int cols)
@@ -151,8 +236,8 @@ __global__ void k_col_sum(float *out, const float *x, int rows, int cols)
 
 void cu_bias_grad(void *ctx, float *db, const float *dy, int rows, int cols)
 {
-	k_col_sum<<<blocks_for((size_t)cols), THREADS, 0,
-		    ((cuda_ctx *)ctx)->stream>>>(db, dy, rows, cols);
+	LAUNCH((cuda_ctx *)ctx, k_col_sum, blocks_for((size_t)cols), db, dy,
+	       rows, cols);
 }
 
 __global__ void k_relu(float *y, size_t n)
@@ -166,8 +251,7 @@ __global__ void k_relu(float *y, size_t n)
 void cu_relu(void *ctx, float *y, size_t n)
 {
 	if (n)
-		k_relu<<<blocks_for(n), THREADS, 0,
-			 ((cuda_ctx *)ctx)->stream>>>(y, n);
+		LAUNCH((cuda_ctx *)ctx, k_relu, blocks_for(n), y, n);
 }
 
 __global__ void k_relu_backward(float *dy, const float *y, size_t n)
@@ -181,52 +265,94 @@ __global__ void k_relu_backward(float *dy, const float *y, size_t n)
 void cu_relu_backward(void *ctx, float *dy, const float *y, size_t n)
 {
 	if (n)
-		k_relu_backward<<<blocks_for(n), THREADS, 0,
-				  ((cuda_ctx *)ctx)->stream>>>(dy, y, n);
+		LAUNCH((cuda_ctx *)ctx, k_relu_backward, blocks_for(n), dy, y,
+		       n);
 }
 
+/* k_softmax_xent: each thread takes rows r, r + grid, r + 2 grid, ... in
+ * order; each block sums its threads' losses and hits as a tree and
+ * writes them to partials[block] and partials[gridDim.x + block]. The
+ * grid is a function of rows alone, so the order of every addition is. */
 __global__ void k_softmax_xent(const float *logits, const int32_t *labels,
 			       int rows, int cols, float grad_scale,
-			       float *dlogits, float *out)
+			       float *dlogits, float *partials)
 {
-	int r = blockIdx.x * blockDim.x + threadIdx.x;
-	const float *z;
-	float max, sum = 0.0f;
-	int arg = 0, y;
+	__shared__ float loss_s[THREADS], hit_s[THREADS];
+	int t = threadIdx.x;
+	float loss = 0.0f, hit = 0.0f;
 
-	if (r >= rows)
-		return;
-	z = logits + (size_t)r * cols;
-	y = labels[r];
-	max = z[0];
-	for (int c = 1; c < cols; c++)
-		if (z[c] > max) {
-			max = z[c];
-			arg = c;
-		}
-	for (int c = 0; c < cols; c++)
-		sum += expf(z[c] - max);
-	atomicAdd(&out[0], logf(sum) - (z[y] - max));
-	if (arg == y)
-		atomicAdd(&out[1], 1.0f);
-	if (dlogits) {
-		float *d = dlogits + (size_t)r * cols;
-		float inv = 1.0f / sum;
+	for (int r = blockIdx.x * blockDim.x + t; r < rows;
+	     r += gridDim.x * blockDim.x) {
+		const float *z = logits + (size_t)r * cols;
+		float max = z[0], sum = 0.0f;
+		int arg = 0, y = labels[r];
 
+		for (int c = 1; c < cols; c++)
+			if (z[c] > max) {
+				max = z[c];
+				arg = c;
+			}
 		for (int c = 0; c < cols; c++)
-			d[c] = expf(z[c] - max) * inv * grad_scale;
-		d[y] -= grad_scale;
+			sum += expf(z[c] - max);
+		loss += logf(sum) - (z[y] - max);
+		if (arg == y)
+			hit += 1.0f;
+		if (dlogits) {
+			float *d = dlogits + (size_t)r * cols;
+			float inv = 1.0f / sum;
+
+			for (int c = 0; c < cols; c++)
+				d[c] = expf(z[c] - max) * inv * grad_scale;
+			d[y] -= grad_scale;
+		}
 	}
+	loss_s[t] = loss;
+	hit_s[t] = hit;
+	__syncthreads();
+	for (int half = THREADS / 2; half > 0; half /= 2) {
+		if (t < half) {
+			loss_s[t] += loss_s[t + half];
+			hit_s[t] += hit_s[t + half];
+		}
+		__syncthreads();
+	}
+	if (t == 0) {
+		partials[blockIdx.x] = loss_s[0];
+		partials[gridDim.x + blockIdx.x] = hit_s[0];
+	}
+}
+
+/* k_add_partials: out[0] += the blocks' loss sums, out[1] += their hits,
+ * in block order (one thread) */
+__global__ void k_add_partials(const float *partials, int blocks, float *out)
+{
+	float loss = 0.0f, hit = 0.0f;
+
+	if (blockIdx.x != 0 || threadIdx.x != 0)
+		return;
+	for (int b = 0; b < blocks; b++) {
+		loss += partials[b];
+		hit += partials[blocks + b];
+	}
+	out[0] += loss;
+	out[1] += hit;
 }
 
 void cu_softmax_xent(void *ctx, const float *logits, const int32_t *labels,
 		     int rows, int cols, float grad_scale, float *dlogits,
 		     float *out)
 {
-	if (rows > 0)
-		k_softmax_xent<<<blocks_for((size_t)rows), THREADS, 0,
-				 ((cuda_ctx *)ctx)->stream>>>(
-		    logits, labels, rows, cols, grad_scale, dlogits, out);
+	cuda_ctx *c = (cuda_ctx *)ctx;
+	unsigned blocks = blocks_for((size_t)(rows > 0 ? rows : 0));
+
+	if (rows <= 0)
+		return;
+	if (blocks > (unsigned)XENT_MAX_BLOCKS)
+		blocks = XENT_MAX_BLOCKS;
+	LAUNCH(c, k_softmax_xent, blocks, logits, labels, rows, cols,
+	       grad_scale, dlogits, c->partials);
+	/* one block, of which one thread works */
+	LAUNCH(c, k_add_partials, 1u, c->partials, (int)blocks, out);
 }
 
 __global__ void k_sgd(float *p, const float *grad, float *m, size_t n, float lr,
@@ -249,8 +375,8 @@ void cu_sgd(void *ctx, float *p, const float *grad, float *m, size_t n,
 	    float lr, float momentum, float weight_decay, int first)
 {
 	if (n)
-		k_sgd<<<blocks_for(n), THREADS, 0, ((cuda_ctx *)ctx)->stream>>>(
-		    p, grad, m, n, lr, momentum, weight_decay, first);
+		LAUNCH((cuda_ctx *)ctx, k_sgd, blocks_for(n), p, grad, m, n, lr,
+		       momentum, weight_decay, first);
 }
 
 __global__ void k_bn_stats(const float *x, int rows, int cols, float *sums)
@@ -272,8 +398,8 @@ __global__ void k_bn_stats(const float *x, int rows, int cols, float *sums)
 
 void cu_bn_stats(void *ctx, const float *x, int rows, int cols, float *sums)
 {
-	k_bn_stats<<<blocks_for((size_t)cols), THREADS, 0,
-		     ((cuda_ctx *)ctx)->stream>>>(x, rows, cols, sums);
+	LAUNCH((cuda_ctx *)ctx, k_bn_stats, blocks_for((size_t)cols), x, rows,
+	       cols, sums);
 }
 
 __global__ void k_bn_finalize(const float *sums, float n, int cols, float eps,
@@ -305,10 +431,8 @@ void cu_bn_finalize(void *ctx, const float *sums, float n, int cols, float eps,
 		    float momentum, float *mean, float *invstd,
 		    float *running_mean, float *running_var)
 {
-	k_bn_finalize<<<blocks_for((size_t)cols), THREADS, 0,
-			((cuda_ctx *)ctx)->stream>>>(sums, n, cols, eps,
-						     momentum, mean, invstd,
-						     running_mean, running_var);
+	LAUNCH((cuda_ctx *)ctx, k_bn_finalize, blocks_for((size_t)cols), sums,
+	       n, cols, eps, momentum, mean, invstd, running_mean, running_var);
 }
 
 __global__ void k_bn_forward(float *x, float *xhat, const float *mean,
@@ -335,9 +459,8 @@ void cu_bn_forward(void *ctx, float *x, float *xhat, const float *mean,
 	size_t n = (size_t)rows * (size_t)cols;
 
 	if (n)
-		k_bn_forward<<<blocks_for(n), THREADS, 0,
-			       ((cuda_ctx *)ctx)->stream>>>(
-		    x, xhat, mean, invstd, gamma, beta, n, cols);
+		LAUNCH((cuda_ctx *)ctx, k_bn_forward, blocks_for(n), x, xhat,
+		       mean, invstd, gamma, beta, n, cols);
 }
 
 __global__ void k_bn_backward_sums(const float *dy, const float *xhat, int rows,
@@ -361,9 +484,8 @@ __global__ void k_bn_backward_sums(const float *dy, const float *xhat, int rows,
 void cu_bn_backward_sums(void *ctx, const float *dy, const float *xhat,
 			 int rows, int cols, float *sums)
 {
-	k_bn_backward_sums<<<blocks_for((size_t)cols), THREADS, 0,
-			     ((cuda_ctx *)ctx)->stream>>>(dy, xhat, rows, cols,
-							  sums);
+	LAUNCH((cuda_ctx *)ctx, k_bn_backward_sums, blocks_for((size_t)cols),
+	       dy, xhat, rows, cols, sums);
 }
 
 __global__ void k_bn_backward(float *dy, const float *xhat, const float *gamma,
@@ -387,9 +509,8 @@ void cu_bn_backward(void *ctx, float *dy, const float *xhat, const float *gamma,
 	size_t total = (size_t)rows * (size_t)cols;
 
 	if (total)
-		k_bn_backward<<<blocks_for(total), THREADS, 0,
-				((cuda_ctx *)ctx)->stream>>>(
-		    dy, xhat, gamma, invstd, sums, n, total, cols);
+		LAUNCH((cuda_ctx *)ctx, k_bn_backward, blocks_for(total), dy,
+		       xhat, gamma, invstd, sums, n, total, cols);
 }
 
 void cu_destroy(void *ctx)
@@ -398,7 +519,9 @@ void cu_destroy(void *ctx)
 
 	if (c == NULL)
 		return;
+	/* errors here change nothing: the run's status is already known */
 	cudaStreamSynchronize(c->stream);
+	cudaFree(c->partials);
 	cublasDestroy(c->blas);
 	cudaStreamDestroy(c->stream);
 	free(c);
@@ -420,6 +543,7 @@ extern "C" int train_backend_cuda(struct train_backend *be, int device,
 {
 	cuda_ctx *c;
 	cudaError_t ce;
+	cublasStatus_t st;
 
 	memset(be, 0, sizeof(*be));
 	ce = cudaSetDevice(device);
@@ -445,14 +569,30 @@ extern "C" int train_backend_cuda(struct train_backend *be, int device,
 		free(c);
 		return DL_ESYS;
 	}
-	if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
-		snprintf(err, err_size, "cuda device %d: cannot start cuBLAS",
-			 device);
+	ce = cudaMalloc((void **)&c->partials,
+			2 * XENT_MAX_BLOCKS * sizeof(float));
+	if (ce != cudaSuccess) {
+		snprintf(err, err_size, "cuda device %d: cudaMalloc: %s",
+			 device, cudaGetErrorString(ce));
+		cudaStreamDestroy(c->stream);
+		free(c);
+		return DL_ENOMEM;
+	}
+	st = cublasCreate(&c->blas);
+	if (st == CUBLAS_STATUS_SUCCESS) {
+		st = cublasSetStream(c->blas, c->stream);
+		if (st != CUBLAS_STATUS_SUCCESS)
+			cublasDestroy(c->blas);
+	}
+	if (st != CUBLAS_STATUS_SUCCESS) {
+		snprintf(err, err_size,
+			 "cuda device %d: cannot start cuBLAS: %s", device,
+			 cublasGetStatusString(st));
+		cudaFree(c->partials);
 		cudaStreamDestroy(c->stream);
 		free(c);
 		return DL_ESYS;
 	}
-	cublasSetStream(c->blas, c->stream);
 	be->name = "cuda";
 	be->on_device = 1;
 	be->ctx = c;

@@ -7,7 +7,7 @@
 # and backend_nocuda.c stands in for them otherwise.
 TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
 	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c \
-	trainer/options.c
+	trainer/options.c trainer/device.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
 TRAIN_MAIN_OBJS := $(call objs,trainer/main.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
@@ -43,11 +43,24 @@ $(eval $(call unit_test,test_mlp,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_data,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_sampler,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_ckpt,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+$(eval $(call unit_test,test_device,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+# the GPU backend against the CPU's: skipped without a GPU (and built
+# against backend_nocuda.c where there is no CUDA)
+$(eval $(call unit_test,test_mlp_cuda,$(TRAIN_GPU_OBJS) $(TRAIN_TEST_LIBS),$(TRAIN_GPU_LIBS) $(TRAIN_TEST_LDLIBS)))
+$(BUILD)/obj/tests/unit/test_mlp_cuda.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
 TRAIN_TESTS := $(BUILD)/tests/test_mlp $(BUILD)/tests/test_data \
-	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt
+	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt \
+	$(BUILD)/tests/test_device $(BUILD)/tests/test_mlp_cuda
 ifneq ($(wildcard trainer/dist.mk),)
 $(eval $(call unit_test,test_train_ddp,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_TEST_LDLIBS) $(CUDA_LIBS)))
-TRAIN_TESTS += $(BUILD)/tests/test_train_ddp
+# the NCCL backend behind the GPU backend's stream, and its peer failures
+# (skipped without GPUs)
+$(eval $(call unit_test,test_nccl,$(TRAIN_GPU_OBJS) $(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_GPU_LIBS) $(TRAIN_TEST_LDLIBS)))
+$(BUILD)/obj/tests/unit/test_nccl.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
+ifneq ($(NVCC),)
+$(BUILD)/obj/tests/unit/test_nccl.o: CPPFLAGS += -isystem $(CUDA_HOME)/include
+endif
+TRAIN_TESTS += $(BUILD)/tests/test_train_ddp $(BUILD)/tests/test_nccl
 endif
 
 .PHONY: trainer

@@ -129,8 +129,8 @@ static const struct opt_spec train_specs[] = {
      TO(device),
      .choices = devices,
      .metavar = "auto|cpu|cuda",
-     .help = "where to train (auto: cuda when a GPU is visible; GPU = "
-	     "LOCAL_RANK)"},
+     .help = "where to train (cuda: GPU LOCAL_RANK, one per rank of the "
+	     "node; auto: cuda when there are enough, else cpu)"},
     {.name = "backend",
      .type = OPT_CHOICE,
      TO(backend),
