@@ -24,9 +24,14 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
-#define CALL_TIMEOUT_MS	 5000
-#define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS	 2000
+#define CALL_TIMEOUT_MS 5000
+/* A try that reached etcd and got no answer in time waits twice as long
+ * the next time, up to this: an etcd that is alive but overloaded (a few
+ * thousand agents starting at once) must get time to answer, not the
+ * same request again every few seconds on top of the first */
+#define CALL_TIMEOUT_MAX_MS 60000
+#define BACKOFF_FIRST_MS    100
+#define BACKOFF_MAX_MS	    2000
 /* A client etcd never answered gives up after FIRST_PASSES passes over
  * every endpoint when each attempt failed at once (nobody listens, a TLS
  * handshake refused: a wrong endpoint or credential, said in well under a
@@ -75,6 +80,7 @@ struct etcd_call {
 	int last_slow;	 /* ... the last one */
 	int reached;	 /* one of them got a connection */
 	uint64_t started_ms;
+	uint64_t timeout_ms; /* of the next try */
 	int auth_retries;
 	int parked; /* waits for the login */
 	uint64_t backoff_ms;
@@ -112,6 +118,7 @@ struct etcd_lease {
 	etcd_lease_cb cb;
 	void *arg;
 	struct etcd_call *call;
+	uint64_t sent_ms; /* when the call in flight was made */
 	struct event *timer;
 };
 
@@ -346,6 +353,11 @@ static void on_reply(void *arg, const struct client_reply *r)
 			call->slow = 1;
 		if ((r->timed_out && r->connected) || !r->transport_failed)
 			call->reached = 1;
+		if (r->timed_out && r->connected)
+			call->timeout_ms =
+			    call->timeout_ms * 2 > CALL_TIMEOUT_MAX_MS
+				? CALL_TIMEOUT_MAX_MS
+				: call->timeout_ms * 2;
 		retry_call(call, msg);
 		return;
 	case V_LOGIN:
@@ -372,7 +384,7 @@ static void call_attempt(struct etcd_call *call)
 	call->parked = 0;
 	call->ep = c->cur;
 	call->hc = client_call(c->http[call->ep], "POST", call->path,
-			       call->body, CALL_TIMEOUT_MS, on_reply, call);
+			       call->body, call->timeout_ms, on_reply, call);
 	if (!call->hc)
 		retry_call(call, "out of memory");
 }
@@ -390,6 +402,7 @@ static struct etcd_call *call_new(struct etcd_client *c, const char *what,
 	call->body = json_incref(body);
 	call->flags = flags;
 	call->started_ms = clock_now_ms();
+	call->timeout_ms = CALL_TIMEOUT_MS;
 	call->cb = cb;
 	call->arg = arg;
 	call->retry = evtimer_new(c->base, on_retry, call);
@@ -919,7 +932,10 @@ static void on_lease(void *arg, const struct etcd_answer *a)
 		l->cb(l->arg, l->id, lost, NULL);
 		return;
 	}
-	arm(l->timer, l->ttl_s * 1000 / 3);
+	/* every third of the TTL from when this keep-alive was sent: an
+	 * answer that was slow to come does not push the next one back */
+	uint64_t due = l->sent_ms + l->ttl_s * 1000 / 3, now = clock_now_ms();
+	arm(l->timer, due > now ? due - now : 0);
 }
 
 static void lease_send(struct etcd_lease *l)
@@ -932,6 +948,7 @@ static void lease_send(struct etcd_lease *l)
 	    l->id ? etcd_build_lease_keepalive(l->id, &body, err, sizeof(err))
 		  : etcd_build_lease_grant(l->ttl_s, l->want, &body, err,
 					   sizeof(err));
+	l->sent_ms = clock_now_ms();
 	if (rc == 0)
 		l->call =
 		    etcd_call(l->c, l->id ? "lease keep-alive" : "lease grant",
