@@ -7,7 +7,11 @@
 #include "opt_doc.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* the longest text line written (mandoc -Tlint wants at most 80 bytes) */
+#define MAN_WIDTH 79
 
 /* option_char: a character of an option's long name */
 static int option_char(char c)
@@ -27,13 +31,12 @@ static int option_at(const char *text, size_t i)
 
 /* roff writes text for a man(7) text line: each '-' as \- (as help2man
  * does, so values and names copy out of the page as typed), '\' as \e, a
- * '.' or '\'' that starts the line made literal; with bold, every --name
+ * ',' within a word followed by \: (a line may break there: a list such
+ * as a default of --rdzv-conf is one long word); with bold, every --name
  * in the text in bold. */
-static void roff(FILE *fp, const char *text, int line_start, int bold)
+static void roff(FILE *fp, const char *text, int bold)
 {
 	for (size_t i = 0; text[i]; i++) {
-		if (i == 0 && line_start && (text[0] == '.' || text[0] == '\''))
-			fputs("\\&", fp);
 		if (bold && option_at(text, i)) {
 			fputs("\\fB", fp);
 			for (; option_char(text[i]); i++)
@@ -49,51 +52,99 @@ static void roff(FILE *fp, const char *text, int line_start, int bold)
 			fputs("\\-", fp);
 		else if (text[i] == '\\')
 			fputs("\\e", fp);
+		else if (text[i] == ',' && text[i + 1] && text[i + 1] != ' ')
+			fputs(",\\:", fp);
 		else
 			fputc(text[i], fp);
 	}
 }
 
-/* man_entry writes one option: the tag (names and metavar), then its help
- * line with the default as --help shows it, then its variable. */
+/* put_wrapped writes roff text as lines of at most MAN_WIDTH bytes,
+ * broken at spaces (a word longer than that stays whole); a line that
+ * would start with '.' or '\'' is made literal. */
+static void put_wrapped(FILE *fp, const char *text)
+{
+	size_t col = 0;
+	while (*text) {
+		size_t w;
+		text += strspn(text, " ");
+		w = strcspn(text, " ");
+		if (!w)
+			break;
+		if (col && col + 1 + w > MAN_WIDTH) {
+			fputc('\n', fp);
+			col = 0;
+		} else if (col) {
+			fputc(' ', fp);
+			col++;
+		}
+		if (!col && (text[0] == '.' || text[0] == '\'')) {
+			fputs("\\&", fp);
+			col += 2;
+		}
+		fwrite(text, 1, w, fp);
+		col += w;
+		text += w;
+	}
+	if (col)
+		fputc('\n', fp);
+}
+
+/* man_body writes the paragraph of s: its help line with the default as
+ * --help shows it, then its variable. */
+static void man_body(const struct opt_spec *s, const void *defaults, FILE *fp)
+{
+	char def[256], *text = NULL;
+	size_t len = 0, n = strlen(s->help ? s->help : "");
+	FILE *mem = open_memstream(&text, &len);
+
+	if (!mem)
+		return;
+	roff(mem, s->help ? s->help : "", 1);
+	opt_format_default(s, defaults, def, sizeof(def));
+	if (def[0]) {
+		fputs(" (default: \\%", mem); /* \%: never hyphenated */
+		roff(mem, def, 0);
+		fputc(')', mem);
+	}
+	if (def[0] || (n && s->help[n - 1] != '.'))
+		fputc('.', mem);
+	if (s->env) {
+		fputs(" Also read from \\fB\\%", mem);
+		roff(mem, s->env, 0);
+		fputs("\\fR.", mem);
+	}
+	if (fclose(mem) == 0)
+		put_wrapped(fp, text);
+	free(text);
+}
+
+/* man_entry writes one option: the tag (names and metavar), then its
+ * paragraph. */
 static void man_entry(const struct opt_spec *s, const void *defaults, FILE *fp)
 {
-	char def[256];
-	size_t n = strlen(s->help ? s->help : "");
-
 	fputs(".TP\n", fp);
 	if (s->short_name)
 		fprintf(fp, "\\fB\\-%c\\fR, ", s->short_name);
 	fputs("\\fB\\-\\-", fp);
-	roff(fp, s->name, 0, 0);
+	roff(fp, s->name, 0);
 	fputs("\\fR", fp);
 	if (s->metavar) {
 		fputs(" \\fI", fp);
-		roff(fp, s->metavar, 0, 0);
+		roff(fp, s->metavar, 0);
 		fputs("\\fR", fp);
 	}
 	fputc('\n', fp);
-	roff(fp, s->help ? s->help : "", 1, 1);
-	opt_format_default(s, defaults, def, sizeof(def));
-	if (def[0]) {
-		fputs(" (default: ", fp);
-		roff(fp, def, 0, 0);
-		fputc(')', fp);
-	}
-	if (def[0] || (n && s->help[n - 1] != '.'))
-		fputc('.', fp);
-	fputc('\n', fp);
-	if (s->env) {
-		fputs("Also read from \\fB", fp);
-		roff(fp, s->env, 0, 0);
-		fputs("\\fR.\n", fp);
-	}
+	man_body(s, defaults, fp);
 }
 
 void opt_doc_man(const struct opt_table *t, const void *defaults, FILE *fp)
 {
 	const struct opt_spec *s;
+	char *text = NULL;
+	size_t len = 0;
 	int n_refused = 0;
+	FILE *mem;
 
 	for (s = t->specs; s->name; s++) {
 		if (s->type == OPT_REFUSED)
@@ -101,16 +152,20 @@ void opt_doc_man(const struct opt_table *t, const void *defaults, FILE *fp)
 		else
 			man_entry(s, defaults, fp);
 	}
-	if (!n_refused)
+	if (!n_refused || !(mem = open_memstream(&text, &len)))
 		return;
-	fputs(".PP\nNot supported (refused):", fp);
+	fputs("Not supported (refused):", mem);
 	for (s = t->specs; s->name; s++) {
 		if (s->type != OPT_REFUSED)
 			continue;
-		fputs(" \\fB\\-\\-", fp);
-		roff(fp, s->name, 0, 0);
-		fputs(--n_refused ? "\\fR," : "\\fR.\n", fp);
+		fputs(" \\fB\\-\\-", mem);
+		roff(mem, s->name, 0);
+		fputs(--n_refused ? "\\fR," : "\\fR.", mem);
 	}
+	fputs(".PP\n", fp);
+	if (fclose(mem) == 0)
+		put_wrapped(fp, text);
+	free(text);
 }
 
 /* completion_kind: what the value of s is, for the shell */

@@ -414,24 +414,43 @@ static void test_man(void **state)
 	const char *help = specs[5].help;
 	char *text;
 	(void)state;
-	specs[5].help = ".5 of a\\b, as --count-ish or a-b --";
+	specs[5].help = ".5 of a\\b, as --count-ish or a-b,c --";
 	text = usage_as(OPT_HELP_MAN);
 	specs[5].help = help;
-	assert_non_null(strstr(text, ".TP\n\\fB\\-c\\fR, \\fB\\-\\-count\\fR "
-				     "\\fIN\\fR\na count (default: 3).\n"
-				     "Also read from \\fBT_COUNT\\fR.\n"));
+	assert_non_null(
+	    strstr(text, ".TP\n\\fB\\-c\\fR, \\fB\\-\\-count\\fR "
+			 "\\fIN\\fR\na count (default: \\%3). Also read from "
+			 "\\fB\\%T_COUNT\\fR.\n.TP\n"));
 	assert_non_null(strstr(text, ".TP\n\\fB\\-\\-buf\\-size\\fR "
 				     "\\fISIZE\\fR\na buffer (default: "
-				     "64KiB).\n.TP\n"));
-	assert_non_null(strstr(text, ".TP\n\\fB\\-f\\fR, "
-				     "\\fB\\-\\-flag\\-on\\fR\na flag.\n"));
+				     "\\%64KiB).\n.TP\n"));
+	assert_non_null(
+	    strstr(text, ".TP\n\\fB\\-f\\fR, "
+			 "\\fB\\-\\-flag\\-on\\fR\na flag. Also read from "
+			 "\\fB\\%T_FLAG\\fR.\n"));
 	assert_non_null(strstr(text, "\n\\&.5 of a\\eb, as "
-				     "\\fB\\-\\-count\\-ish\\fR or a\\-b "
-				     "\\-\\- (default: 0.25).\n"));
+				     "\\fB\\-\\-count\\-ish\\fR or a\\-b,\\:c "
+				     "\\-\\- (default: \\%0.25).\n"));
 	assert_non_null(strstr(text, ".PP\nNot supported (refused): "
 				     "\\fB\\-\\-old\\-thing\\fR.\n"));
 	assert_null(strstr(text, "usage:"));
 	assert_null(strstr(text, "the end"));
+	free(text);
+	/* a long help is wrapped at spaces into lines of at most 79 bytes */
+	specs[5].help = "a ratio, which is a number between zero and one, "
+			"here written out at some length so that it cannot fit "
+			"on one line of the page";
+	text = usage_as(OPT_HELP_MAN);
+	specs[5].help = help;
+	assert_non_null(strstr(text, "\na ratio, which is a number between "
+				     "zero and one, here written out at some\n"
+				     "length so that it cannot fit on one "
+				     "line of the page (default: \\%0.25).\n"));
+	for (char *line = text, *end; *line; line = end + 1) {
+		end = strchr(line, '\n');
+		assert_non_null(end);
+		assert_true(end - line <= 79);
+	}
 	free(text);
 }
 
