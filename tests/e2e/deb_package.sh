@@ -67,6 +67,35 @@ done
 check_eq "the binaries are stripped (no symbol table left in)" "" "$stripped"
 check "the man pages are gzipped" test -s "$TEST_TMP/x/usr/share/man/man8/dlaunch-rdzv.8.gz"
 
+# make install with another PREFIX, under DESTDIR (the tree make deb just
+# built, so nothing is compiled): everything lands under DESTDIR/PREFIX,
+# and the pages and the unit name that PREFIX
+inst=$TEST_TMP/inst
+make -C "$REPO" -s BUILD="$DLAUNCH_BUILD/deb" NO_CUDA=1 PREFIX=/opt/dl \
+	DESTDIR="$inst" install >"$TEST_TMP/install.log" 2>&1
+check_eq "make install PREFIX=/opt/dl DESTDIR=...: exit 0" 0 $? ||
+	tail -n 20 "$TEST_TMP/install.log" | sed 's/^/# /'
+missing=""
+for f in bin/dlaunch bin/dlaunch-rdzv bin/dlaunch-train share/man/man1/dlaunch.1 \
+	share/man/man1/dlaunch-train.1 share/man/man8/dlaunch-rdzv.8 \
+	share/bash-completion/completions/dlaunch \
+	share/bash-completion/completions/dlaunch-rdzv \
+	share/bash-completion/completions/dlaunch-train \
+	share/doc/dlaunch/README.md share/doc/dlaunch/http-api.md \
+	share/doc/dlaunch/examples/pytorch/elastic.py \
+	share/doc/dlaunch/examples/slurm/train.sbatch \
+	share/doc/dlaunch/examples/systemd/dlaunch-rdzv.service; do
+	[ -e "$inst/opt/dl/$f" ] || missing+=" $f"
+done
+check_eq "make install: binaries, man pages, completion, docs, examples under DESTDIR/PREFIX" "" "$missing"
+check_eq "make install: nothing outside DESTDIR/PREFIX" "./opt ./opt/dl" \
+	"$(cd "$inst" && find . -mindepth 1 -maxdepth 2 | sort | tr '\n' ' ' | sed 's/ $//')"
+check "make install: the unit runs PREFIX/bin/dlaunch-rdzv" \
+	grep -q '^ExecStart=/opt/dl/bin/dlaunch-rdzv ' \
+	"$inst/opt/dl/share/doc/dlaunch/examples/systemd/dlaunch-rdzv.service"
+check "make install: dlaunch(1) points to PREFIX's doc directory" \
+	grep -q '/opt/dl/share/doc/dlaunch' "$inst/opt/dl/share/man/man1/dlaunch.1"
+
 if command -v lintian >/dev/null; then
 	lintian --no-cfg --fail-on error "$deb" >"$TEST_TMP/lintian" 2>&1
 	rc=$?
