@@ -43,10 +43,11 @@ check_eq "Package: dlaunch" dlaunch "$(dpkg-deb -f "$deb" Package)"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "# Depends: $depends"
 dep_names=$(tr ',|' '\n\n' <<<"$depends" | sed 's/(.*//; s/[[:space:]]//g' | sort -u)
+LDCONFIG=$(command -v ldconfig || echo /sbin/ldconfig)
 unmet=""
 for bin in "$TEST_TMP"/x/usr/bin/*; do
 	for so in $(objdump -p "$bin" | awk '$1 == "NEEDED" { print $2 }'); do
-		path=$(ldconfig -p | awk -v so="$so" '$1 == so { print $NF; exit }')
+		path=$("$LDCONFIG" -p | awk -v so="$so" '$1 == so { print $NF; exit }')
 		owner=$(dpkg -S "$(realpath "$path")" 2>/dev/null | head -n 1 | cut -d: -f1)
 		[ -n "$owner" ] || owner=$(dpkg -S "$path" 2>/dev/null | head -n 1 | cut -d: -f1)
 		found=0
