@@ -217,7 +217,7 @@ EXAMPLES := $(wildcard contrib/pytorch/*.py) contrib/slurm/train.sbatch \
 	contrib/kubernetes/dlaunch.yaml contrib/etcd/README.md \
 	contrib/etcd/etcd-cluster.sh
 
-install: all
+install: $(BINS) $(MAN_PAGES) $(COMPLETION)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASH_COMPLETION_DIR) \
 		$(DESTDIR)$(DOCDIR) \

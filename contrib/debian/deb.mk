@@ -25,7 +25,7 @@ deb:
 		|| { echo "make deb needs dpkg-deb and dpkg-shlibdeps (dpkg-dev)" >&2; exit 1; }
 	@$(MAKE) --no-print-directory BUILD=$(DEB_BUILD) NO_CUDA=1 SANITIZE= \
 		EXTRA_CFLAGS='$(DEB_CFLAGS)' EXTRA_LDFLAGS='$(DEB_LDFLAGS)' \
-		PREFIX=/usr all
+		PREFIX=/usr man
 	@rm -rf $(DEB_BUILD)/pkg
 	@$(MAKE) --no-print-directory -s BUILD=$(DEB_BUILD) NO_CUDA=1 SANITIZE= \
 		EXTRA_CFLAGS='$(DEB_CFLAGS)' EXTRA_LDFLAGS='$(DEB_LDFLAGS)' \
