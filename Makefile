@@ -9,7 +9,9 @@
 #   make fuzz           libFuzzer harnesses, each for a bounded time (clang)
 #   make bench          benchmarks against torchrun / gloo / PyTorch DDP
 #   make format         clang-format every C file; format-check only checks
-#   make install        PREFIX=/usr/local DESTDIR= honoured
+#   make install        binaries, man pages, bash completion, docs and
+#                       examples; PREFIX=/usr/local DESTDIR= honoured
+#   make deb            a Debian package of them (contrib/debian/deb.mk)
 #   make run            the README's main job: Fashion-MNIST on 2 processes
 #   make hdrcheck       every include/dlaunch/*.h compiles on its own (part
 #                       of make tests)
@@ -20,6 +22,12 @@ BUILD   ?= build
 V       ?= 0
 PREFIX  ?= /usr/local
 DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/dlaunch
+BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+# where the systemd unit goes; empty: among the examples
+SYSTEMD_UNIT_DIR ?=
 CC      ?= cc
 ifeq ($(origin CC),default)
 CC := cc
@@ -142,6 +150,8 @@ endef
 include common/module.mk
 include $(sort $(wildcard rendezvous/*.mk agent/*.mk launcher/*.mk \
 	trainer/*.mk tests/*.mk bench/*.mk))
+# after the modules: the man pages and the package need every binary
+include man/man.mk contrib/debian/deb.mk
 
 all: $(BINS)
 tests: $(UNIT_TESTS) hdrcheck
@@ -205,9 +215,30 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(shell git ls-files '*.c' '*.h' '*.cu')
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+# the examples installed under $(DOCDIR)/examples, by their contrib/ path
+EXAMPLES := $(wildcard contrib/pytorch/*.py) contrib/slurm/train.sbatch \
+	contrib/kubernetes/dlaunch.yaml contrib/etcd/README.md \
+	contrib/etcd/etcd-cluster.sh
+
+install: $(BINS) $(MAN_PAGES) $(COMPLETION)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASH_COMPLETION_DIR) \
+		$(DESTDIR)$(DOCDIR) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(sort $(patsubst \
+		contrib/%/,%,$(dir $(EXAMPLES)))))
+	install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(filter %.1,$(MAN_PAGES)) $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(filter %.8,$(MAN_PAGES)) $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 $(COMPLETION) $(DESTDIR)$(BASH_COMPLETION_DIR)/dlaunch
+	ln -sf dlaunch $(DESTDIR)$(BASH_COMPLETION_DIR)/dlaunch-rdzv
+	ln -sf dlaunch $(DESTDIR)$(BASH_COMPLETION_DIR)/dlaunch-train
+	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	$(foreach f,$(EXAMPLES),install -m 644 $(f) \
+		$(DESTDIR)$(DOCDIR)/examples/$(patsubst contrib/%,%,$(f)) &&) true
+	install -d $(DESTDIR)$(or $(SYSTEMD_UNIT_DIR),$(DOCDIR)/examples/systemd)
+	sed 's|/usr/local/bin/|$(BINDIR)/|' contrib/systemd/dlaunch-rdzv.service \
+		>$(DESTDIR)$(or $(SYSTEMD_UNIT_DIR),$(DOCDIR)/examples/systemd)/dlaunch-rdzv.service
+	chmod 644 $(DESTDIR)$(or $(SYSTEMD_UNIT_DIR),$(DOCDIR)/examples/systemd)/dlaunch-rdzv.service
 
 clean:
 	rm -rf build

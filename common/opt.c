@@ -11,6 +11,7 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"
+#include "opt_doc.h"
 
 #define HELP_WIDTH  79
 #define HELP_INDENT 6
@@ -46,8 +47,7 @@ static uint64_t load_uint(const struct opt_spec *s, const void *base)
 	return *(const uint64_t *)p;
 }
 
-/* takes_value: whether the option reads a value (a flag does not). */
-static int takes_value(const struct opt_spec *s)
+int opt_takes_value(const struct opt_spec *s)
 {
 	if (s->type == OPT_FLAG)
 		return 0;
@@ -262,7 +262,7 @@ static int from_env(const struct opt_table *t, void *base, char **envp,
 				v = *e + n + 1;
 		if (!v)
 			continue;
-		if (!takes_value(s) && parse_bool(v, &on) != 0)
+		if (!opt_takes_value(s) && parse_bool(v, &on) != 0)
 			return dl_errorf(err, es, DL_EINVAL,
 					 "%s='%s' is not true or false", s->env,
 					 v);
@@ -270,8 +270,8 @@ static int from_env(const struct opt_table *t, void *base, char **envp,
 			continue;
 		rc = s->type == OPT_REFUSED
 			 ? refused(t, s, inner, sizeof(inner))
-			 : opt_set(s, base, takes_value(s) ? v : NULL, inner,
-				   sizeof(inner));
+			 : opt_set(s, base, opt_takes_value(s) ? v : NULL,
+				   inner, sizeof(inner));
 		if (rc)
 			return dl_errorf(err, es, rc, "%s (from %s)", inner,
 					 s->env);
@@ -295,7 +295,7 @@ static int one_arg(const struct opt_table *t, void *base, int argc, char **argv,
 					 "unknown option '%s' (%s --help "
 					 "lists the options)",
 					 arg, t->prog);
-		if (arg[2] && !takes_value(s))
+		if (arg[2] && !opt_takes_value(s))
 			return dl_errorf(err, es, DL_EINVAL,
 					 "option -%c takes no value", arg[1]);
 		if (arg[2])
@@ -306,7 +306,7 @@ static int one_arg(const struct opt_table *t, void *base, int argc, char **argv,
 		int rc = find_long(t, name, len, &s, err, es);
 		if (rc)
 			return rc;
-		if (eq && !takes_value(s))
+		if (eq && !opt_takes_value(s))
 			return dl_errorf(err, es, DL_EINVAL,
 					 "option --%s takes no value", s->name);
 		if (eq)
@@ -314,7 +314,7 @@ static int one_arg(const struct opt_table *t, void *base, int argc, char **argv,
 	}
 	if (s->type == OPT_REFUSED)
 		return refused(t, s, err, es);
-	if (takes_value(s) && !val) {
+	if (opt_takes_value(s) && !val) {
 		if (*k + 1 >= argc)
 			return dl_errorf(err, es, DL_EINVAL,
 					 "option --%s needs a value (%s)",
@@ -414,7 +414,9 @@ static void wrap(FILE *fp, const char *text)
 	fputc('\n', fp);
 }
 
-void opt_usage(const struct opt_table *t, const void *defaults, FILE *fp)
+/* usage_text writes the --help text. */
+static void usage_text(const struct opt_table *t, const void *defaults,
+		       FILE *fp)
 {
 	const struct opt_spec *s;
 	char def[256], help[1024];
@@ -447,6 +449,31 @@ void opt_usage(const struct opt_table *t, const void *defaults, FILE *fp)
 		fprintf(fp, "\n%s", t->footer);
 }
 
+enum opt_help_format opt_help_format_env(void)
+{
+	const char *f = getenv("DLAUNCH_HELP_FORMAT");
+	if (f && strcmp(f, "man") == 0)
+		return OPT_HELP_MAN;
+	if (f && strcmp(f, "completion") == 0)
+		return OPT_HELP_COMPLETION;
+	return OPT_HELP_TEXT;
+}
+
+void opt_usage_format(const struct opt_table *t, const void *defaults,
+		      enum opt_help_format f, FILE *fp)
+{
+	switch (f) {
+	case OPT_HELP_MAN: opt_doc_man(t, defaults, fp); break;
+	case OPT_HELP_COMPLETION: opt_doc_completion(t, fp); break;
+	case OPT_HELP_TEXT: usage_text(t, defaults, fp); break;
+	}
+}
+
+void opt_usage(const struct opt_table *t, const void *defaults, FILE *fp)
+{
+	opt_usage_format(t, defaults, opt_help_format_env(), fp);
+}
+
 /* check_one parses the shown default of s onto copy (a copy of defaults)
  * and says whether the value is the same. */
 static int check_one(const struct opt_spec *s, const void *defaults, void *copy,
@@ -465,6 +492,25 @@ static int check_one(const struct opt_spec *s, const void *defaults, void *copy,
 	return memcmp(defaults, copy, base_size) == 0;
 }
 
+/* check_choices: every word s offers parses (onto copy, which is reset to
+ * defaults after each). */
+static int check_choices(const struct opt_table *t, const struct opt_spec *s,
+			 const void *defaults, void *copy, size_t base_size,
+			 char *err, size_t es)
+{
+	char msg[512];
+	for (size_t i = 0; s->choices && s->choices[i]; i++) {
+		int rc = opt_set(s, copy, s->choices[i], msg, sizeof(msg));
+		memcpy(copy, defaults, base_size);
+		if (rc)
+			return dl_errorf(err, es, DL_ECONFLICT,
+					 "%s --%s: the word '%s' it offers is "
+					 "refused: %s",
+					 t->prog, s->name, s->choices[i], msg);
+	}
+	return 0;
+}
+
 int opt_check_defaults(const struct opt_table *t, const void *defaults,
 		       size_t base_size, char *err, size_t es)
 {
@@ -476,6 +522,9 @@ int opt_check_defaults(const struct opt_table *t, const void *defaults,
 		return dl_errorf(err, es, DL_ENOMEM, "out of memory");
 	memcpy(copy, defaults, base_size);
 	for (const struct opt_spec *s = t->specs; s->name && rc == 0; s++) {
+		rc = check_choices(t, s, defaults, copy, base_size, err, es);
+		if (rc)
+			break;
 		opt_format_default(s, defaults, text, sizeof(text));
 		if (!text[0] || (s->unset && strcmp(text, s->unset) == 0))
 			continue;

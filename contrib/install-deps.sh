@@ -8,13 +8,16 @@ set -eu
 
 # etcd-server: the etcd rendezvous backend's tests and contrib/etcd;
 # python3-etcd: torchrun's etcd-v2 backend, run beside dlaunch by make bench;
-# zstd: tests/e2e/build_cuda.sh unpacks the PTX a CUDA build embeds
+# zstd: tests/e2e/build_cuda.sh unpacks the PTX a CUDA build embeds;
+# dpkg-dev, mandoc, groff-base, lintian: make deb and the tests of the man
+# pages and the package
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
 curl iproute2 procps psmisc clang jq openssl etcd-server python3-etcd
 python3 python3-torch dataset-fashion-mnist
-gnuplot-nox zstd"
+gnuplot-nox zstd
+dpkg-dev mandoc groff-base lintian"
 
 missing=""
 for p in $PKGS; do

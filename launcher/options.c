@@ -285,31 +285,38 @@ static void format_signals(const struct opt_spec *s, const void *base,
 	}
 }
 
-/* --rdzv-backend's names; the first of each backend is the one shown.
- * torchrun's etcd backends are all taken as dlaunch's etcd backend (etcd's
- * v3 API), so their command lines work unchanged. */
+/* --rdzv-backend's names (what it accepts, and the words completion
+ * offers) and, at the same index, the backend each means; the first name
+ * of each backend is the one shown. torchrun's etcd backends are all
+ * taken as dlaunch's etcd backend (etcd's v3 API), so their command lines
+ * work unchanged. */
+static const char *const backend_words[] = {
+    "static", "c10d", "dlaunch", "etcd", "etcd-v1", "etcd-v2", "etcd-v3", NULL};
 static const struct backend_name {
-	const char *name;
 	enum launcher_backend backend;
 	enum agent_mode mode; /* with --rdzv-endpoint */
 } backend_names[] = {
-    {"static", LAUNCHER_BACKEND_STATIC, AGENT_MODE_STATIC},
-    {"c10d", LAUNCHER_BACKEND_C10D, AGENT_MODE_RDZV},
-    {"dlaunch", LAUNCHER_BACKEND_DLAUNCH, AGENT_MODE_RDZV},
-    {"etcd", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
-    {"etcd-v1", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
-    {"etcd-v2", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
-    {"etcd-v3", LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {LAUNCHER_BACKEND_STATIC, AGENT_MODE_STATIC},
+    {LAUNCHER_BACKEND_C10D, AGENT_MODE_RDZV},
+    {LAUNCHER_BACKEND_DLAUNCH, AGENT_MODE_RDZV},
+    {LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
+    {LAUNCHER_BACKEND_ETCD, AGENT_MODE_ETCD},
 };
 #define N_BACKEND_NAMES (sizeof(backend_names) / sizeof(backend_names[0]))
+_Static_assert(sizeof(backend_words) / sizeof(backend_words[0]) ==
+		   N_BACKEND_NAMES + 1,
+	       "one backend for each --rdzv-backend name");
 
-static const struct backend_name *backend_of(int backend)
+/* backend_index: the index of the first name of backend */
+static size_t backend_index(int backend)
 {
 	size_t i;
 	for (i = 0; i + 1 < N_BACKEND_NAMES; i++)
 		if ((int)backend_names[i].backend == backend)
 			break;
-	return &backend_names[i];
+	return i;
 }
 
 static int set_backend(const struct opt_spec *s, void *base, const char *v,
@@ -318,7 +325,7 @@ static int set_backend(const struct opt_spec *s, void *base, const char *v,
 	char list[256];
 	size_t n = 0;
 	for (size_t i = 0; i < N_BACKEND_NAMES; i++) {
-		if (strcmp(v, backend_names[i].name) == 0) {
+		if (strcmp(v, backend_words[i]) == 0) {
 			lo(base)->rdzv_backend = (int)backend_names[i].backend;
 			return 0;
 		}
@@ -326,7 +333,7 @@ static int set_backend(const struct opt_spec *s, void *base, const char *v,
 				      i == 0			 ? ""
 				      : i + 1 == N_BACKEND_NAMES ? " or "
 								 : ", ",
-				      backend_names[i].name);
+				      backend_words[i]);
 	}
 	return dl_errorf(err, es, DL_EINVAL, "--%s '%s' is not %s", s->name, v,
 			 list);
@@ -336,8 +343,12 @@ static void format_backend(const struct opt_spec *s, const void *base,
 			   char *out, size_t size)
 {
 	(void)s;
-	snprintf(out, size, "%s", backend_of(clo(base)->rdzv_backend)->name);
+	snprintf(out, size, "%s",
+		 backend_words[backend_index(clo(base)->rdzv_backend)]);
 }
+
+/* the whole-group modes --redirects and --tee take (or LR:MODE,...) */
+static const char *const std_modes[] = {"0", "1", "2", "3", NULL};
 
 static const char *const start_methods[] = {"spawn", "fork", "forkserver",
 					    NULL};
@@ -362,6 +373,7 @@ static const struct opt_spec launcher_specs[] = {
      LO(cfg.nproc),
      .set = set_nproc,
      .format = format_nproc,
+     .choices = nproc_kinds + 1,
      .env = "PET_NPROC_PER_NODE",
      .metavar = "N|gpu|cpu|auto",
      .help = "workers on this node; gpu: one per NVIDIA GPU, cpu: one per "
@@ -371,6 +383,7 @@ static const struct opt_spec launcher_specs[] = {
      LO(rdzv_backend),
      .set = set_backend,
      .format = format_backend,
+     .choices = backend_words,
      .env = "PET_RDZV_BACKEND",
      .metavar = "NAME",
      .help = "static (no server); c10d or dlaunch: the dlaunch-rdzv server "
@@ -509,6 +522,7 @@ static const struct opt_spec launcher_specs[] = {
      .type = OPT_CALLBACK,
      LO(cfg.redirects),
      .set = set_std,
+     .choices = std_modes,
      .env = "PET_REDIRECTS",
      .metavar = "MODE|LR:MODE,...",
      .unset = "0",
@@ -519,6 +533,7 @@ static const struct opt_spec launcher_specs[] = {
      .type = OPT_CALLBACK,
      LO(cfg.tee),
      .set = set_std,
+     .choices = std_modes,
      .env = "PET_TEE",
      .metavar = "MODE|LR:MODE,...",
      .unset = "0",
@@ -661,7 +676,7 @@ static int check_modes(struct launcher_options *o, char *err, size_t es)
 	    !cfg->endpoint)
 		return dl_errorf(err, es, DL_EINVAL,
 				 "--rdzv-backend %s needs --rdzv-endpoint",
-				 backend_of(o->rdzv_backend)->name);
+				 backend_words[backend_index(o->rdzv_backend)]);
 	if (!o->standalone && !cfg->endpoint) {
 		if (cfg->min_nodes != cfg->max_nodes)
 			return dl_errorf(err, es, DL_EINVAL,
@@ -680,7 +695,7 @@ static int check_modes(struct launcher_options *o, char *err, size_t es)
 				 "--rdzv-conf heartbeat_timeout must exceed "
 				 "heartbeat_interval");
 	if (cfg->endpoint)
-		cfg->mode = backend_of(o->rdzv_backend)->mode;
+		cfg->mode = backend_names[backend_index(o->rdzv_backend)].mode;
 	return 0;
 }
 

@@ -148,6 +148,12 @@ struct status_options {
 
 #define SO(f) OPT_FIELD(struct status_options, f)
 
+/* --rdzv-backend's names (the words completion offers): a dlaunch-rdzv
+ * server for the first two, etcd's job records for the rest */
+static const char *const status_backends[] = {
+    "dlaunch", "c10d", "etcd", "etcd-v1", "etcd-v2", "etcd-v3", NULL};
+#define STATUS_FIRST_ETCD 2
+
 static const struct opt_spec status_specs[] = {
     {.name = "help",
      .short_name = 'h',
@@ -158,6 +164,7 @@ static const struct opt_spec status_specs[] = {
     {.name = "rdzv-backend",
      .type = OPT_STRING,
      SO(backend),
+     .choices = status_backends,
      .env = "PET_RDZV_BACKEND",
      .metavar = "NAME",
      .unset = "dlaunch",
@@ -244,14 +251,14 @@ static int status_parse(int argc, char **argv, struct status_options *o)
 	return -1;
 }
 
-static int is_etcd(const char *backend)
+/* backend_index: the index of backend in status_backends (0, dlaunch, when
+ * not given); -1 for a name that is not there */
+static int backend_index(const char *backend)
 {
-	static const char *const names[] = {"etcd", "etcd-v1", "etcd-v2",
-					    "etcd-v3"};
-	for (size_t i = 0; backend && i < 4; i++)
-		if (strcmp(backend, names[i]) == 0)
-			return 1;
-	return 0;
+	for (int i = 0; backend && status_backends[i]; i++)
+		if (strcmp(backend, status_backends[i]) == 0)
+			return i;
+	return backend ? -1 : 0;
 }
 
 /* etcd_config reads --rdzv-conf as dlaunch does (files checked, the
@@ -308,10 +315,9 @@ int status_main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (is_etcd(o.backend))
+	if (backend_index(o.backend) >= STATUS_FIRST_ETCD)
 		return status_etcd(&o);
-	if (o.backend && strcmp(o.backend, "dlaunch") != 0 &&
-	    strcmp(o.backend, "c10d") != 0) {
+	if (backend_index(o.backend) < 0) {
 		fprintf(stderr,
 			"dlaunch: error: status: --rdzv-backend %s is not one "
 			"of dlaunch, c10d, etcd, etcd-v1, etcd-v2, etcd-v3\n",

@@ -25,6 +25,10 @@ static int set_log_level(const struct opt_spec *s, void *base, const char *v,
 	return 0;
 }
 
+/* the levels --log-level takes (the words completion offers) */
+static const char *const log_levels[] = {"error", "warn", "info", "debug",
+					 NULL};
+
 static const struct opt_spec rdzv_specs[] = {
     {.name = "listen",
      .type = OPT_STRING,
@@ -97,6 +101,7 @@ static const struct opt_spec rdzv_specs[] = {
      .type = OPT_CALLBACK,
      RO(log_level),
      .set = set_log_level,
+     .choices = log_levels,
      .metavar = "LEVEL",
      .unset = "$DLAUNCH_LOG_LEVEL, else info",
      .help = "error, warn, info or debug"},

@@ -14,6 +14,11 @@
  * --help shows is what an empty command line gets. opt_check_defaults
  * proves that every shown default parses back to the value it describes.
  *
+ * The same table also writes the OPTIONS of the man pages and the data of
+ * the shell completion (opt_usage_format), so those cannot drift from
+ * --help either: the build runs each binary's --help with
+ * DLAUNCH_HELP_FORMAT=man or =completion (man/man.mk).
+ *
  * libc only: the trainer links this without jansson, libevent or libcurl.
  */
 #ifndef DLAUNCH_OPT_H
@@ -65,11 +70,14 @@ struct opt_spec {
 	uint64_t min, max; /* OPT_INT, OPT_UINT, OPT_DURATION (ms), OPT_SIZE,
 			      and string lengths (OPT_STRING, OPT_NAME) */
 	double dmin, dmax; /* OPT_DOUBLE */
-	const char *const *choices; /* OPT_CHOICE: NULL-terminated */
-	opt_set_fn set;		    /* OPT_CALLBACK */
-	opt_format_fn format;	    /* OPT_CALLBACK (NULL: no default) */
-	const char *env;	    /* variable read before argv, or NULL */
-	const char *metavar;	    /* the value in --help; NULL: FLAG */
+	/* NULL-terminated words. OPT_CHOICE: the values. Any other type:
+	 * the words it takes (all or some of its values), which completion
+	 * offers; opt_check_defaults proves each one is accepted. */
+	const char *const *choices;
+	opt_set_fn set;	      /* OPT_CALLBACK */
+	opt_format_fn format; /* OPT_CALLBACK (NULL: no default) */
+	const char *env;      /* variable read before argv, or NULL */
+	const char *metavar;  /* the value in --help; NULL: FLAG */
 	/* shown as the default when the field is NULL or 0 (e.g. "0: off",
 	 * "a temporary directory"); NULL: a 0 is shown as 0, NULL as none */
 	const char *unset;
@@ -115,16 +123,46 @@ int opt_set(const struct opt_spec *s, void *base, const char *value, char *err,
 void opt_format_default(const struct opt_spec *s, const void *base, char *out,
 			size_t size);
 
+/* What opt_usage_format writes. */
+enum opt_help_format {
+	OPT_HELP_TEXT = 0,   /* --help */
+	OPT_HELP_MAN,	     /* roff (man(7)): each option as a .TP entry,
+				with its default and variable, then the
+				refused ones; escaped, no headings */
+	OPT_HELP_COMPLETION, /* one line an option (refused ones left out):
+				"--name -s KIND WORD...", "-" for no short
+				name; KIND is flag (takes no value), word
+				(its .choices follow), file, dir (metavar
+				FILE or PATH, DIR) or value (anything else) */
+};
+
 /* opt_usage prints t's --help to fp: usage, every option with its help line
  * and its default (from defaults, the initialised options struct), the
- * options refused by name, the footer. */
+ * options refused by name, the footer. With DLAUNCH_HELP_FORMAT=man or
+ * =completion in the environment it writes that format instead
+ * (opt_help_format_env), which is how the build gets them from every
+ * binary's own table and defaults. */
 void opt_usage(const struct opt_table *t, const void *defaults, FILE *fp);
+
+/* opt_help_format_env: the format $DLAUNCH_HELP_FORMAT names ("man",
+ * "completion"); OPT_HELP_TEXT when it is unset or anything else. */
+enum opt_help_format opt_help_format_env(void);
+
+/* opt_usage_format writes t in format f (the text is opt_usage's). */
+void opt_usage_format(const struct opt_table *t, const void *defaults,
+		      enum opt_help_format f, FILE *fp);
+
+/* opt_takes_value: whether s reads a value (a flag or an OPT_NO_VALUE
+ * option does not). */
+int opt_takes_value(const struct opt_spec *s);
 
 /*
  * opt_check_defaults proves --help tells the truth: for every option with
  * a formatted default (not an .unset text) it parses that text onto a copy
- * of defaults (base_size bytes) and checks the copy is unchanged. Returns 0,
- * or DL_ECONFLICT naming the first option whose shown default differs.
+ * of defaults (base_size bytes) and checks the copy is unchanged; and every
+ * word of an option's .choices (what completion offers) must parse. Returns
+ * 0, or DL_ECONFLICT naming the first option whose shown default differs or
+ * whose offered word is refused.
  */
 int opt_check_defaults(const struct opt_table *t, const void *defaults,
 		       size_t base_size, char *err, size_t err_size);

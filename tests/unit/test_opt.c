@@ -2,7 +2,8 @@
  * test_opt.c - the shared option engine (common/opt.c) on a table with
  * every type: both spellings, short options, values from the environment,
  * bounds, choices, names, refusals, abbreviations, --help and the check
- * that each default --help shows is the value used.
+ * that each default --help shows is the value used; the same table as a
+ * man page's options and as completion data.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -391,6 +392,126 @@ static void test_check_defaults(void **state)
 	assert_non_null(strstr(err, "tprog --pair: the default shown, '2:2'"));
 }
 
+/* usage_as writes the table in format f into a string (the caller frees) */
+static char *usage_as(enum opt_help_format f)
+{
+	struct t_opts d;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	init(&d);
+	assert_non_null(fp);
+	opt_usage_format(&table, &d, f, fp);
+	fclose(fp);
+	return text;
+}
+
+/* the man page's entries: names and metavar, help and default as --help
+ * has them, the variable; '-' typed as \-, '\' as \e, a leading '.'
+ * kept literal, --names in the help in bold; the refused ones by name */
+static void test_man(void **state)
+{
+	const char *help = specs[5].help;
+	char *text;
+	(void)state;
+	specs[5].help = ".5 of a\\b, as --count-ish or a-b,c --";
+	text = usage_as(OPT_HELP_MAN);
+	specs[5].help = help;
+	assert_non_null(
+	    strstr(text, ".TP\n\\fB\\-c\\fR, \\fB\\-\\-count\\fR "
+			 "\\fIN\\fR\na count (default: \\%3). Also read from "
+			 "\\fB\\%T_COUNT\\fR.\n.TP\n"));
+	assert_non_null(strstr(text, ".TP\n\\fB\\-\\-buf\\-size\\fR "
+				     "\\fISIZE\\fR\na buffer (default: "
+				     "\\%64KiB).\n.TP\n"));
+	assert_non_null(
+	    strstr(text, ".TP\n\\fB\\-f\\fR, "
+			 "\\fB\\-\\-flag\\-on\\fR\na flag. Also read from "
+			 "\\fB\\%T_FLAG\\fR.\n"));
+	assert_non_null(strstr(text, "\n\\&.5 of a\\eb, as "
+				     "\\fB\\-\\-count\\-ish\\fR or a\\-b,\\:c "
+				     "\\-\\- (default: \\%0.25).\n"));
+	assert_non_null(strstr(text, ".PP\nNot supported (refused): "
+				     "\\fB\\-\\-old\\-thing\\fR.\n"));
+	assert_null(strstr(text, "usage:"));
+	assert_null(strstr(text, "the end"));
+	free(text);
+	/* a long help is wrapped at spaces into lines of at most 79 bytes */
+	specs[5].help = "a ratio, which is a number between zero and one, "
+			"here written out at some length so that it cannot fit "
+			"on one line of the page";
+	text = usage_as(OPT_HELP_MAN);
+	specs[5].help = help;
+	assert_non_null(strstr(text, "\na ratio, which is a number between "
+				     "zero and one, here written out at some\n"
+				     "length so that it cannot fit on one "
+				     "line of the page (default: \\%0.25).\n"));
+	for (char *line = text, *end; *line; line = end + 1) {
+		end = strchr(line, '\n');
+		assert_non_null(end);
+		assert_true(end - line <= 79);
+	}
+	free(text);
+}
+
+/* completion data: a line an option, its kind from its type and metavar,
+ * the words of a choice; the refused option left out; opt_usage writes it
+ * when DLAUNCH_HELP_FORMAT=completion asks */
+static void test_completion(void **state)
+{
+	struct t_opts d;
+	char *text, *env_text = NULL;
+	size_t len = 0;
+	FILE *fp;
+	(void)state;
+	text = usage_as(OPT_HELP_COMPLETION);
+	assert_non_null(strstr(text, "--help -h flag\n--flag-on -f flag\n"
+				     "--count -c value\n--port - value\n"));
+	assert_non_null(strstr(text, "\n--path - file\n--job - value\n"
+				     "--color - word red green blue\n"
+				     "--pair - value\n"));
+	assert_null(strstr(text, "old-thing"));
+	setenv("DLAUNCH_HELP_FORMAT", "completion", 1);
+	assert_int_equal(opt_help_format_env(), OPT_HELP_COMPLETION);
+	fp = open_memstream(&env_text, &len);
+	init(&d);
+	opt_usage(&table, &d, fp);
+	fclose(fp);
+	assert_string_equal(env_text, text);
+	setenv("DLAUNCH_HELP_FORMAT", "man", 1);
+	assert_int_equal(opt_help_format_env(), OPT_HELP_MAN);
+	setenv("DLAUNCH_HELP_FORMAT", "bogus", 1);
+	assert_int_equal(opt_help_format_env(), OPT_HELP_TEXT);
+	unsetenv("DLAUNCH_HELP_FORMAT");
+	assert_int_equal(opt_help_format_env(), OPT_HELP_TEXT);
+	free(env_text);
+	free(text);
+}
+
+/* the words a callback offers are checked: each must parse */
+static void test_offered_words(void **state)
+{
+	static const char *const good[] = {"1:2", "3:4", NULL};
+	static const char *const bad[] = {"1:2", "12", NULL};
+	struct t_opts d;
+	char err[256], *text;
+	(void)state;
+	init(&d);
+	specs[11].choices = good;
+	text = usage_as(OPT_HELP_COMPLETION);
+	assert_non_null(strstr(text, "\n--pair - word 1:2 3:4\n"));
+	free(text);
+	assert_int_equal(
+	    opt_check_defaults(&table, &d, sizeof(d), err, sizeof(err)), 0);
+	specs[11].choices = bad;
+	assert_int_equal(
+	    opt_check_defaults(&table, &d, sizeof(d), err, sizeof(err)),
+	    DL_ECONFLICT);
+	specs[11].choices = NULL;
+	assert_string_equal(err, "tprog --pair: the word '12' it offers is "
+				 "refused: --pair '12' is not A:B");
+}
+
 static void test_formats_and_names(void **state)
 {
 	char s[32];
@@ -433,6 +554,9 @@ int main(void)
 	    cmocka_unit_test(test_env),
 	    cmocka_unit_test(test_help),
 	    cmocka_unit_test(test_check_defaults),
+	    cmocka_unit_test(test_man),
+	    cmocka_unit_test(test_completion),
+	    cmocka_unit_test(test_offered_words),
 	    cmocka_unit_test(test_formats_and_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
