@@ -60,6 +60,43 @@ check_eq "ranks: exactly one agent led the job" 1 \
 	"$(grep -l 'leading job ranks through etcd' "$TEST_TMP"/agent.ranks.*.log | wc -l)"
 check_eq "ranks: the job record in etcd says SUCCEEDED (3)" 3 "$(record_state ranks)"
 
+# -- what joining costs etcd: N agents started together make one
+# transaction each to join (their key, the campaign, the reads of their
+# inbox and the leader key in one), never a read apart, never a herd of
+# campaigns; counted by etcd itself (its gRPC counters, which the JSON
+# gateway's requests go through), summed over the members
+# etcd_calls METHOD: the member's count of unary calls of METHOD, summed
+etcd_calls() {
+	local port sum=0 n
+	for port in "${ETCD_CLIENT_PORTS[@]}"; do
+		n=$(curl -s -m 5 "http://127.0.0.1:$port/metrics" |
+			awk -v m="grpc_method=\"$1\"" 'index($0, "grpc_server_started_total{") == 1 && index($0, m) {s += $2} END {printf "%d", s}')
+		sum=$((sum + ${n:-0}))
+	done
+	echo "$sum"
+}
+unset AGENT_OUT
+txn0=$(etcd_calls Txn) range0=$(etcd_calls Range) grant0=$(etcd_calls LeaseGrant)
+pids=()
+for i in 1 2 3 4 5 6; do
+	agent "c$i" cost 6 1 "" "$PROGS/agent_env.sh"
+	pids+=("$LAST_PID")
+done
+check "cost: six agents started together all exit" \
+	wait_for 60 all_exited "${pids[@]}"
+rcs=""
+for p in "${pids[@]}"; do rcs+=$(rc_of "$p"); done
+check_eq "cost: ... with exit status 0" "000000" "$rcs"
+txn=$(($(etcd_calls Txn) - txn0)) range=$(($(etcd_calls Range) - range0))
+check_eq "cost: one lease per agent" 6 $(($(etcd_calls LeaseGrant) - grant0))
+# 6 joins; the leader's writes: the round's assignments, the record and
+# the job's end (a few transactions, each many keys)
+check "cost: one transaction per join, plus the leader's few writes ($txn)" \
+	test "$txn" -ge 6 -a "$txn" -le 12
+# the leader's own reads when it starts (the record, the node keys)
+check "cost: no agent reads apart from its join ($range reads)" \
+	test "$range" -le 2
+
 # -- a worker fails once: job-wide restart with count 1, then success
 export AGENT_OUT=$TEST_TMP/once.rec AGENT_SLEEP=0.5
 agent a once 2:3 1 "--max-restarts 2" "$PROGS/agent_fail.sh" once
