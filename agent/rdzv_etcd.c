@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -441,18 +442,46 @@ static void deposed(void *arg)
 	event_active(h->depose, EV_TIMEOUT, 0);
 }
 
+/* campaign_delay_ms: how long a follower waits to campaign once the
+ * leader key is gone. Every follower watches the key; were they all to
+ * campaign at once, etcd would get a transaction from each of thousands
+ * of nodes for the one that wins. The node with the lowest node rank goes
+ * first: rank r waits r x 10 ms (at most 2 s); a node without a rank yet
+ * waits 100 to 600 ms. A new leader key seen meanwhile stands the
+ * campaign down (on_leader_key). */
+static uint64_t campaign_delay_ms(struct rdzv_etcd *h)
+{
+	json_t *a = json_object_get(h->inbox, "assignment");
+	json_t *r = json_object_get(a, "node_rank");
+	json_int_t rank = json_is_integer(r) ? json_integer_value(r) : -1;
+	if (rank < 0)
+		return 100 + clock_now_ns() % 500;
+	return rank > 200 ? 2000 : (uint64_t)rank * 10;
+}
+
 static void on_leader_key(void *arg, enum etcd_watch_what what,
 			  const struct etcd_watch_response *w,
 			  const char *error)
 {
 	struct rdzv_etcd *h = arg;
-	int gone = what != ETCD_WATCH_EVENTS;
-	for (size_t i = 0; !gone && i < w->n_events; i++)
-		gone = w->events[i].type == ETCD_EVENT_DELETE;
-	if (what == ETCD_WATCH_FAILED)
-		log_warn("etcd: watching the leader key failed: %s", error);
-	if (gone)
+	int gone = -1; /* the last event: 1 deleted, 0 written */
+	if (what != ETCD_WATCH_EVENTS) {
+		if (what == ETCD_WATCH_FAILED)
+			log_warn("etcd: watching the leader key failed: %s",
+				 error);
 		event_active(h->depose, EV_TIMEOUT, 0);
+		return;
+	}
+	for (size_t i = 0; i < w->n_events; i++)
+		gone = w->events[i].type == ETCD_EVENT_DELETE;
+	if (gone == 1) {
+		uint64_t ms = campaign_delay_ms(h);
+		struct timeval tv = {(time_t)(ms / 1000),
+				     (suseconds_t)(ms % 1000) * 1000};
+		evtimer_add(h->recampaign, &tv);
+	} else if (gone == 0) {
+		evtimer_del(h->recampaign); /* another agent leads now */
+	}
 }
 
 /* lead: this agent holds the leader key, created at revision */
