@@ -9,16 +9,17 @@
  * watches the leader key to take over when the leader is gone.
  *
  * Every agent campaigns for the leader key (a transaction that creates
- * it only where there is none, bound to the agent's lease); the winner
- * runs etcd_leader.c beside its own node's part, which goes through etcd
- * like everyone else's.
+ * it only where there is none, bound to the agent's lease; a node's first
+ * write is its campaign too); the winner runs etcd_leader.c beside its
+ * own node's part, which goes through etcd like everyone else's. What
+ * follows the campaign (leading, watching the key, the takeover) is
+ * etcd_campaign.c's.
  */
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -26,52 +27,12 @@
 #include "etcd_client.h"
 #include "etcd_leader.h"
 #include "rdzv.h"
-
-#define PREFIX_MAX 600
-
-struct rdzv_etcd {
-	struct agent_rdzv base;
-	struct event_base *evb;
-	const struct agent_config *cfg;
-	const char *node_id, *incarnation;
-	char prefix[PREFIX_MAX]; /* key_prefix/job */
-	char addr[256];
-	unsigned master_port;
-	struct etcd_client *c;
-	struct etcd_lease *lease;
-	int64_t lease_id;
-	/* the node key */
-	uint64_t join_seq;
-	int joining, leaving;
-	json_t *report; /* {round, status, failures} */
-	uint64_t report_round;
-	int report_owed; /* REPORT_DONE follows the next put */
-	struct etcd_call *put;
-	int put_again, put_has_report;
-	int put_reads; /* the put in flight also reads inbox and leader */
-	/* the inbox */
-	json_t *inbox;
-	struct etcd_call *inbox_read;
-	struct etcd_watch *inbox_watch;
-	/* the round the workers run */
-	uint64_t round;
-	int in_round;
-	/* leading */
-	struct etcd_call *campaign;
-	struct etcd_watch *leader_watch;
-	struct etcd_leader *leader;
-	struct event *depose, *recampaign;
-	struct etcd_call *status_call, *leave_call;
-};
+#include "rdzv_etcd_node.h"
 
 static void put_node(struct rdzv_etcd *h);
-static void campaign(struct rdzv_etcd *h);
-static void leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
-			int64_t revision);
-static void lead(struct rdzv_etcd *h, int64_t revision);
 
-static void key(struct rdzv_etcd *h, char *out, size_t size, const char *what,
-		const char *id)
+void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
+		   const char *what, const char *id)
 {
 	snprintf(out, size, "%s%s%s", h->prefix, what, id ? id : "");
 }
@@ -88,10 +49,10 @@ static int is_ended(const char *state)
 			 strcmp(state, "FAILED") == 0);
 }
 
-/* read_body: a read of key k that one member answers alone: a watch
+/* rdzv_etcd_read_body: a read of key k that one member answers alone: a watch
  * from the revision it was read at follows it, so a member that lags
  * costs time, never an event */
-static int read_body(const char *k, json_t **body, char *err, size_t es)
+int rdzv_etcd_read_body(const char *k, json_t **body, char *err, size_t es)
 {
 	struct etcd_op op;
 	memset(&op, 0, sizeof(op));
@@ -177,7 +138,7 @@ static void on_inbox(void *arg, enum etcd_watch_what what,
 static void watch_inbox(struct rdzv_etcd *h, int64_t from)
 {
 	char k[PREFIX_MAX + 300];
-	key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
 	etcd_watch_free(h->inbox_watch);
 	h->inbox_watch = etcd_watch_new(h->c, "inbox watch", k, strlen(k), NULL,
 					0, from, 0, on_inbox, h);
@@ -231,8 +192,8 @@ static void read_inbox(struct rdzv_etcd *h)
 {
 	char k[PREFIX_MAX + 300], err[128];
 	json_t *body = NULL;
-	key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
-	if (read_body(k, &body, err, sizeof(err)) == 0)
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
+	if (rdzv_etcd_read_body(k, &body, err, sizeof(err)) == 0)
 		h->inbox_read = etcd_call(h->c, "inbox read", "/v3/kv/range",
 					  body, 0, on_inbox_read, h);
 	json_decref(body);
@@ -265,8 +226,9 @@ static json_t *node_value(struct rdzv_etcd *h)
 	return v;
 }
 
-/* leader_value: what the leader key says (malloc'd; NULL: no memory) */
-static char *leader_value(struct rdzv_etcd *h)
+/* rdzv_etcd_leader_value: what the leader key says (malloc'd; NULL: no memory)
+ */
+char *rdzv_etcd_leader_value(struct rdzv_etcd *h)
 {
 	json_t *v = json_pack("{s:s, s:s}", "node_id", h->node_id,
 			      "incarnation", h->incarnation);
@@ -296,17 +258,17 @@ static void entered(struct rdzv_etcd *h, const struct etcd_answer *a)
 			 err);
 		etcd_txn_response_release(&t);
 		read_inbox(h);
-		campaign(h);
+		rdzv_etcd_campaign(h);
 		return;
 	}
 	if (in->n_kvs == 1)
 		take_inbox(h, in->kvs[0].value, in->kvs[0].value_len);
 	watch_inbox(h, t.header.revision + 1);
 	if (t.succeeded)
-		lead(h, t.header.revision);
+		rdzv_etcd_lead(h, t.header.revision);
 	else
-		leader_seen(h, ld->n_kvs == 1 ? &ld->kvs[0] : NULL,
-			    t.header.revision);
+		rdzv_etcd_leader_seen(h, ld->n_kvs == 1 ? &ld->kvs[0] : NULL,
+				      t.header.revision);
 	etcd_txn_response_release(&t);
 }
 
@@ -372,10 +334,10 @@ static void put_node(struct rdzv_etcd *h)
 	v = node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
-	lval = leader_value(h);
-	key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
-	key(h, kin, sizeof(kin), ETCD_KEY_INBOX, h->node_id);
-	key(h, kld, sizeof(kld), ETCD_KEY_LEADER, NULL);
+	lval = rdzv_etcd_leader_value(h);
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	rdzv_etcd_key(h, kin, sizeof(kin), ETCD_KEY_INBOX, h->node_id);
+	rdzv_etcd_key(h, kld, sizeof(kld), ETCD_KEY_LEADER, NULL);
 	memset(&node, 0, sizeof(node));
 	node.kind = ETCD_OP_PUT;
 	node.key.data = k;
@@ -423,215 +385,6 @@ static void put_node(struct rdzv_etcd *h)
 	}
 }
 
-/* ----------------------------------------------------------- leading */
-
-static void on_deposed_ev(evutil_socket_t fd, short what, void *arg)
-{
-	struct rdzv_etcd *h = arg;
-	(void)fd;
-	(void)what;
-	etcd_leader_free(h->leader);
-	h->leader = NULL;
-	campaign(h);
-}
-
-static void deposed(void *arg)
-{
-	struct rdzv_etcd *h = arg;
-	/* from inside the leader's own callbacks: freed from the loop */
-	event_active(h->depose, EV_TIMEOUT, 0);
-}
-
-/* campaign_delay_ms: how long a follower waits to campaign once the
- * leader key is gone. Every follower watches the key; were they all to
- * campaign at once, etcd would get a transaction from each of thousands
- * of nodes for the one that wins. The node with the lowest node rank goes
- * first: rank r waits r x 10 ms (at most 2 s); a node without a rank yet
- * waits 100 to 600 ms. A new leader key seen meanwhile stands the
- * campaign down (on_leader_key). */
-static uint64_t campaign_delay_ms(struct rdzv_etcd *h)
-{
-	json_t *a = json_object_get(h->inbox, "assignment");
-	json_t *r = json_object_get(a, "node_rank");
-	json_int_t rank = json_is_integer(r) ? json_integer_value(r) : -1;
-	if (rank < 0)
-		return 100 + clock_now_ns() % 500;
-	return rank > 200 ? 2000 : (uint64_t)rank * 10;
-}
-
-static void on_leader_key(void *arg, enum etcd_watch_what what,
-			  const struct etcd_watch_response *w,
-			  const char *error)
-{
-	struct rdzv_etcd *h = arg;
-	int gone = -1; /* the last event: 1 deleted, 0 written */
-	if (what != ETCD_WATCH_EVENTS) {
-		if (what == ETCD_WATCH_FAILED)
-			log_warn("etcd: watching the leader key failed: %s",
-				 error);
-		event_active(h->depose, EV_TIMEOUT, 0);
-		return;
-	}
-	for (size_t i = 0; i < w->n_events; i++)
-		gone = w->events[i].type == ETCD_EVENT_DELETE;
-	if (gone == 1) {
-		uint64_t ms = campaign_delay_ms(h);
-		struct timeval tv = {(time_t)(ms / 1000),
-				     (suseconds_t)(ms % 1000) * 1000};
-		evtimer_add(h->recampaign, &tv);
-	} else if (gone == 0) {
-		evtimer_del(h->recampaign); /* another agent leads now */
-	}
-}
-
-/* lead: this agent holds the leader key, created at revision */
-static void lead(struct rdzv_etcd *h, int64_t revision)
-{
-	struct timeval tv = {1, 0};
-	h->leader = etcd_leader_new(h->evb, h->c, h->prefix, h->cfg->run_id,
-				    h->node_id, revision, deposed, h);
-	if (!h->leader)
-		evtimer_add(h->recampaign, &tv);
-}
-
-static void on_campaign(void *arg, const struct etcd_answer *a)
-{
-	struct rdzv_etcd *h = arg;
-	struct etcd_txn_response t;
-	char err[1024], k[PREFIX_MAX + 32];
-	struct timeval tv = {1, 0};
-	h->campaign = NULL;
-	if (etcd_answer_txn(a, &t, err, sizeof(err)) != 0) {
-		log_warn("etcd: campaign for the leader key failed: %s", err);
-		evtimer_add(h->recampaign, &tv);
-		return;
-	}
-	const struct etcd_kv *kv =
-	    t.n_responses == 1 && t.responses[0].range.n_kvs == 1
-		? &t.responses[0].range.kvs[0]
-		: NULL;
-	if (t.succeeded || (kv && kv->lease == h->lease_id)) {
-		/* won; or the key is still ours (bound to our lease) after
-		 * this agent stopped leading for a failure of its own */
-		lead(h, t.succeeded ? t.header.revision : kv->create_revision);
-	} else {
-		int64_t rev = t.header.revision;
-		int present = kv != NULL;
-		key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
-		etcd_watch_free(h->leader_watch);
-		h->leader_watch = NULL;
-		if (present)
-			h->leader_watch = etcd_watch_new(
-			    h->c, "leader watch", k, strlen(k), NULL, 0,
-			    rev + 1, 0, on_leader_key, h);
-		if (!h->leader_watch)
-			evtimer_add(h->recampaign, &tv);
-	}
-	etcd_txn_response_release(&t);
-}
-
-/* send_campaign: the transaction that creates the leader key only where
- * there is none, bound to this agent's lease */
-static void send_campaign(struct rdzv_etcd *h)
-{
-	char k[PREFIX_MAX + 32], err[256], *val;
-	struct etcd_compare cmp;
-	struct etcd_op put, get;
-	json_t *body = NULL;
-	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
-	val = leader_value(h);
-	if (!val)
-		return;
-	memset(&cmp, 0, sizeof(cmp));
-	cmp.key.data = k;
-	cmp.key.len = strlen(k);
-	cmp.target = ETCD_CMP_CREATE;
-	cmp.result = ETCD_CMP_EQUAL;
-	cmp.number = 0;
-	memset(&put, 0, sizeof(put));
-	put.kind = ETCD_OP_PUT;
-	put.key = cmp.key;
-	put.value.data = val;
-	put.value.len = strlen(val);
-	put.lease = h->lease_id;
-	memset(&get, 0, sizeof(get));
-	get.kind = ETCD_OP_RANGE;
-	get.key = cmp.key;
-	if (etcd_build_txn(&cmp, 1, &put, 1, &get, 1, &body, err,
-			   sizeof(err)) == 0)
-		h->campaign = etcd_call(h->c, "campaign", "/v3/kv/txn", body, 0,
-					on_campaign, h);
-	json_decref(body);
-	free(val);
-}
-
-/* on_leader_read: a leader key there is watched (or led, when it is
- * still this agent's); none is campaigned for. Reading first spares etcd
- * a write per joining agent when a leader exists, as it mostly does. */
-static void on_leader_read(void *arg, const struct etcd_answer *a)
-{
-	struct rdzv_etcd *h = arg;
-	struct etcd_range_response r;
-	char err[1024];
-	struct timeval tv = {1, 0};
-	h->campaign = NULL;
-	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
-		log_warn("etcd: reading the leader key failed: %s", err);
-		evtimer_add(h->recampaign, &tv);
-		return;
-	}
-	leader_seen(h, r.n_kvs == 1 ? &r.kvs[0] : NULL, r.header.revision);
-	etcd_range_response_release(&r);
-}
-
-/* leader_seen: the leader key as read at revision (kv NULL: none) */
-static void leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
-			int64_t revision)
-{
-	char k[PREFIX_MAX + 32];
-	struct timeval tv = {1, 0};
-	if (h->leader || h->campaign || h->leaving)
-		return;
-	etcd_watch_free(h->leader_watch);
-	h->leader_watch = NULL;
-	if (!kv) {
-		send_campaign(h);
-	} else if (kv->lease == h->lease_id) {
-		lead(h, kv->create_revision);
-	} else {
-		key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
-		h->leader_watch =
-		    etcd_watch_new(h->c, "leader watch", k, strlen(k), NULL, 0,
-				   revision + 1, 0, on_leader_key, h);
-		if (!h->leader_watch)
-			evtimer_add(h->recampaign, &tv);
-	}
-}
-
-/* campaign: lead when the leader key is free (or still ours), else
- * watch it */
-static void campaign(struct rdzv_etcd *h)
-{
-	char k[PREFIX_MAX + 32], err[256];
-	json_t *body = NULL;
-	if (h->leader || h->campaign || !h->lease_id || h->leaving)
-		return;
-	etcd_watch_free(h->leader_watch);
-	h->leader_watch = NULL;
-	key(h, k, sizeof(k), ETCD_KEY_LEADER, NULL);
-	if (read_body(k, &body, err, sizeof(err)) == 0)
-		h->campaign = etcd_call(h->c, "leader read", "/v3/kv/range",
-					body, 0, on_leader_read, h);
-	json_decref(body);
-}
-
-static void on_recampaign(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	campaign(arg);
-}
-
 /* --------------------------------------------------------------- lease */
 
 static void on_lease(void *arg, int64_t id, int lost, const char *error)
@@ -661,7 +414,7 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 			h->join_seq++;
 		put_node(h);
 		if (!h->put_reads)
-			campaign(h);
+			rdzv_etcd_campaign(h);
 		return;
 	}
 	put_node(h); /* and the first reads with it */
@@ -786,7 +539,7 @@ static void etcd_leave(struct agent_rdzv *r)
 	v = node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
-	key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
 	if (text && etcd_build_put(k, strlen(k), text, strlen(text),
 				   h->lease_id, &body, err, sizeof(err)) == 0)
 		h->leave_call = etcd_call(h->c, "leave", "/v3/kv/put", body,
@@ -827,7 +580,7 @@ static void etcd_status(struct agent_rdzv *r)
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
 	char k[PREFIX_MAX + 32], err[128];
 	json_t *body = NULL;
-	key(h, k, sizeof(k), ETCD_KEY_STATE, NULL);
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_STATE, NULL);
 	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
 			     sizeof(err)) == 0)
 		h->status_call = etcd_call(h->c, "status", "/v3/kv/range", body,
@@ -892,8 +645,8 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 		free(h);
 		return rc;
 	}
-	h->depose = event_new(p->base, -1, 0, on_deposed_ev, h);
-	h->recampaign = evtimer_new(p->base, on_recampaign, h);
+	h->depose = event_new(p->base, -1, 0, rdzv_etcd_on_deposed, h);
+	h->recampaign = evtimer_new(p->base, rdzv_etcd_on_recampaign, h);
 	if (!h->depose || !h->recampaign) {
 		etcd_free(&h->base);
 		snprintf(err, err_size, "out of memory");

@@ -1,0 +1,87 @@
+/*
+ * rdzv_etcd_node.h - the etcd backend's state of one node, shared by its
+ * two halves: rdzv_etcd.c (the node key, the inbox, the lease, the
+ * interface of rdzv.h) and etcd_campaign.c (the leader key). Private to
+ * agent/.
+ */
+#ifndef DLAUNCH_AGENT_RDZV_ETCD_NODE_H
+#define DLAUNCH_AGENT_RDZV_ETCD_NODE_H
+#include <event2/util.h>
+#include <jansson.h>
+#include <stdint.h>
+
+#include "dlaunch/agent.h"
+#include "etcd_proto.h"
+#include "rdzv.h"
+
+struct event;
+struct event_base;
+struct etcd_client;
+struct etcd_call;
+struct etcd_lease;
+struct etcd_leader;
+struct etcd_watch;
+
+#define PREFIX_MAX 600
+
+struct rdzv_etcd {
+	struct agent_rdzv base;
+	struct event_base *evb;
+	const struct agent_config *cfg;
+	const char *node_id, *incarnation;
+	char prefix[PREFIX_MAX]; /* key_prefix/job */
+	char addr[256];
+	unsigned master_port;
+	struct etcd_client *c;
+	struct etcd_lease *lease;
+	int64_t lease_id;
+	/* the node key */
+	uint64_t join_seq;
+	int joining, leaving;
+	json_t *report; /* {round, status, failures} */
+	uint64_t report_round;
+	int report_owed; /* REPORT_DONE follows the next put */
+	struct etcd_call *put;
+	int put_again, put_has_report;
+	int put_reads; /* the put in flight also reads inbox and leader */
+	/* the inbox */
+	json_t *inbox;
+	struct etcd_call *inbox_read;
+	struct etcd_watch *inbox_watch;
+	/* the round the workers run */
+	uint64_t round;
+	int in_round;
+	/* leading */
+	struct etcd_call *campaign;
+	struct etcd_watch *leader_watch;
+	struct etcd_leader *leader;
+	struct event *depose, *recampaign;
+	struct etcd_call *status_call, *leave_call;
+};
+
+/* rdzv_etcd_key: PREFIX/JOB/ + what + id (id NULL: none) into out */
+void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
+		   const char *what, const char *id);
+/* rdzv_etcd_read_body: the body of a read of key k that one member
+ * answers alone (serializable); 0 or a DL_E* code with err */
+int rdzv_etcd_read_body(const char *k, json_t **body, char *err, size_t es);
+
+/* rdzv_etcd_leader_value: what this agent's leader key says (malloc'd;
+ * NULL when out of memory) */
+char *rdzv_etcd_leader_value(struct rdzv_etcd *h);
+
+/* etcd_campaign.c */
+/* rdzv_etcd_campaign: lead when the leader key is free (or still this
+ * agent's), else watch it */
+void rdzv_etcd_campaign(struct rdzv_etcd *h);
+/* rdzv_etcd_leader_seen: the leader key as read at revision (kv NULL:
+ * there is none): campaign, lead or watch it */
+void rdzv_etcd_leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
+			   int64_t revision);
+/* rdzv_etcd_lead: this agent holds the leader key, created at revision */
+void rdzv_etcd_lead(struct rdzv_etcd *h, int64_t revision);
+/* event callbacks (arg: the struct rdzv_etcd): h->depose, h->recampaign */
+void rdzv_etcd_on_deposed(evutil_socket_t fd, short what, void *arg);
+void rdzv_etcd_on_recampaign(evutil_socket_t fd, short what, void *arg);
+
+#endif
