@@ -122,21 +122,46 @@ static int render_state(const struct rdzv_metrics_src *src, struct buf *out)
 	return rc;
 }
 
-/* per_job: one gauge family with one sample per job */
-#define PER_JOB(field_expr, name, help)                                        \
-	do {                                                                   \
-		rc |= head(out, name, "gauge", help);                          \
-		for (size_t i = 0;                                             \
-		     rdzv_job_stats_at(src->st, i, src->now_ms, &js) == 0;     \
-		     i++)                                                      \
-			rc |=                                                  \
-			    buf_printf(out, name "{job=\"%s\"} %" PRIu64 "\n", \
-				       js.job, (uint64_t)(field_expr));        \
-	} while (0)
+static uint64_t js_round(const struct rdzv_job_stats *s)
+{
+	return s->round;
+}
+static uint64_t js_members(const struct rdzv_job_stats *s)
+{
+	return s->members;
+}
+static uint64_t js_waiting(const struct rdzv_job_stats *s)
+{
+	return s->waiting;
+}
+static uint64_t js_restarts(const struct rdzv_job_stats *s)
+{
+	return s->restart_count;
+}
+static uint64_t js_max_restarts(const struct rdzv_job_stats *s)
+{
+	return s->max_restarts;
+}
+
+/* The per-job gauges with one integer sample per job. */
+static const struct {
+	const char *name, *help;
+	uint64_t (*get)(const struct rdzv_job_stats *s);
+} job_gauges[] = {
+    {"dlaunch_rdzv_job_round", "The job's current round.", js_round},
+    {"dlaunch_rdzv_job_members", "Members of the job's round.", js_members},
+    {"dlaunch_rdzv_job_waiting_nodes",
+     "Nodes waiting for the job's next round (joiners and spares).",
+     js_waiting},
+    {"dlaunch_rdzv_job_restarts", "Restarts charged to the job.", js_restarts},
+    {"dlaunch_rdzv_job_max_restarts",
+     "The job's restart budget (max_restarts).", js_max_restarts},
+};
 
 /* render_jobs: each job's state, round, members, spares, restarts and the
  * time since its round changed. Job names are [A-Za-z0-9._:-]: nothing
- * to escape in a label. */
+ * to escape in a label. The label is rdzv_id, not job: Prometheus gives
+ * every target a job label of its own. */
 static int render_jobs(const struct rdzv_metrics_src *src, struct buf *out)
 {
 	struct rdzv_job_stats js;
@@ -149,29 +174,31 @@ static int render_jobs(const struct rdzv_metrics_src *src, struct buf *out)
 		for (int s = 0; s < RDZV_JOB_NSTATES; s++)
 			rc |= buf_printf(
 			    out,
-			    "dlaunch_rdzv_job_state{job=\"%s\",state=\"%s\"} "
+			    "dlaunch_rdzv_job_state{rdzv_id=\"%s\",state=\"%"
+			    "s\"} "
 			    "%d\n",
 			    js.job, rdzv_job_state_name((enum rdzv_job_state)s),
 			    js.state == (enum rdzv_job_state)s);
-	PER_JOB(js.round, "dlaunch_rdzv_job_round", "The job's current round.");
-	PER_JOB(js.members, "dlaunch_rdzv_job_members",
-		"Members of the job's round.");
-	PER_JOB(js.waiting, "dlaunch_rdzv_job_waiting_nodes",
-		"Nodes waiting for the job's next round (joiners and spares).");
-	PER_JOB(js.restart_count, "dlaunch_rdzv_job_restarts",
-		"Restarts charged to the job.");
-	PER_JOB(js.max_restarts, "dlaunch_rdzv_job_max_restarts",
-		"The job's restart budget (max_restarts).");
+	for (size_t g = 0; g < sizeof(job_gauges) / sizeof(job_gauges[0]);
+	     g++) {
+		rc |=
+		    head(out, job_gauges[g].name, "gauge", job_gauges[g].help);
+		for (size_t i = 0;
+		     rdzv_job_stats_at(src->st, i, src->now_ms, &js) == 0; i++)
+			rc |= buf_printf(
+			    out, "%s{rdzv_id=\"%s\"} %" PRIu64 "\n",
+			    job_gauges[g].name, js.job, job_gauges[g].get(&js));
+	}
 	rc |= head(out, "dlaunch_rdzv_job_round_age_seconds", "gauge",
 		   "Seconds since the job's round last changed (opened, "
 		   "formed or ended).");
 	for (size_t i = 0; rdzv_job_stats_at(src->st, i, src->now_ms, &js) == 0;
 	     i++)
-		rc |=
-		    buf_printf(out,
-			       "dlaunch_rdzv_job_round_age_seconds{job=\"%s\"} "
-			       "%.3f\n",
-			       js.job, (double)js.since_change_ms / 1000.0);
+		rc |= buf_printf(
+		    out,
+		    "dlaunch_rdzv_job_round_age_seconds{rdzv_id=\"%s\"} "
+		    "%.3f\n",
+		    js.job, (double)js.since_change_ms / 1000.0);
 	return rc;
 }
 
