@@ -17,6 +17,7 @@ import os
 import sys
 import urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, CdpError  # noqa: E402
 
