@@ -336,15 +336,15 @@ static const char *method_name(enum evhttp_cmd_type cmd)
 static void render_metrics(struct rdzv_http *http, struct evhttp_request *req,
 			   uint64_t start_ns)
 {
+	struct rdzv_metrics_src src = {.st = http->st,
+				       .journal = http->journal,
+				       .api = http->api,
+				       .now_ms = clock_now_ms()};
 	struct rdzv_response resp;
 	rdzv_response_init(&resp);
 	resp.endpoint = RDZV_EP_METRICS;
 	resp.status = 200;
 	resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-	struct rdzv_metrics_src src = {.st = http->st,
-				       .journal = http->journal,
-				       .api = http->api,
-				       .now_ms = clock_now_ms()};
 	memcpy(src.parked, http->parked, sizeof(src.parked));
 	if (rdzv_metrics_render(http->metrics, &src, &resp.body) != 0) {
 		buf_reset(&resp.body);
