@@ -764,7 +764,7 @@ static void test_timeline(void **state)
 	assert_int_equal(report(st, "n2", 1, 0, 1100, &r), 0);
 	assert_int_equal(join(st, &c, "n1", 2, 1200), RDZV_WAIT);
 	assert_int_equal(join(st, &c, "n2", 2, 1201), RDZV_DONE);
-	rdzv_state_tick(st, 4000); /* both silent since 1201: evicted */
+	rdzv_state_tick(st, 4000);  /* both silent since 1201: evicted */
 	rdzv_state_tick(st, 14000); /* nobody back: join timeout */
 	assert_string_equal(state_of(st), "FAILED");
 	d = rdzv_job_detail_json(st, "job1", 15000);
@@ -815,8 +815,8 @@ static void test_timeline_ring(void **state)
 	json_t *d;
 	(void)state;
 	for (uint64_t round = 1; round <= 40; round++) {
-		assert_int_equal(report(st, "n1", round, 0, 2000 + round * 10, &r),
-				 0);
+		assert_int_equal(
+		    report(st, "n1", round, 0, 2000 + round * 10, &r), 0);
 		assert_int_equal(join(st, &c, "n1", 2, 2001 + round * 10),
 				 RDZV_DONE);
 	}
