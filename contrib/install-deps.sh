@@ -10,14 +10,17 @@ set -eu
 # python3-etcd: torchrun's etcd-v2 backend, run beside dlaunch by make bench;
 # zstd: tests/e2e/build_cuda.sh unpacks the PTX a CUDA build embeds;
 # dpkg-dev, mandoc, groff-base, lintian: make deb and the tests of the man
-# pages and the package
+# pages and the package;
+# chromium: the status page's browser test; prometheus: only its promtool
+# (the /metrics, alert rule and rule unit tests); its service is not used
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
 curl iproute2 procps psmisc clang jq openssl etcd-server python3-etcd
 python3 python3-torch dataset-fashion-mnist
 gnuplot-nox zstd
-dpkg-dev mandoc groff-base lintian"
+dpkg-dev mandoc groff-base lintian
+chromium prometheus"
 
 missing=""
 for p in $PKGS; do
@@ -51,3 +54,11 @@ if ! $SUDO apt-get install -y -qq --no-install-recommends $missing >/tmp/dlaunch
 		exit 1
 	}
 fi
+# the prometheus package starts a server on :9090 where systemd runs; the
+# tests need only promtool, so a server installed here is stopped
+case " $missing " in
+*" prometheus "*)
+	if [ -d /run/systemd/system ]; then
+		$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi ;;
+esac

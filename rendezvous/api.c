@@ -14,6 +14,7 @@
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
 #include "journal.h"
+#include "page.h"
 #include "request.h"
 
 #define RESP_MAX_BYTES (256u * 1024 * 1024)
@@ -31,8 +32,9 @@ struct rdzv_api {
 	 * disk). Until a rewrite of the whole state succeeds, no answer that
 	 * acknowledges a change leaves: such requests get 503 and retry. */
 	int unsaved;
-	uint64_t rewrite_at_ms; /* the next rewrite attempt */
-	uint64_t now_ms;	/* of the event being handled */
+	uint64_t rewrite_at_ms;	   /* the next rewrite attempt */
+	uint64_t journal_failures; /* failed appends and rewrites */
+	uint64_t now_ms;	   /* of the event being handled */
 };
 
 #define REWRITE_RETRY_MS 1000
@@ -76,7 +78,7 @@ const char *rdzv_endpoint_name(enum rdzv_endpoint ep)
 {
 	static const char *const names[RDZV_EP_COUNT] = {
 	    "join", "heartbeat", "watch",   "report",  "leave", "jobs",
-	    "job",  "kv",	 "healthz", "metrics", "other"};
+	    "job",  "kv",	 "healthz", "metrics", "page",	"other"};
 	return (unsigned)ep < RDZV_EP_COUNT ? names[ep] : "other";
 }
 
@@ -178,6 +180,7 @@ static void journal_changes(struct rdzv_api *api)
 		if ((what & RDZV_CHANGED_JOB) && api->journal &&
 		    !api->unsaved &&
 		    rdzv_journal_job(api->journal, api->st, name) != 0) {
+			api->journal_failures++;
 			api->unsaved = 1;
 			api->rewrite_at_ms = 0;
 		}
@@ -189,6 +192,7 @@ static void journal_changes(struct rdzv_api *api)
 			api->unsaved = 0;
 			log_info("event=journal_recovered");
 		} else {
+			api->journal_failures++;
 			api->rewrite_at_ms = api->now_ms + REWRITE_RETRY_MS;
 		}
 	}
@@ -206,6 +210,16 @@ void rdzv_api_commit(struct rdzv_api *api,
 			wake(ctx, name);
 		journal_changes(api);
 	}
+}
+
+uint64_t rdzv_api_journal_failures(const struct rdzv_api *api)
+{
+	return api->journal_failures;
+}
+
+int rdzv_api_durable(const struct rdzv_api *api)
+{
+	return !api->unsaved;
 }
 
 void rdzv_api_tick(struct rdzv_api *api, uint64_t now_ms)
@@ -409,9 +423,10 @@ static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
 	int rc;
 
 	if (!parse_name_valid(key, RDZV_NAME_MAX)) {
-		reply_error(resp, 400,
-			    "key must be 1 to 128 characters of " PARSE_NAME_RULE,
-			    NULL);
+		reply_error(
+		    resp, 400,
+		    "key must be 1 to 128 characters of " PARSE_NAME_RULE,
+		    NULL);
 		return;
 	}
 	if (strcmp(req->method, "PUT") == 0) {
@@ -427,6 +442,7 @@ static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
 		if (api->journal && !api->unsaved &&
 		    rdzv_journal_kv(api->journal, api->st, job, key, req->body,
 				    req->body_len) != 0) {
+			api->journal_failures++;
 			api->unsaved = 1;
 			api->rewrite_at_ms = 0;
 		}
@@ -468,6 +484,8 @@ enum rdzv_endpoint rdzv_api_route(const char *path)
 		return RDZV_EP_HEALTHZ;
 	if (strcmp(path, "/metrics") == 0)
 		return RDZV_EP_METRICS;
+	if (rdzv_page_asset(path, NULL))
+		return RDZV_EP_PAGE;
 	if (strcmp(path, "/v1/jobs") == 0 || strcmp(path, "/v1/jobs/") == 0)
 		return RDZV_EP_JOBS;
 	if (strncmp(path, "/v1/jobs/", 9) != 0)
@@ -498,13 +516,28 @@ static int method_ok(enum rdzv_endpoint ep, const char *method)
 	}
 }
 
-#define BAD_JOB_NAME                                                           \
-	"job name must be 1 to 128 characters of " PARSE_NAME_RULE
+#define BAD_JOB_NAME "job name must be 1 to 128 characters of " PARSE_NAME_RULE
+
+/* answer_page answers the status page's files: the same page for every
+ * path it serves (it reads the job from its own location), its script
+ * and style. They hold no data: the page asks the JSON API for it. */
+static void answer_page(const char *path, struct rdzv_response *resp)
+{
+	struct rdzv_page_file f;
+	rdzv_page_asset(path, &f);
+	buf_reset(&resp->body);
+	if (buf_append(&resp->body, f.data, f.len) != 0) {
+		reply_error(resp, 500, "out of memory", NULL);
+		return;
+	}
+	resp->status = 200;
+	resp->content_type = f.content_type;
+}
 
 /* answer_server answers the endpoints about the server rather than a job
  * (healthz, the job list, metrics); returns 1 when ep is one of them. */
 static int answer_server(struct rdzv_api *api, enum rdzv_endpoint ep,
-			 struct rdzv_response *resp)
+			 const char *path, struct rdzv_response *resp)
 {
 	switch (ep) {
 	case RDZV_EP_HEALTHZ:
@@ -524,6 +557,7 @@ static int answer_server(struct rdzv_api *api, enum rdzv_endpoint ep,
 		/* rendered by the HTTP layer, which owns the counters */
 		reply_error(resp, 404, "no metrics here", NULL);
 		return 1;
+	case RDZV_EP_PAGE: answer_page(path, resp); return 1;
 	default: return 0;
 	}
 }
@@ -610,7 +644,7 @@ static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 		reply_error(resp, 405, err, NULL);
 		return;
 	}
-	if (answer_server(api, ep, resp))
+	if (answer_server(api, ep, req->path, resp))
 		return;
 	if (job_of(req->path, job, &rest, resp) != 0)
 		return;

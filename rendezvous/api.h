@@ -30,6 +30,7 @@ enum rdzv_endpoint {
 	RDZV_EP_KV,
 	RDZV_EP_HEALTHZ,
 	RDZV_EP_METRICS,
+	RDZV_EP_PAGE, /* the status page and its script and style (page.c) */
 	RDZV_EP_OTHER,
 	RDZV_EP_COUNT
 };
@@ -110,6 +111,12 @@ int rdzv_api_poll_check(struct rdzv_api *api, const struct rdzv_poll *poll,
 /* rdzv_api_poll_end: the parked poll is over (answered or abandoned). */
 void rdzv_api_poll_end(struct rdzv_api *api, const struct rdzv_poll *poll,
 		       uint64_t now_ms);
+
+/* rdzv_api_journal_failures: journal writes (appends and rewrites)
+ * that failed since the start; rdzv_api_durable: 0 while a change the
+ * journal could not take is pending (healthz answers 503), else 1. */
+uint64_t rdzv_api_journal_failures(const struct rdzv_api *api);
+int rdzv_api_durable(const struct rdzv_api *api);
 
 /* rdzv_api_tick runs the state machine's deadlines and journals. */
 void rdzv_api_tick(struct rdzv_api *api, uint64_t now_ms);

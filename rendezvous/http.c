@@ -30,6 +30,11 @@
 
 struct pending;
 
+#define PAGE_CSP                                                               \
+	"default-src 'none'; script-src 'self'; style-src 'self'; "            \
+	"connect-src 'self'; img-src 'self'; base-uri 'none'; "                \
+	"form-action 'none'; frame-ancestors 'none'"
+
 struct rdzv_http {
 	struct event_base *base;
 	struct rdzv_api *api;
@@ -41,8 +46,8 @@ struct rdzv_http {
 	void (*after_event)(void *ctx, enum http_after what);
 	void *ctx;
 	struct pending *pending; /* parked long polls, a doubly linked list */
-	uint64_t npending;
-	int draining; /* new requests get 503 */
+	uint64_t parked[RDZV_EP_COUNT]; /* of them, by endpoint */
+	int draining;			/* new requests get 503 */
 };
 
 struct pending {
@@ -88,6 +93,13 @@ static void send_response(struct rdzv_http *http, struct evhttp_request *req,
 			     resp->body.len);
 	evhttp_add_header(h, "Content-Type", resp->content_type);
 	evhttp_add_header(h, "Cache-Control", "no-store");
+	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+	if (resp->endpoint == RDZV_EP_PAGE) {
+		/* the page runs its own script and style and talks to this
+		 * server only: nothing inline, nothing from elsewhere */
+		evhttp_add_header(h, "Content-Security-Policy", PAGE_CSP);
+		evhttp_add_header(h, "Referrer-Policy", "no-referrer");
+	}
 	if (resp->status == 401)
 		evhttp_add_header(h, "WWW-Authenticate", "Bearer");
 	if (http->draining)
@@ -126,7 +138,7 @@ static void unlink_pending(struct pending *p)
 		http->pending = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
-	http->npending--;
+	http->parked[p->endpoint]--;
 	if (p->timer)
 		event_free(p->timer);
 	if (p->hangup)
@@ -273,7 +285,7 @@ static int park(struct rdzv_http *http, struct evhttp_request *req,
 	if (p->next)
 		p->next->prev = p;
 	http->pending = p;
-	http->npending++;
+	http->parked[p->endpoint]++;
 	return 0;
 }
 
@@ -324,13 +336,17 @@ static const char *method_name(enum evhttp_cmd_type cmd)
 static void render_metrics(struct rdzv_http *http, struct evhttp_request *req,
 			   uint64_t start_ns)
 {
+	struct rdzv_metrics_src src = {.st = http->st,
+				       .journal = http->journal,
+				       .api = http->api,
+				       .now_ms = clock_now_ms()};
 	struct rdzv_response resp;
 	rdzv_response_init(&resp);
 	resp.endpoint = RDZV_EP_METRICS;
 	resp.status = 200;
 	resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-	if (rdzv_metrics_render(http->metrics, http->st, http->journal,
-				http->npending, &resp.body) != 0) {
+	memcpy(src.parked, http->parked, sizeof(src.parked));
+	if (rdzv_metrics_render(http->metrics, &src, &resp.body) != 0) {
 		buf_reset(&resp.body);
 		resp.status = 500;
 	}
@@ -350,7 +366,10 @@ static int answer_early(struct rdzv_http *http, struct evhttp_request *req,
 			   "malformed request uri", start_ns);
 		return 1;
 	}
-	if (ep != RDZV_EP_HEALTHZ && !authorized(http, req)) {
+	/* the page's files hold no data: the page asks for the token and
+	 * sends it with each API call */
+	if (ep != RDZV_EP_HEALTHZ && ep != RDZV_EP_PAGE &&
+	    !authorized(http, req)) {
 		send_error(
 		    http, req, ep, 401,
 		    "missing or wrong bearer token (the server's --token-file "

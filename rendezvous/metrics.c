@@ -1,8 +1,11 @@
 /*
- * metrics.c - what GET /metrics exposes, in the Prometheus text format:
- * jobs by state, members, rounds, restarts, heartbeats, evictions, request
- * counts by endpoint and status, request latency histograms by endpoint,
- * parked long polls and journal size.
+ * metrics.c - what GET /metrics exposes, in the Prometheus text format
+ * with Prometheus's naming (base units, _total counters, _seconds): jobs
+ * by state, members, rounds, restarts, heartbeats, evictions; per job its
+ * state, round, members, spares, restarts and the age of its round; the
+ * journal (size, compactions, write failures, writable); parked long
+ * polls; request counts by endpoint and status and latency histograms by
+ * endpoint.
  */
 #include "metrics.h"
 
@@ -50,53 +53,152 @@ void rdzv_metrics_observe(struct rdzv_metrics *m, enum rdzv_endpoint ep,
 			m->buckets[ep][b]++;
 }
 
+/* gauge/counter headers: HELP and TYPE lines */
+static int head(struct buf *out, const char *name, const char *type,
+		const char *help)
+{
+	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+			  type);
+}
+
+static int one(struct buf *out, const char *name, const char *type,
+	       const char *help, uint64_t v)
+{
+	return head(out, name, type, help) |
+	       buf_printf(out, "%s %" PRIu64 "\n", name, v);
+}
+
 /* render_state: the state machine's gauges and counters, the parked
  * polls and the journal. Returns non-zero when out is full. */
-static int render_state(const struct rdzv_state *st,
-			const struct rdzv_journal *jr, uint64_t pending_polls,
-			struct buf *out)
+static int render_state(const struct rdzv_metrics_src *src, struct buf *out)
 {
 	uint64_t by_state[RDZV_JOB_NSTATES], members;
 	struct rdzv_counters c;
 	int rc = 0;
 
-	rdzv_state_stats(st, by_state, &members, &c);
-	rc |= buf_append_str(out, "# HELP dlaunch_rdzv_jobs Jobs by state.\n"
-				  "# TYPE dlaunch_rdzv_jobs gauge\n");
+	rdzv_state_stats(src->st, by_state, &members, &c);
+	rc |= head(out, "dlaunch_rdzv_jobs", "gauge",
+		   "Jobs the server keeps, by state.");
 	for (int s = 0; s < RDZV_JOB_NSTATES; s++)
 		rc |= buf_printf(
 		    out, "dlaunch_rdzv_jobs{state=\"%s\"} %" PRIu64 "\n",
 		    rdzv_job_state_name((enum rdzv_job_state)s), by_state[s]);
-	rc |= buf_printf(
-	    out,
-	    "# HELP dlaunch_rdzv_members Members of the current rounds.\n"
-	    "# TYPE dlaunch_rdzv_members gauge\n"
-	    "dlaunch_rdzv_members %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_rounds_total Rounds closed.\n"
-	    "# TYPE dlaunch_rdzv_rounds_total counter\n"
-	    "dlaunch_rdzv_rounds_total %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_restarts_total Restarts charged.\n"
-	    "# TYPE dlaunch_rdzv_restarts_total counter\n"
-	    "dlaunch_rdzv_restarts_total %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_heartbeats_total Heartbeats received.\n"
-	    "# TYPE dlaunch_rdzv_heartbeats_total counter\n"
-	    "dlaunch_rdzv_heartbeats_total %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_evictions_total Nodes evicted for "
-	    "silence.\n"
-	    "# TYPE dlaunch_rdzv_evictions_total counter\n"
-	    "dlaunch_rdzv_evictions_total %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_pending_polls Long polls parked.\n"
-	    "# TYPE dlaunch_rdzv_pending_polls gauge\n"
-	    "dlaunch_rdzv_pending_polls %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_journal_bytes Size of the journal.\n"
-	    "# TYPE dlaunch_rdzv_journal_bytes gauge\n"
-	    "dlaunch_rdzv_journal_bytes %" PRIu64 "\n"
-	    "# HELP dlaunch_rdzv_journal_compactions_total Compactions.\n"
-	    "# TYPE dlaunch_rdzv_journal_compactions_total counter\n"
-	    "dlaunch_rdzv_journal_compactions_total %" PRIu64 "\n",
-	    members, c.rounds_total, c.restarts_total, c.heartbeats_total,
-	    c.evictions_total, pending_polls, rdzv_journal_bytes(jr),
-	    rdzv_journal_compactions(jr));
+	rc |= one(out, "dlaunch_rdzv_members", "gauge",
+		  "Members of the rounds of the jobs that have not ended.",
+		  members);
+	rc |= one(out, "dlaunch_rdzv_rounds_total", "counter",
+		  "Rounds formed (closed with their members).", c.rounds_total);
+	rc |= one(out, "dlaunch_rdzv_restarts_total", "counter",
+		  "Restarts charged to jobs for failures.", c.restarts_total);
+	rc |= one(out, "dlaunch_rdzv_heartbeats_total", "counter",
+		  "Heartbeats received.", c.heartbeats_total);
+	rc |= one(out, "dlaunch_rdzv_evictions_total", "counter",
+		  "Nodes evicted: silent past the heartbeat timeout.",
+		  c.evictions_total);
+	rc |= head(out, "dlaunch_rdzv_long_polls_parked", "gauge",
+		   "Long polls held open, by endpoint (join, watch, kv).");
+	rc |= buf_printf(out,
+			 "dlaunch_rdzv_long_polls_parked{endpoint=\"join\"} "
+			 "%" PRIu64 "\n"
+			 "dlaunch_rdzv_long_polls_parked{endpoint=\"watch\"} "
+			 "%" PRIu64 "\n"
+			 "dlaunch_rdzv_long_polls_parked{endpoint=\"kv\"} "
+			 "%" PRIu64 "\n",
+			 src->parked[RDZV_EP_JOIN], src->parked[RDZV_EP_WATCH],
+			 src->parked[RDZV_EP_KV]);
+	rc |= one(out, "dlaunch_rdzv_journal_bytes", "gauge",
+		  "Size of the journal file (0 without --state-dir).",
+		  rdzv_journal_bytes(src->journal));
+	rc |= one(out, "dlaunch_rdzv_journal_compactions_total", "counter",
+		  "Journal compactions into a snapshot.",
+		  rdzv_journal_compactions(src->journal));
+	rc |= one(out, "dlaunch_rdzv_journal_write_failures_total", "counter",
+		  "Journal appends and rewrites that failed.",
+		  rdzv_api_journal_failures(src->api));
+	rc |= one(out, "dlaunch_rdzv_journal_writable", "gauge",
+		  "1 when every change is journaled, 0 while one is not "
+		  "(changes are refused with 503).",
+		  (uint64_t)rdzv_api_durable(src->api));
+	return rc;
+}
+
+static uint64_t js_round(const struct rdzv_job_stats *s)
+{
+	return s->round;
+}
+static uint64_t js_members(const struct rdzv_job_stats *s)
+{
+	return s->members;
+}
+static uint64_t js_waiting(const struct rdzv_job_stats *s)
+{
+	return s->waiting;
+}
+static uint64_t js_restarts(const struct rdzv_job_stats *s)
+{
+	return s->restart_count;
+}
+static uint64_t js_max_restarts(const struct rdzv_job_stats *s)
+{
+	return s->max_restarts;
+}
+
+/* The per-job gauges with one integer sample per job. */
+static const struct {
+	const char *name, *help;
+	uint64_t (*get)(const struct rdzv_job_stats *s);
+} job_gauges[] = {
+    {"dlaunch_rdzv_job_round", "The job's current round.", js_round},
+    {"dlaunch_rdzv_job_members", "Members of the job's round.", js_members},
+    {"dlaunch_rdzv_job_waiting_nodes",
+     "Nodes waiting for the job's next round (joiners and spares).",
+     js_waiting},
+    {"dlaunch_rdzv_job_restarts", "Restarts charged to the job.", js_restarts},
+    {"dlaunch_rdzv_job_max_restarts",
+     "The job's restart budget (max_restarts).", js_max_restarts},
+};
+
+/* render_jobs: each job's state, round, members, spares, restarts and the
+ * time since its round changed. Job names are [A-Za-z0-9._:-]: nothing
+ * to escape in a label. The label is rdzv_id, not job: Prometheus gives
+ * every target a job label of its own. */
+static int render_jobs(const struct rdzv_metrics_src *src, struct buf *out)
+{
+	struct rdzv_job_stats js;
+	int rc = 0;
+
+	rc |= head(out, "dlaunch_rdzv_job_state", "gauge",
+		   "1 for the state each job is in, 0 for the others.");
+	for (size_t i = 0; rdzv_job_stats_at(src->st, i, src->now_ms, &js) == 0;
+	     i++)
+		for (int s = 0; s < RDZV_JOB_NSTATES; s++)
+			rc |= buf_printf(
+			    out,
+			    "dlaunch_rdzv_job_state{rdzv_id=\"%s\",state=\"%"
+			    "s\"} "
+			    "%d\n",
+			    js.job, rdzv_job_state_name((enum rdzv_job_state)s),
+			    js.state == (enum rdzv_job_state)s);
+	for (size_t g = 0; g < sizeof(job_gauges) / sizeof(job_gauges[0]);
+	     g++) {
+		rc |=
+		    head(out, job_gauges[g].name, "gauge", job_gauges[g].help);
+		for (size_t i = 0;
+		     rdzv_job_stats_at(src->st, i, src->now_ms, &js) == 0; i++)
+			rc |= buf_printf(
+			    out, "%s{rdzv_id=\"%s\"} %" PRIu64 "\n",
+			    job_gauges[g].name, js.job, job_gauges[g].get(&js));
+	}
+	rc |= head(out, "dlaunch_rdzv_job_round_age_seconds", "gauge",
+		   "Seconds since the job's round last changed (opened, "
+		   "formed or ended).");
+	for (size_t i = 0; rdzv_job_stats_at(src->st, i, src->now_ms, &js) == 0;
+	     i++)
+		rc |= buf_printf(
+		    out,
+		    "dlaunch_rdzv_job_round_age_seconds{rdzv_id=\"%s\"} "
+		    "%.3f\n",
+		    js.job, (double)js.since_change_ms / 1000.0);
 	return rc;
 }
 
@@ -154,11 +256,10 @@ static int render_durations(const struct rdzv_metrics *m, struct buf *out)
 }
 
 int rdzv_metrics_render(const struct rdzv_metrics *m,
-			const struct rdzv_state *st,
-			const struct rdzv_journal *jr, uint64_t pending_polls,
-			struct buf *out)
+			const struct rdzv_metrics_src *src, struct buf *out)
 {
-	int rc = render_state(st, jr, pending_polls, out);
+	int rc = render_state(src, out);
+	rc |= render_jobs(src, out);
 	rc |= render_requests(m, out);
 	rc |= render_durations(m, out);
 	return rc ? DL_ELIMIT : 0;

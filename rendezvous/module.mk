@@ -8,13 +8,23 @@
 # the server's layers (api, journal, http) fails the build.
 RDZV_STATE_SRCS := rendezvous/state.c rendezvous/round.c \
 	rendezvous/deadlines.c rendezvous/state_json.c rendezvous/state_save.c \
-	rendezvous/kv.c
+	rendezvous/kv.c rendezvous/history.c
 RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
 $(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
 
+# The status page (rendezvous/page/) is compiled in: embed.sh turns its
+# files into C arrays, so the binary serves it with no file beside it.
+PAGE_FILES := rendezvous/page/index.html rendezvous/page/page.js \
+	rendezvous/page/page.css
+PAGE_GEN := $(BUILD)/gen/rendezvous/page_files.c
+$(PAGE_GEN): $(PAGE_FILES) rendezvous/page/embed.sh
+	@mkdir -p $(@D)
+	$(call quiet,GEN)sh rendezvous/page/embed.sh $(PAGE_FILES) >$@
+$(call objs,$(PAGE_GEN)): CPPFLAGS += -Irendezvous
+
 RDZV_SRCS := $(filter-out rendezvous/main.c,$(wildcard rendezvous/*.c))
-OBJS += $(call objs,$(RDZV_SRCS) rendezvous/main.c)
-$(RDZV_LIB): $(call objs,$(RDZV_SRCS))
+OBJS += $(call objs,$(RDZV_SRCS) rendezvous/main.c $(PAGE_GEN))
+$(RDZV_LIB): $(call objs,$(RDZV_SRCS) $(PAGE_GEN))
 
 ifneq ($(wildcard rendezvous/main.c),)
 RDZV_BIN := $(BUILD)/bin/dlaunch-rdzv
@@ -44,13 +54,15 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
 RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c \
-	rendezvous/request.c rendezvous/journal.c $(RDZV_STATE_SRCS) \
+	rendezvous/request.c rendezvous/journal.c rendezvous/page.c \
+	$(PAGE_GEN) $(RDZV_STATE_SRCS) \
 	$(wildcard common/*.c)
 $(BUILD)/fuzz/fuzz_rdzv_api: $(RDZV_FUZZ_SRCS) $(wildcard rendezvous/*.h) \
 		include/dlaunch/rdzv_state.h
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -Iinclude -D_GNU_SOURCE -std=c11 \
+		-fno-sanitize-recover=all -Iinclude -Irendezvous -D_GNU_SOURCE \
+		-std=c11 \
 		-o $@ $(RDZV_FUZZ_SRCS) $(JSON_LIBS) $(SSL_LIBS) -lm
 
 .PHONY: fuzz-rdzv

@@ -61,8 +61,9 @@ void job_track_min(struct job *j, uint64_t now_ms)
 }
 
 void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
-		const char *reason)
+		const char *reason, uint64_t now_ms)
 {
+	history_end(j, now_ms, reason, NULL);
 	j->state = state;
 	j->nwaiters = 0;
 	j->nsurvivors = 0;
@@ -163,6 +164,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	j->had_survivors = 0;
 	j->state = RDZV_JOB_RUNNING;
 	job_index_members(j);
+	history_formed(j, now_ms);
 	st->counters.rounds_total++;
 	job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
 	log_info("job=%s round=%" PRIu64 " event=round_closed nnodes=%zu "
@@ -216,11 +218,13 @@ void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		 "node=%s survivors=%zu restart_count=%" PRIu32,
 		 j->name, j->round, reason, node_id ? node_id : "-", ns,
 		 j->restart_count);
+	history_end(j, now_ms, reason, node_id);
 	j->nsurvivors = ns;
 	j->had_survivors = ns > 0;
 	j->nmembers = 0;
 	j->world_size = 0;
 	j->round++;
+	history_open(j, now_ms, 0);
 	j->state = RDZV_JOB_RESTARTING;
 	j->min_reached = 0;
 	j->below_min_since_ms = now_ms;
@@ -354,6 +358,7 @@ static int job_to_join(struct rdzv_state *st, const char *job,
 		if (!j)
 			return ERR(DL_ENOMEM, "out of memory");
 		j->below_min_since_ms = now_ms;
+		history_open(j, now_ms, 0);
 		job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
 		log_info("job=%s round=1 event=job_created min_nodes=%" PRIu32
 			 " max_nodes=%" PRIu32 " max_restarts=%" PRIu32,
@@ -626,7 +631,8 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 		for (size_t i = 0; i < j->nmembers; i++)
 			done += j->members[i].status == RDZV_MEMBER_SUCCEEDED;
 		if (done == j->nmembers)
-			job_finish(st, j, RDZV_JOB_SUCCEEDED, "all_succeeded");
+			job_finish(st, j, RDZV_JOB_SUCCEEDED, "all_succeeded",
+				   now_ms);
 		fill_reply(j, RDZV_ACTION_CONTINUE, reply);
 		return 0;
 	}
@@ -637,7 +643,8 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 		 j->name, j->round, node_id,
 		 json_is_array(failures) ? json_array_size(failures) : 0);
 	if (j->restart_count >= j->cfg.max_restarts) {
-		job_finish(st, j, RDZV_JOB_FAILED, "restart_budget_exhausted");
+		job_finish(st, j, RDZV_JOB_FAILED, "restart_budget_exhausted",
+			   now_ms);
 	} else {
 		j->restart_count++;
 		st->counters.restarts_total++;

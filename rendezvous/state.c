@@ -395,3 +395,22 @@ void rdzv_state_stats(const struct rdzv_state *st,
 	}
 	*counters = st->counters;
 }
+
+int rdzv_job_stats_at(const struct rdzv_state *st, size_t i, uint64_t now_ms,
+		      struct rdzv_job_stats *out)
+{
+	const struct job *j;
+	if (i >= st->njobs)
+		return DL_ENOTFOUND;
+	j = st->jobs[i];
+	out->job = j->name;
+	out->state = j->state;
+	out->round = j->round;
+	out->members = j->nmembers;
+	out->waiting = j->nwaiters;
+	out->restart_count = j->restart_count;
+	out->max_restarts = j->cfg.max_restarts;
+	out->since_change_ms =
+	    now_ms > j->changed_ms ? now_ms - j->changed_ms : 0;
+	return 0;
+}

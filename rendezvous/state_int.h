@@ -36,6 +36,21 @@ struct survivor {
 	uint64_t last_seen_ms;
 };
 
+/* One round of a job's timeline (history.c): times are the state
+ * machine's monotonic milliseconds, UINT64_MAX when it has not happened. */
+struct round_rec {
+	uint64_t round;
+	uint64_t opened_ms, formed_ms, ended_ms;
+	uint32_t nnodes;
+	uint64_t world_size;
+	const char *end_reason; /* static string, NULL while not ended */
+	char end_node[RDZV_NAME_MAX + 1];
+	int recovered; /* opened when the server restored the job */
+};
+
+/* the newest rounds a job remembers for its timeline */
+#define ROUND_HISTORY 32
+
 struct job {
 	char name[RDZV_NAME_MAX + 1];
 	struct rdzv_job_config cfg;
@@ -65,6 +80,11 @@ struct job {
 	uint64_t next_seq;
 	uint64_t ended_seq; /* order in which jobs ended (0: running) */
 	json_t *failures;   /* array, at most RDZV_MAX_FAILURES */
+	/* the timeline: a ring of the last ROUND_HISTORY rounds, the newest
+	 * at (nrounds - 1) % ROUND_HISTORY; in memory only (not journaled) */
+	struct round_rec rounds[ROUND_HISTORY];
+	uint64_t nrounds;
+	uint64_t changed_ms; /* last round change: opened, formed or ended */
 	struct rdzv_kv *kv;
 	unsigned changed;
 };
@@ -118,6 +138,21 @@ void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		   const char *reason, const char *node_id);
 /* job_finish ends the job for good in state (SUCCEEDED or FAILED). */
 void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
-		const char *reason);
+		const char *reason, uint64_t now_ms);
+
+/* --- history.c: the timeline of rounds --- */
+
+/* history_open records that j's current round opened at now_ms
+ * (recovered: the server restored it from its journal). */
+void history_open(struct job *j, uint64_t now_ms, int recovered);
+/* history_formed: the current round closed with its members. */
+void history_formed(struct job *j, uint64_t now_ms);
+/* history_end: the current round ended for reason (a static string),
+ * node_id the node that caused it (NULL: none). */
+void history_end(struct job *j, uint64_t now_ms, const char *reason,
+		 const char *node_id);
+/* history_json: the timeline as a JSON array, oldest first, with times
+ * as milliseconds before now_ms; NULL when out of memory. */
+json_t *history_json(const struct job *j, uint64_t now_ms);
 
 #endif

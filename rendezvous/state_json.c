@@ -98,6 +98,17 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 			(json_int_t)j->cfg.max_nodes, "world_size",
 			(json_int_t)j->world_size, "members", members,
 			"waiting", waiting, "failures", j->failures);
+	if (out) {
+		json_object_set_new(out, "rounds", history_json(j, now_ms));
+		json_object_set_new(
+		    out, "heartbeat_timeout_ms",
+		    json_integer((json_int_t)j->cfg.heartbeat_timeout_ms));
+		json_object_set_new(
+		    out, "last_change_ms_ago",
+		    json_integer((json_int_t)(now_ms > j->changed_ms
+						  ? now_ms - j->changed_ms
+						  : 0)));
+	}
 	if (out && j->nmembers) {
 		json_object_set_new(out, "master_addr",
 				    json_string(j->members[0].info.addr));

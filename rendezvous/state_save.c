@@ -321,6 +321,11 @@ static int restart_clocks(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 	j->below_min_since_ms = now_ms;
 	j->min_reached = j->nwaiters >= j->cfg.min_nodes;
 	j->min_reached_ms = now_ms;
+	/* the timeline is not journaled: it starts again here */
+	j->nrounds = 0;
+	history_open(j, now_ms, 1);
+	if (j->state == RDZV_JOB_RUNNING)
+		history_formed(j, now_ms);
 	if (job_is_ended(j))
 		j->ended_seq = ++st->end_seq;
 	if ((j->state == RDZV_JOB_RUNNING && j->nmembers == 0) ||

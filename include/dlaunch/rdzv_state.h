@@ -271,4 +271,24 @@ void rdzv_state_stats(const struct rdzv_state *st,
 		      uint64_t jobs_by_state[RDZV_JOB_NSTATES],
 		      uint64_t *members, struct rdzv_counters *counters);
 
+/* One job's figures for /metrics: its name (borrowed, valid until the
+ * next event), state, round, members of its round, waiting nodes
+ * (joiners and spares), restarts charged and allowed, and the
+ * milliseconds since its round last changed (opened, formed or ended). */
+struct rdzv_job_stats {
+	const char *job;
+	enum rdzv_job_state state;
+	uint64_t round;
+	uint64_t members;
+	uint64_t waiting;
+	uint32_t restart_count;
+	uint32_t max_restarts;
+	uint64_t since_change_ms;
+};
+
+/* rdzv_job_stats_at fills out for the i-th job (0 <= i <
+ * rdzv_job_count); DL_ENOTFOUND past the end. */
+int rdzv_job_stats_at(const struct rdzv_state *st, size_t i, uint64_t now_ms,
+		      struct rdzv_job_stats *out);
+
 #endif

@@ -110,12 +110,17 @@ check_eq "full disk: a failure report is refused with 503" 503 \
 check_eq "full disk: /healthz says 503" 503 "$(req GET /healthz)"
 check_eq "full disk: reads are still served" 200 "$(req GET /v1/jobs/disk)"
 check "full disk: the server logs the failed append" grep -q "cannot append to journal" "$TEST_TMP/rdzv6.log"
+req GET /metrics >/dev/null
+check "full disk: /metrics says the journal is not writable" grep -qx 'dlaunch_rdzv_journal_writable 0' "$TEST_TMP/body"
+check "full disk: /metrics counts the failed writes" grep -Eqx 'dlaunch_rdzv_journal_write_failures_total [1-9][0-9]*' "$TEST_TMP/body"
 rm -f "$FULL/filler"
 # the next attempt rewrites the whole state (at most once a second)
 put_v2() { [ "$(req PUT /v1/jobs/disk/kv/key "$v2")" = 200 ]; }
 check "room again: the retried KV put succeeds" wait_for 10 put_v2
 check_eq "room again: /healthz says 200" 200 "$(req GET /healthz)"
 check "room again: the server logs its recovery" grep -q "event=journal_recovered" "$TEST_TMP/rdzv6.log"
+req GET /metrics >/dev/null
+check "room again: /metrics says the journal is writable" grep -qx 'dlaunch_rdzv_journal_writable 1' "$TEST_TMP/body"
 req GET /v1/jobs/disk >/dev/null
 before=$(body_field '"\(.state) \(.round) \(.restart_count)"')
 check_eq "room again: the refused report had been kept in memory" "RESTARTING 2 1" "$before"

@@ -597,6 +597,16 @@ static void test_save_restore(void **state)
 	json_decref(saved);
 	d1 = rdzv_job_detail_json(st, "job1", 1200);
 	d2 = rdzv_job_detail_json(st2, "job1", 50000);
+	/* the timeline is not journaled: the restored job's starts again at
+	 * the round it recovered, formed "now" */
+	assert_int_equal(json_array_size(json_object_get(d1, "rounds")), 2);
+	assert_int_equal(json_array_size(json_object_get(d2, "rounds")), 1);
+	assert_true(json_is_true(json_object_get(
+	    json_array_get(json_object_get(d2, "rounds"), 0), "recovered")));
+	json_object_del(d1, "rounds");
+	json_object_del(d2, "rounds");
+	json_object_del(d1, "last_change_ms_ago");
+	json_object_del(d2, "last_change_ms_ago");
 	s1 = json_dumps(d1, JSON_SORT_KEYS);
 	s2 = json_dumps(d2, JSON_SORT_KEYS);
 	assert_string_equal(s1, s2);
@@ -734,6 +744,91 @@ static void test_deadline_never_past(void **state)
 	rdzv_state_free(st);
 }
 
+/* round_field: field key of the i-th round of the job's timeline */
+static json_t *round_field(json_t *d, size_t i, const char *key)
+{
+	return json_object_get(json_array_get(json_object_get(d, "rounds"), i),
+			       key);
+}
+
+/* The timeline: each round's opening, forming and end with its reason,
+ * in milliseconds before the time asked; and the per-job figures. */
+static void test_timeline(void **state)
+{
+	struct rdzv_state *st = running(2, 2, 1, 2); /* formed at 0 */
+	struct rdzv_job_config c = config(2, 2, 1);
+	struct rdzv_job_stats js;
+	struct rdzv_reply r;
+	json_t *d;
+	(void)state;
+	assert_int_equal(report(st, "n2", 1, 0, 1100, &r), 0);
+	assert_int_equal(join(st, &c, "n1", 2, 1200), RDZV_WAIT);
+	assert_int_equal(join(st, &c, "n2", 2, 1201), RDZV_DONE);
+	rdzv_state_tick(st, 4000);  /* both silent since 1201: evicted */
+	rdzv_state_tick(st, 14000); /* nobody back: join timeout */
+	assert_string_equal(state_of(st), "FAILED");
+	d = rdzv_job_detail_json(st, "job1", 15000);
+	assert_int_equal(json_array_size(json_object_get(d, "rounds")), 3);
+	assert_int_equal(json_integer_value(round_field(d, 0, "round")), 1);
+	assert_int_equal(json_integer_value(round_field(d, 0, "opened_ms_ago")),
+			 15000);
+	assert_int_equal(json_integer_value(round_field(d, 0, "formed_ms_ago")),
+			 15000);
+	assert_int_equal(json_integer_value(round_field(d, 0, "ended_ms_ago")),
+			 13900);
+	assert_string_equal(json_string_value(round_field(d, 0, "end_reason")),
+			    "failure");
+	assert_string_equal(json_string_value(round_field(d, 0, "end_node")),
+			    "n2");
+	assert_int_equal(json_integer_value(round_field(d, 0, "nnodes")), 2);
+	assert_int_equal(json_integer_value(round_field(d, 1, "formed_ms_ago")),
+			 13799);
+	assert_string_equal(json_string_value(round_field(d, 1, "end_reason")),
+			    "heartbeat_timeout");
+	assert_int_equal(json_integer_value(round_field(d, 1, "ended_ms_ago")),
+			 11000);
+	/* the last round never formed and ended the job */
+	assert_true(json_is_null(round_field(d, 2, "formed_ms_ago")));
+	assert_string_equal(json_string_value(round_field(d, 2, "end_reason")),
+			    "join_timeout");
+	assert_true(json_is_null(round_field(d, 2, "end_node")));
+	assert_int_equal(
+	    json_integer_value(json_object_get(d, "last_change_ms_ago")), 1000);
+	json_decref(d);
+	assert_int_equal(rdzv_job_stats_at(st, 0, 15000, &js), 0);
+	assert_string_equal(js.job, "job1");
+	assert_int_equal(js.state, RDZV_JOB_FAILED);
+	assert_int_equal(js.round, 3);
+	assert_int_equal(js.restart_count, 1);
+	assert_int_equal(js.max_restarts, 1);
+	assert_int_equal(js.since_change_ms, 1000);
+	assert_int_equal(rdzv_job_stats_at(st, 1, 15000, &js), DL_ENOTFOUND);
+	rdzv_state_free(st);
+}
+
+/* The timeline keeps the newest 32 rounds, oldest first. */
+static void test_timeline_ring(void **state)
+{
+	struct rdzv_state *st = running(1, 1, 100, 1);
+	struct rdzv_job_config c = config(1, 1, 100);
+	struct rdzv_reply r;
+	json_t *d;
+	(void)state;
+	for (uint64_t round = 1; round <= 40; round++) {
+		assert_int_equal(
+		    report(st, "n1", round, 0, 2000 + round * 10, &r), 0);
+		assert_int_equal(join(st, &c, "n1", 2, 2001 + round * 10),
+				 RDZV_DONE);
+	}
+	d = rdzv_job_detail_json(st, "job1", 3000);
+	assert_int_equal(json_array_size(json_object_get(d, "rounds")), 32);
+	assert_int_equal(json_integer_value(round_field(d, 0, "round")), 10);
+	assert_int_equal(json_integer_value(round_field(d, 31, "round")), 41);
+	assert_true(json_is_null(round_field(d, 31, "end_reason")));
+	json_decref(d);
+	rdzv_state_free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -756,6 +851,8 @@ int main(void)
 	    cmocka_unit_test(test_restore_checks_every_part),
 	    cmocka_unit_test(test_straggler_left_behind),
 	    cmocka_unit_test(test_deadline_never_past),
+	    cmocka_unit_test(test_timeline),
+	    cmocka_unit_test(test_timeline_ring),
 	};
 	log_set_level(LOG_WARN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
