@@ -37,7 +37,7 @@
 #define TXN_OPS 120
 /* A change of the record that no inbox carries waits this long for
  * others to go with it (see flush) */
-#define RECORD_WAIT_MS 250
+#define RECORD_WAIT_MS 1000
 #define PREFIX_MAX     512
 #define NODE_VAL_MAX   (256 * 1024)
 
@@ -453,7 +453,8 @@ static void flush(struct etcd_leader *l)
 		l->contents[l->nwriting++] = text;
 	}
 	if (l->need_record && !l->nwriting && !l->record_due) {
-		struct timeval tv = {0, RECORD_WAIT_MS * 1000};
+		struct timeval tv = {RECORD_WAIT_MS / 1000,
+				     (RECORD_WAIT_MS % 1000) * 1000};
 		if (!evtimer_pending(l->record_wait, NULL))
 			evtimer_add(l->record_wait, &tv);
 	} else if (l->need_record) {
