@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -125,11 +126,10 @@ int agent_rdzv_safe_addr(const char *s)
 	return 1;
 }
 
-/* agent_rdzv_local_addr finds the source address this host uses to reach host
- * (the UDP connect trick: nothing is sent). "" when unknown: the server
- * then uses the address it sees. Runs before the loop starts. */
-void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
-			   char *out, size_t size)
+/* route_addr finds the source address this host uses to reach endpoint
+ * (the UDP connect trick: nothing is sent); "" when unknown. */
+static void route_addr(const char *endpoint, uint16_t default_port, char *out,
+		       size_t size)
 {
 	char host[256];
 	uint16_t port;
@@ -165,4 +165,26 @@ void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(res);
+}
+
+/* agent_rdzv_local_addr: the route to the server unless it is loopback
+ * (a head that reaches the server by its own name, which /etc/hosts maps
+ * to 127.0.1.1), then an interface address (agent_addr_pick). Says in
+ * the log what it announces and why. Runs before the loop starts. */
+void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
+			   char *out, size_t size)
+{
+	char route[AGENT_ADDR_MAX];
+	char ifs[16][AGENT_ADDR_MAX];
+	const char *cands[16];
+	size_t n = 0;
+	enum agent_addr_from from;
+	route_addr(endpoint, default_port, route, sizeof(route));
+	if (agent_addr_is_loopback(route))
+		n = agent_addr_interfaces(ifs, 16);
+	for (size_t i = 0; i < n; i++)
+		cands[i] = ifs[i];
+	from = agent_addr_pick(route, cands, n, out, size);
+	log_info("announcing address %s (from %s)", out[0] ? out : "-",
+		 agent_addr_from_name(from));
 }

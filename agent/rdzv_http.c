@@ -204,11 +204,13 @@ static void post_join_failed(struct rdzv_http *h)
 static void join_ended(struct rdzv_http *h, const struct client_reply *r)
 {
 	struct agent_event ev;
-	const char *state = NULL;
-	if (r->json)
+	const char *state = NULL, *msg = NULL;
+	if (r->json) {
 		jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
-	log_info("job %s has already ended (%s)", h->cfg->run_id,
-		 state ? state : "?");
+		jsonh_get_str(r->json, "error", 0, 1024, &msg, NULL, 0);
+	}
+	log_info("job %s has already ended (%s)%s%s", h->cfg->run_id,
+		 state ? state : "?", msg ? ": " : "", msg ? msg : "");
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = AGENT_EV_JOIN_ENDED;
 	snprintf(ev.job_state, sizeof(ev.job_state), "%s", state ? state : "");

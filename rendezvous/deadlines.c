@@ -73,7 +73,7 @@ static void tick_open(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	job_track_min(j, now_ms);
 	if (!j->min_reached &&
 	    now_ms >= j->below_min_since_ms + j->cfg.join_timeout_ms) {
-		job_finish(st, j, RDZV_JOB_FAILED, "join_timeout");
+		job_finish(st, j, RDZV_JOB_FAILED, "join_timeout", now_ms);
 		return;
 	}
 	job_try_close(st, j, now_ms);

@@ -12,7 +12,9 @@
  */
 #include "state_int.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +63,42 @@ void job_track_min(struct job *j, uint64_t now_ms)
 }
 
 void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
-		const char *reason)
+		const char *reason, uint64_t now_ms)
 {
 	j->state = state;
 	j->nwaiters = 0;
 	j->nsurvivors = 0;
 	j->ended_seq = ++st->end_seq;
+	j->ended_ms = now_ms;
 	job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
-	log_info("job=%s round=%" PRIu64 " event=job_%s reason=%s "
-		 "restart_count=%" PRIu32,
-		 j->name, j->round,
+	log_info("job=%s run=%" PRIu32 " round=%" PRIu64 " event=job_%s "
+		 "reason=%s restart_count=%" PRIu32,
+		 j->name, j->run, j->round,
 		 state == RDZV_JOB_SUCCEEDED ? "succeeded" : "failed", reason,
 		 j->restart_count);
+}
+
+/* late_for_run refuses a join of the ended job j: too soon after its end
+ * for a new run (a node late for the run that ended must not start one
+ * alone while its peers are gone), or reruns are off. */
+static int late_for_run(const struct rdzv_state *st, struct job *j,
+			uint64_t now_ms, struct rdzv_reply *reply, char *err,
+			size_t err_size)
+{
+	uint64_t ago = now_ms > j->ended_ms ? now_ms - j->ended_ms : 0;
+	fill_reply(j, RDZV_ACTION_STOP, reply);
+	if (!st->limits.rerun_after_ms)
+		return ERR(DL_EGONE,
+			   "job %s has ended (%s); this server does not rerun "
+			   "ended jobs: use another job id",
+			   j->name, rdzv_job_state_name(j->state));
+	return ERR(DL_EGONE,
+		   "job %s has ended (%s) %" PRIu64
+		   " ms ago: this node is late "
+		   "for run %" PRIu32 "; a join from %" PRIu64 " ms after "
+		   "the end starts a new run (or use another job id)",
+		   j->name, rdzv_job_state_name(j->state), ago, j->run,
+		   st->limits.rerun_after_ms);
 }
 
 /* PICKED_*: what close_round decided for each waiter. */
@@ -138,6 +164,50 @@ static void place_members(struct job *j, const unsigned char *picked,
 			add_member(j, &j->waiters[w], now_ms);
 }
 
+/* addr_loopback: a member's (numeric) address is in 127/8 or ::1. */
+static int addr_loopback(const char *addr)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET, addr, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, addr, &a6) == 1 &&
+	       (IN6_IS_ADDR_LOOPBACK(&a6) ||
+		(IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127));
+}
+
+/* master_reachable keeps a loopback address from being the master of a
+ * round with a node announcing another address (a node on another host,
+ * for which loopback is itself): the first such node becomes node rank 0,
+ * the others keep their order behind it. A round all on loopback (one
+ * host) is left as it is. */
+static void master_reachable(struct job *j)
+{
+	size_t pick = 0;
+	struct member m;
+	if (j->nmembers < 2 || !addr_loopback(j->members[0].info.addr))
+		return;
+	for (size_t i = 1; i < j->nmembers && !pick; i++)
+		if (!addr_loopback(j->members[i].info.addr))
+			pick = i;
+	if (!pick)
+		return;
+	log_warn("job=%s round=%" PRIu64 " event=master_moved node=%s "
+		 "addr=%s reason=loopback_master from_node=%s from_addr=%s",
+		 j->name, j->round, j->members[pick].info.node_id,
+		 j->members[pick].info.addr, j->members[0].info.node_id,
+		 j->members[0].info.addr);
+	m = j->members[pick];
+	memmove(&j->members[1], &j->members[0], pick * sizeof(j->members[0]));
+	j->members[0] = m;
+	j->world_size = 0;
+	for (size_t i = 0; i < j->nmembers; i++) {
+		j->members[i].node_rank = (uint32_t)i;
+		j->members[i].rank_offset = j->world_size;
+		j->world_size += j->members[i].info.nproc;
+	}
+}
+
 /* close_round turns the open round's waiters into members (pick_members,
  * place_members), at most max_nodes; the rest stay as spares. */
 static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
@@ -154,6 +224,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	}
 	pick_members(j, picked, take);
 	place_members(j, picked, now_ms);
+	master_reachable(j);
 	for (size_t w = 0; w < j->nwaiters; w++)
 		if (!picked[w])
 			j->waiters[kept++] = j->waiters[w];
@@ -336,7 +407,8 @@ static int check_join(const struct rdzv_state *st, const char *job,
 }
 
 /* job_to_join finds job, or creates it with cfg on the first join; a job
- * that exists must have the same configuration and not have ended. */
+ * that exists must have the same configuration and not have ended, but
+ * a join rerun_after_ms after its end starts a new run of it (job_new_run). */
 static int job_to_join(struct rdzv_state *st, const char *job,
 		       const struct rdzv_node_info *node,
 		       const struct rdzv_job_config *cfg, uint64_t now_ms,
@@ -359,6 +431,11 @@ static int job_to_join(struct rdzv_state *st, const char *job,
 			 " max_nodes=%" PRIu32 " max_restarts=%" PRIu32,
 			 job, cfg->min_nodes, cfg->max_nodes,
 			 cfg->max_restarts);
+	} else if (job_is_ended(j) && st->limits.rerun_after_ms &&
+		   now_ms >= j->ended_ms + st->limits.rerun_after_ms) {
+		rc = job_new_run(j, cfg, now_ms, err, err_size);
+		if (rc)
+			return rc;
 	} else {
 		rc = config_mismatch(j, cfg, err, err_size);
 		if (rc) {
@@ -366,11 +443,8 @@ static int job_to_join(struct rdzv_state *st, const char *job,
 			return rc;
 		}
 	}
-	if (job_is_ended(j)) {
-		fill_reply(j, RDZV_ACTION_STOP, reply);
-		return ERR(DL_EGONE, "job %s has ended (%s)", j->name,
-			   rdzv_job_state_name(j->state));
-	}
+	if (job_is_ended(j))
+		return late_for_run(st, j, now_ms, reply, err, err_size);
 	*out = j;
 	return 0;
 }
@@ -626,7 +700,8 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 		for (size_t i = 0; i < j->nmembers; i++)
 			done += j->members[i].status == RDZV_MEMBER_SUCCEEDED;
 		if (done == j->nmembers)
-			job_finish(st, j, RDZV_JOB_SUCCEEDED, "all_succeeded");
+			job_finish(st, j, RDZV_JOB_SUCCEEDED, "all_succeeded",
+				   now_ms);
 		fill_reply(j, RDZV_ACTION_CONTINUE, reply);
 		return 0;
 	}
@@ -637,7 +712,8 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 		 j->name, j->round, node_id,
 		 json_is_array(failures) ? json_array_size(failures) : 0);
 	if (j->restart_count >= j->cfg.max_restarts) {
-		job_finish(st, j, RDZV_JOB_FAILED, "restart_budget_exhausted");
+		job_finish(st, j, RDZV_JOB_FAILED, "restart_budget_exhausted",
+			   now_ms);
 	} else {
 		j->restart_count++;
 		st->counters.restarts_total++;

@@ -98,6 +98,10 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 			(json_int_t)j->cfg.max_nodes, "world_size",
 			(json_int_t)j->world_size, "members", members,
 			"waiting", waiting, "failures", j->failures);
+	if (out) {
+		json_object_set_new(out, "run", json_integer(j->run));
+		json_object_set_new(out, "runs", json_copy(j->runs));
+	}
 	if (out && j->nmembers) {
 		json_object_set_new(out, "master_addr",
 				    json_string(j->members[0].info.addr));

@@ -102,6 +102,11 @@ struct rdzv_limits {
 	uint32_t max_nodes_per_job; /* members + waiting; default 65536 */
 	uint32_t max_keys_per_job;  /* default 1024 */
 	size_t max_value_bytes;	    /* default 64 KiB */
+	/* a join this long after its job ended starts a new run of the job
+	 * (the ended run kept in its "runs"); sooner, the join is refused
+	 * as late for the run that ended (DL_EGONE). 0 (the default): never,
+	 * every join of an ended job is refused. */
+	uint64_t rerun_after_ms;
 };
 
 /* What a node is told: the answer of heartbeat, watch, report, leave. */
