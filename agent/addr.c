@@ -76,7 +76,13 @@ enum agent_addr_from agent_addr_pick(const char *route,
 				     char *out, size_t size)
 {
 	int family = 0;
-	if (route[0] && usable(route, &family)) {
+	if (!route[0]) {
+		/* no route to the server: it sees us better than a guess */
+		if (size)
+			out[0] = '\0';
+		return AGENT_ADDR_SERVER;
+	}
+	if (usable(route, &family)) {
 		snprintf(out, size, "%s", route);
 		return AGENT_ADDR_ROUTE;
 	}
@@ -88,7 +94,7 @@ enum agent_addr_from agent_addr_pick(const char *route,
 				return AGENT_ADDR_INTERFACE;
 			}
 	snprintf(out, size, "%s", route);
-	return route[0] ? AGENT_ADDR_LOOPBACK : AGENT_ADDR_SERVER;
+	return AGENT_ADDR_LOOPBACK;
 }
 
 size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max)

@@ -39,7 +39,6 @@ static int usage_error(const char *msg)
  * number is there already). */
 static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int kind = o->nproc_kind;
 	if (kind == LAUNCHER_NPROC_GPU || kind == LAUNCHER_NPROC_AUTO) {
 		int g = launcher_count_gpus();
@@ -49,16 +48,15 @@ static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
 		}
 		if (kind == LAUNCHER_NPROC_GPU) {
 			snprintf(err, es,
-				 "--nproc-per-node gpu: no NVIDIA GPU found on "
-				 "this node");
+				 "--nproc-per-node gpu: no NVIDIA GPU this job "
+				 "may use on this node (none found, or none in "
+				 "CUDA_VISIBLE_DEVICES); --nproc-per-node auto "
+				 "runs one worker per CPU then");
 			return DL_ENOTFOUND;
 		}
 	}
 	if (kind == LAUNCHER_NPROC_CPU || kind == LAUNCHER_NPROC_AUTO)
-		o->cfg.nproc =
-		    cpus > 0
-			? (int)(cpus > AGENT_MAX_NPROC ? AGENT_MAX_NPROC : cpus)
-			: 1;
+		o->cfg.nproc = launcher_count_cpus();
 	return 0;
 }
 

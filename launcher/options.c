@@ -9,7 +9,6 @@
  * dlaunch does not support are in the table too, refused by name. The
  * etcd backend's --rdzv-conf keys and checks are in etcd_options.c.
  */
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -704,27 +703,6 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 				 "no program to run (dlaunch [OPTIONS] PROGRAM "
 				 "[ARGS...]; see dlaunch --help)");
 	return check_modes(o, err, err_size);
-}
-
-int launcher_count_gpus(void)
-{
-	DIR *d = opendir("/proc/driver/nvidia/gpus");
-	struct dirent *de;
-	int n = 0;
-	if (d) {
-		while ((de = readdir(d)))
-			if (de->d_name[0] != '.')
-				n++;
-		closedir(d);
-		return n;
-	}
-	for (int i = 0; i < 64; i++) {
-		char path[32];
-		snprintf(path, sizeof(path), "/dev/nvidia%d", i);
-		if (access(path, F_OK) == 0)
-			n++;
-	}
-	return n;
 }
 
 char **launcher_worker_argv(const struct launcher_options *o,

@@ -241,8 +241,9 @@ int agent_addr_is_loopback(const char *addr);
  * numeric source address toward the rendezvous, "" when unknown) and
  * this host's interface addresses (numeric, in the system's order): the
  * route unless it is loopback (or link-local), else the first other host
- * can reach (IPv4 first), else the route as it is. Writes out ("" lets
- * the server use the address it sees) and says where it came from. */
+ * can reach (IPv4 first), else the route as it is; no route: "" (the
+ * server uses the address it sees). Writes out and says where it came
+ * from. */
 enum agent_addr_from agent_addr_pick(const char *route,
 				     const char *const *candidates, size_t n,
 				     char *out, size_t size);
