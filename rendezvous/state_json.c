@@ -102,6 +102,12 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 		json_object_set_new(out, "run", json_integer(j->run));
 		json_object_set_new(out, "runs", json_copy(j->runs));
 	}
+	if (out && job_is_ended(j))
+		json_object_set_new(
+		    out, "ended_ms_ago",
+		    json_integer((json_int_t)(now_ms > j->ended_ms
+						  ? now_ms - j->ended_ms
+						  : 0)));
 	if (out && j->nmembers) {
 		json_object_set_new(out, "master_addr",
 				    json_string(j->members[0].info.addr));
