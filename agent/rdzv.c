@@ -57,6 +57,7 @@ int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
 {
 	struct agent_event ev;
 	char err[256];
+	const char *mnode = NULL;
 	uint64_t hb = *heartbeat_interval_ms;
 	memset(&ev, 0, sizeof(ev));
 	if (parse_round(assignment, nproc, &ev.assign, &hb, err, sizeof(err)) !=
@@ -65,12 +66,17 @@ int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
 		return DL_EPROTO;
 	}
 	*heartbeat_interval_ms = hb;
+	/* which node the master address is, for whoever cannot reach it */
+	if (jsonh_get_str(assignment, "master_node", 0, 255, &mnode, NULL, 0) ||
+	    (mnode && !agent_rdzv_safe_addr(mnode)))
+		mnode = NULL;
 	log_info("round %llu: node rank %d of %d, ranks %d-%d of %d, master "
-		 "%s:%u, restart %d",
+		 "%s:%u%s%s%s, restart %d",
 		 (unsigned long long)ev.assign.round, ev.assign.node_rank,
 		 ev.assign.nnodes, ev.assign.rank_offset,
 		 ev.assign.rank_offset + nproc - 1, ev.assign.world_size,
 		 ev.assign.master_addr, ev.assign.master_port,
+		 mnode ? " (node " : "", mnode ? mnode : "", mnode ? ")" : "",
 		 ev.assign.restart_count);
 	ev.kind = AGENT_EV_JOINED;
 	agent_fsm_post(fsm, &ev);
