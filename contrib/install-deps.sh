@@ -7,13 +7,16 @@
 set -eu
 
 # etcd-server: the etcd rendezvous backend's tests and contrib/etcd;
-# python3-etcd: torchrun's etcd-v2 backend, run beside dlaunch by make bench
+# python3-etcd: torchrun's etcd-v2 backend, run beside dlaunch by make bench;
+# slurmctld, slurmd, slurm-client, munge: the local Slurm cluster of
+# tests/faults/faults_slurm.sh (contrib/slurm/train.sbatch for real)
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
 curl iproute2 procps psmisc clang jq openssl etcd-server python3-etcd
 python3 python3-torch dataset-fashion-mnist
-gnuplot-nox"
+gnuplot-nox
+slurmctld slurmd slurm-client munge util-linux"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,52 @@
+#!/bin/bash
+# faults_slurm.sh - contrib/slurm/train.sbatch as shipped, under a real
+# Slurm (lib_slurm.sh: slurmctld and three slurmd, each node its own
+# network namespace and host name): it trains on three CPU nodes and the
+# job completes with exit 0, no step killed or cancelled, the rendezvous
+# server drained (exit 0) and its state dir and token removed.
+source "$(dirname "$0")/lib_faults.sh"
+source "$(dirname "$0")/lib_slurm.sh"
+faults_require dlaunch-rdzv dlaunch dlaunch-train
+
+what="contrib/slurm/train.sbatch under Slurm"
+if ! slurm_available; then
+	skip "$what: $SLURM_WHY"
+	finish
+fi
+trap 'slurm_stop; faults_cleanup' EXIT
+if ! slurm_start 3; then
+	skip "$what: Slurm could not start here: $SLURM_WHY"
+	finish
+fi
+SBATCH=$(cd "$FAULTS_DIR/../../contrib/slurm" && pwd)/train.sbatch
+JOBDIR=$TEST_TMP/job
+mkdir -p "$JOBDIR"
+chmod 755 "$JOBDIR"
+
+job_done() {
+	case "$(slurm_job_field "$1" JobState)" in
+	COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;;
+	esac
+	return 1
+}
+
+# -- the example as shipped: 3 CPU nodes, --nproc-per-node auto
+id=$(slurm_cmd env PATH="$BIN:$PATH" sbatch --parsable --nodes=3 \
+	-D "$JOBDIR" -o "$JOBDIR/out.%j" "$SBATCH" --no-python \
+	"$BIN/dlaunch-train" --data synthetic:3000 --model 16-16-3 --epochs 2 \
+	--device cpu --backend tcp 2>"$JOBDIR/sbatch.err")
+check "sbatch accepts the script as shipped" test -n "$id"
+check "the job ends" wait_for 120 job_done "$id"
+check_eq "the job COMPLETED with exit 0" "COMPLETED 0:0" \
+	"$(slurm_job_field "$id" JobState) $(slurm_job_field "$id" ExitCode)"
+out=$JOBDIR/out.$id
+check "it trained (a final accuracy)" grep -qi "accuracy" "$out"
+check "three nodes took part (ranks on n1, n2, n3)" \
+	bash -c "grep -o 'node rank [0-9] of 3' '$out' | sort -u | wc -l | grep -qx 3"
+check "no step was killed or cancelled" \
+	bash -c "! grep -Eq 'Killed|CANCELLED|STEP .* CANCELLED' '$out'"
+check "no token file left" bash -c "! ls '$JOBDIR'/.dlaunch-token-* 2>/dev/null"
+check "no server state dir left" bash -c "! ls -d /tmp/dlaunch-rdzv-$id.* 2>/dev/null"
+check "the node ids are Slurm's node names" grep -q "node=n2" "$out"
+[ "$FAILED" -gt 0 ] && sed 's/^/#   /' "$out" | tail -n 40
+finish
