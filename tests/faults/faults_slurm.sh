@@ -1,9 +1,14 @@
 #!/bin/bash
 # faults_slurm.sh - contrib/slurm/train.sbatch as shipped, under a real
 # Slurm (lib_slurm.sh: slurmctld and three slurmd, each node its own
-# network namespace and host name): it trains on three CPU nodes and the
-# job completes with exit 0, no step killed or cancelled, the rendezvous
-# server drained (exit 0) and its state dir and token removed.
+# network namespace and host name):
+#
+#   as shipped it trains on three CPU nodes and the job completes with exit
+#     0, no step killed or cancelled, the rendezvous server drained and its
+#     state dir and token removed;
+#   every process of one node killed mid-run (slurmd too): the two others
+#     go on from the checkpoint and the job completes with exit 0;
+#   scancel mid-run: nothing of the job is left on any node.
 source "$(dirname "$0")/lib_faults.sh"
 source "$(dirname "$0")/lib_slurm.sh"
 faults_require dlaunch-rdzv dlaunch dlaunch-train
@@ -49,4 +54,56 @@ check "no token file left" bash -c "! ls '$JOBDIR'/.dlaunch-token-* 2>/dev/null"
 check "no server state dir left" bash -c "! ls -d /tmp/dlaunch-rdzv-$id.* 2>/dev/null"
 check "the node ids are Slurm's node names" grep -q "node=n2" "$out"
 [ "$FAILED" -gt 0 ] && sed 's/^/#   /' "$out" | tail -n 40
+
+# -- every process of one node killed mid-run (slurmd included, as when a
+# machine dies): the agents left go on from the checkpoint and the job
+# completes; Slurm keeps the allocation (--no-kill)
+ckpt=$JOBDIR/ckpt
+id=$(slurm_cmd env PATH="$BIN:$PATH" sbatch --parsable --nodes=3 \
+	-D "$JOBDIR" -o "$JOBDIR/out.%j" "$SBATCH" --no-python \
+	"$BIN/dlaunch-train" --data synthetic:40000 --model 16-1024-1024-3 \
+	--epochs 3 --device cpu --backend tcp --checkpoint-dir "$ckpt" \
+	--checkpoint-every 20 --log-every 20 2>"$JOBDIR/sbatch.err")
+out=$JOBDIR/out.$id
+check "node lost: the job starts" test -n "$id"
+check "node lost: training is past its first checkpoint" \
+	wait_for 120 bash -c "ls '$ckpt' 2>/dev/null | grep -q . && grep -q 'step' '$out'"
+for p in $(ip netns pids "$(netns_host 3)"); do kill -KILL "$p" 2>/dev/null; done
+check "node lost: the job ends" wait_for 180 job_done "$id"
+check_eq "node lost: the job COMPLETED with exit 0" "COMPLETED 0:0" \
+	"$(slurm_job_field "$id" JobState) $(slurm_job_field "$id" ExitCode)"
+check "node lost: the others went on without it" \
+	grep -q "event=round_closed nnodes=2" "$out"
+check "node lost: resumed from the checkpoint" grep -q "resum" "$out"
+check "node lost: finished the training" grep -q '"summary"' "$out"
+[ "$FAILED" -gt 0 ] && sed 's/^/#   /' "$out" | tail -n 60
+
+# -- scancel mid-run (on the two nodes left): nothing of the job is left
+# on any node, only the slurmd
+# job_procs I: the processes of host I that are not its slurmd
+job_procs() {
+	local p
+	for p in $(ip netns pids "$(netns_host "$1")"); do
+		case "$(cat "/proc/$p/comm" 2>/dev/null)" in
+		slurmd | "") ;;
+		*) echo "$p" ;;
+		esac
+	done
+}
+no_job_procs() { [ -z "$(job_procs 1)$(job_procs 2)" ]; }
+id=$(slurm_cmd env PATH="$BIN:$PATH" sbatch --parsable --nodes=2 \
+	-D "$JOBDIR" -o "$JOBDIR/out.%j" "$SBATCH" --no-python \
+	"$BIN/dlaunch-train" --data synthetic:40000 --model 16-1024-1024-3 \
+	--epochs 3 --device cpu --backend tcp --log-every 20 \
+	2>"$JOBDIR/sbatch.err")
+out=$JOBDIR/out.$id
+check "scancel: the job trains" \
+	wait_for 120 bash -c "grep -q 'step [0-9]*/' '$out'"
+slurm_cmd scancel "$id"
+check "scancel: the job is CANCELLED" wait_for 60 job_done "$id"
+check_eq "scancel: state" CANCELLED "$(slurm_job_field "$id" JobState)"
+check "scancel: nothing of the job is left on any node" wait_for 30 no_job_procs
+[ "$FAILED" -gt 0 ] && describe_pids $(job_procs 1) $(job_procs 2)
+check "scancel: no token file left" \
+	bash -c "! ls '$JOBDIR'/.dlaunch-token-$id 2>/dev/null"
 finish
