@@ -363,8 +363,9 @@ static const struct opt_spec launcher_specs[] = {
      .format = format_nproc,
      .env = "PET_NPROC_PER_NODE",
      .metavar = "N|gpu|cpu|auto",
-     .help = "workers on this node; gpu: one per NVIDIA GPU, cpu: one per "
-	     "CPU, auto: gpu when there are GPUs, else cpu"},
+     .help = "workers on this node; gpu: one per NVIDIA GPU the job may use "
+	     "(CUDA_VISIBLE_DEVICES narrows them), cpu: one per CPU it may "
+	     "run on (its affinity), auto: gpu when there are GPUs, else cpu"},
     {.name = "rdzv-backend",
      .type = OPT_CALLBACK,
      LO(rdzv_backend),
@@ -561,9 +562,10 @@ static const struct opt_spec launcher_specs[] = {
      .max = 255,
      .env = "PET_LOCAL_ADDR",
      .metavar = "ADDR",
-     .unset = "the address that reaches the server",
+     .unset = "$DLAUNCH_ADDR, else the address that reaches the server "
+	      "unless it is loopback, then an interface's",
      .help = "address other nodes reach this node at (MASTER_ADDR when it "
-	     "is node rank 0)"},
+	     "is node rank 0); a name is resolved once"},
     {.name = "signals-to-handle",
      .type = OPT_CALLBACK,
      LO(signals),
