@@ -53,6 +53,7 @@ struct rdzv_http {
 	unsigned master_port_free; /* port picked for our joins */
 	uint64_t heartbeat_interval_ms;
 	uint64_t round; /* of round_begin */
+	uint64_t run;	/* of the job, from our last assignment (0: none) */
 	int announced;	/* "joining" logged */
 	int leave_attempts;
 	struct client *client;
@@ -225,8 +226,14 @@ static void joined(struct rdzv_http *h, const struct client_reply *r)
 		return;
 	}
 	if (agent_rdzv_post_joined(h->base.fsm, r->json, h->cfg->nproc,
-				   &h->heartbeat_interval_ms) != 0)
+				   &h->heartbeat_interval_ms) != 0) {
 		post_join_failed(h);
+		return;
+	}
+	/* servers before reruns send no run: their jobs have one */
+	if (jsonh_get_u64(r->json, "run", 0, 1, UINT32_MAX, &h->run, NULL, 0) !=
+	    0)
+		h->run = 0;
 }
 
 static void send_join(struct rdzv_http *h);
@@ -276,6 +283,10 @@ static void send_join(struct rdzv_http *h)
 	if (h->addr[0])
 		json_object_set_new(b, "addr", json_string(h->addr));
 	json_object_set_new(b, "nproc", json_integer(cfg->nproc));
+	/* the run we took part in: a rejoin after it ended must not be
+	 * taken for the first join of a new run */
+	if (h->run)
+		json_object_set_new(b, "run", json_integer((json_int_t)h->run));
 	if (h->master_port_free)
 		json_object_set_new(b, "master_port",
 				    json_integer(h->master_port_free));

@@ -431,6 +431,17 @@ static int job_to_join(struct rdzv_state *st, const char *job,
 			 " max_nodes=%" PRIu32 " max_restarts=%" PRIu32,
 			 job, cfg->min_nodes, cfg->max_nodes,
 			 cfg->max_restarts);
+	} else if (node->run && (node->run < j->run ||
+				 (node->run == j->run && job_is_ended(j)))) {
+		/* a node of an ended run (back from a partition, or its
+		 * agent slow to hear of the end) never starts a new one */
+		fill_reply(j, RDZV_ACTION_STOP, reply);
+		return ERR(DL_EGONE,
+			   "node %s took part in run %" PRIu32 " of job %s, "
+			   "which has ended (the job is at run %" PRIu32
+			   ", %s)",
+			   node->node_id, node->run, j->name, j->run,
+			   rdzv_job_state_name(j->state));
 	} else if (job_is_ended(j) && st->limits.rerun_after_ms &&
 		   now_ms >= j->ended_ms + st->limits.rerun_after_ms) {
 		rc = job_new_run(j, cfg, now_ms, err, err_size);

@@ -95,6 +95,11 @@ struct rdzv_node_info {
 	char addr[RDZV_ADDR_MAX + 1];
 	uint32_t nproc;
 	uint16_t master_port; /* 0: none offered */
+	/* the run of the job this node took part in (the "run" of an
+	 * assignment it got), 0: none yet. A node of a run that has ended
+	 * is refused even once a join would start a new run: a node back
+	 * from a partition must not start a run alone. Not saved. */
+	uint32_t run;
 };
 
 struct rdzv_limits {

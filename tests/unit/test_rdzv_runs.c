@@ -32,8 +32,10 @@ static struct rdzv_job_config config(uint32_t min, uint32_t max)
 	return c;
 }
 
-static int join_at(struct rdzv_state *st, const struct rdzv_job_config *c,
-		   const char *id, const char *addr, uint64_t now)
+/* join_run: a join of a node that took part in run (0: none) */
+static int join_run(struct rdzv_state *st, const struct rdzv_job_config *c,
+		    const char *id, const char *addr, uint32_t run,
+		    uint64_t now)
 {
 	struct rdzv_node_info n;
 	struct rdzv_reply r;
@@ -44,7 +46,14 @@ static int join_at(struct rdzv_state *st, const struct rdzv_job_config *c,
 	snprintf(n.addr, sizeof(n.addr), "%s", addr);
 	n.nproc = 1;
 	n.master_port = 29500;
+	n.run = run;
 	return rdzv_join(st, "job1", &n, c, 1, now, &r, err, sizeof(err));
+}
+
+static int join_at(struct rdzv_state *st, const struct rdzv_job_config *c,
+		   const char *id, const char *addr, uint64_t now)
+{
+	return join_run(st, c, id, addr, 0, now);
 }
 
 static json_t *detail(const struct rdzv_state *st)
@@ -101,9 +110,13 @@ static void test_rerun_after_end(void **state)
 	assert_string_equal(str(d, "state"), "SUCCEEDED");
 	assert_int_equal(num(d, "run"), 1);
 	json_decref(d);
+	/* a node of run 1 (back from a partition) never starts run 2,
+	 * however late */
+	assert_int_equal(join_run(st, &c, "n2", "10.0.0.2", 1, 9000), DL_EGONE);
+	assert_non_null(strstr(err, "took part in run 1"));
 	/* the rerun: a new run of the id, even with another config */
 	c.max_restarts = 3;
-	assert_int_equal(join_at(st, &c, "n1", "10.0.0.1", 5100), RDZV_DONE);
+	assert_int_equal(join_at(st, &c, "n1", "10.0.0.1", 9100), RDZV_DONE);
 	d = detail(st);
 	assert_string_equal(str(d, "state"), "RUNNING");
 	assert_int_equal(num(d, "run"), 2);
@@ -122,7 +135,14 @@ static void test_rerun_after_end(void **state)
 		assert_int_not_equal(rdzv_kv_get(st, "job1", "k", &data, &len),
 				     0);
 	}
-	succeed(st, 2, 5100, 5200);
+	{
+		json_t *a = rdzv_assignment_json(st, "job1", "n1");
+		assert_int_equal(num(a, "run"), 2);
+		json_decref(a);
+	}
+	/* a node of run 1 is refused by run 2 too */
+	assert_int_equal(join_run(st, &c, "n2", "10.0.0.2", 1, 9150), DL_EGONE);
+	succeed(st, 2, 9100, 9200);
 	d = detail(st);
 	assert_int_equal(num(d, "run"), 2);
 	assert_string_equal(str(d, "state"), "SUCCEEDED");
