@@ -180,17 +180,24 @@ static void route_addr(const char *endpoint, uint16_t default_port, char *out,
 void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
 			   char *out, size_t size)
 {
-	char route[AGENT_ADDR_MAX];
+	char route[AGENT_ADDR_MAX], dflt[AGENT_ADDR_MAX];
 	char ifs[16][AGENT_ADDR_MAX];
-	const char *cands[16];
-	size_t n = 0;
+	const char *cands[17];
+	size_t n = 0, nc = 0;
 	enum agent_addr_from from;
 	route_addr(endpoint, default_port, route, sizeof(route));
-	if (agent_addr_is_loopback(route))
+	if (agent_addr_is_loopback(route)) {
+		/* the default route's source first (no packet is sent: the
+		 * address only picks a route), so a host with a bridge such
+		 * as docker0 still announces the address the others reach */
+		route_addr("192.0.2.1", 9, dflt, sizeof(dflt));
+		if (dflt[0])
+			cands[nc++] = dflt;
 		n = agent_addr_interfaces(ifs, 16);
+	}
 	for (size_t i = 0; i < n; i++)
-		cands[i] = ifs[i];
-	from = agent_addr_pick(route, cands, n, out, size);
+		cands[nc++] = ifs[i];
+	from = agent_addr_pick(route, cands, nc, out, size);
 	log_info("announcing address %s (from %s)", out[0] ? out : "-",
 		 agent_addr_from_name(from));
 }

@@ -12,9 +12,7 @@
  */
 #include "state_int.h"
 
-#include <arpa/inet.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,50 +162,6 @@ static void place_members(struct job *j, const unsigned char *picked,
 			add_member(j, &j->waiters[w], now_ms);
 }
 
-/* addr_loopback: a member's (numeric) address is in 127/8 or ::1. */
-static int addr_loopback(const char *addr)
-{
-	struct in_addr a4;
-	struct in6_addr a6;
-	if (inet_pton(AF_INET, addr, &a4) == 1)
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	return inet_pton(AF_INET6, addr, &a6) == 1 &&
-	       (IN6_IS_ADDR_LOOPBACK(&a6) ||
-		(IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127));
-}
-
-/* master_reachable keeps a loopback address from being the master of a
- * round with a node announcing another address (a node on another host,
- * for which loopback is itself): the first such node becomes node rank 0,
- * the others keep their order behind it. A round all on loopback (one
- * host) is left as it is. */
-static void master_reachable(struct job *j)
-{
-	size_t pick = 0;
-	struct member m;
-	if (j->nmembers < 2 || !addr_loopback(j->members[0].info.addr))
-		return;
-	for (size_t i = 1; i < j->nmembers && !pick; i++)
-		if (!addr_loopback(j->members[i].info.addr))
-			pick = i;
-	if (!pick)
-		return;
-	log_warn("job=%s round=%" PRIu64 " event=master_moved node=%s "
-		 "addr=%s reason=loopback_master from_node=%s from_addr=%s",
-		 j->name, j->round, j->members[pick].info.node_id,
-		 j->members[pick].info.addr, j->members[0].info.node_id,
-		 j->members[0].info.addr);
-	m = j->members[pick];
-	memmove(&j->members[1], &j->members[0], pick * sizeof(j->members[0]));
-	j->members[0] = m;
-	j->world_size = 0;
-	for (size_t i = 0; i < j->nmembers; i++) {
-		j->members[i].node_rank = (uint32_t)i;
-		j->members[i].rank_offset = j->world_size;
-		j->world_size += j->members[i].info.nproc;
-	}
-}
-
 /* close_round turns the open round's waiters into members (pick_members,
  * place_members), at most max_nodes; the rest stay as spares. */
 static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
@@ -224,7 +178,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	}
 	pick_members(j, picked, take);
 	place_members(j, picked, now_ms);
-	master_reachable(j);
+	job_master_reachable(j);
 	for (size_t w = 0; w < j->nwaiters; w++)
 		if (!picked[w])
 			j->waiters[kept++] = j->waiters[w];

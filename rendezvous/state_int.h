@@ -122,6 +122,15 @@ void job_try_close(struct rdzv_state *st, struct job *j, uint64_t now_ms);
  * survive) and opens the next one. */
 void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		   const char *reason, const char *node_id);
+/* --- master.c --- */
+
+/* job_master_reachable keeps a loopback address from being the master of
+ * the round just closed when a member announced another address (a node
+ * on another host, for which loopback is itself): the first such member
+ * becomes node rank 0, the others keep their order behind it, ranks and
+ * offsets follow. A round all on loopback (one host) is left as it is. */
+void job_master_reachable(struct job *j);
+
 /* job_finish ends the job's run in state (SUCCEEDED or FAILED). */
 void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 		const char *reason, uint64_t now_ms);
