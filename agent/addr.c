@@ -61,11 +61,11 @@ const char *agent_addr_from_name(enum agent_addr_from from)
 	switch (from) {
 	case AGENT_ADDR_ROUTE: return "the route to the rendezvous";
 	case AGENT_ADDR_INTERFACE:
-		return "an interface of this host (the route to the "
-		       "rendezvous is loopback)";
+		return "an interface of this host, since the route to the "
+		       "rendezvous is loopback";
 	case AGENT_ADDR_LOOPBACK:
-		return "loopback: this host has no other address (a job on "
-		       "this host only)";
+		return "loopback, since this host has no other address: a "
+		       "job on this host only";
 	case AGENT_ADDR_SERVER: return "the address the rendezvous sees";
 	}
 	return "?";

@@ -240,8 +240,9 @@ int agent_addr_is_loopback(const char *addr);
 /* agent_addr_pick chooses what this node announces from route (its
  * numeric source address toward the rendezvous, "" when unknown) and
  * this host's interface addresses (numeric, in the system's order): the
- * route unless it is loopback (or link-local), else the first other host
- * can reach (IPv4 first), else the route as it is; no route: "" (the
+ * route unless it is loopback (or link-local), else the first candidate
+ * other hosts can reach (IPv4 first; the caller puts the default route's
+ * source first), else the route as it is; no route: "" (the
  * server uses the address it sees). Writes out and says where it came
  * from. */
 enum agent_addr_from agent_addr_pick(const char *route,
