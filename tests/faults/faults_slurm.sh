@@ -62,13 +62,21 @@ ckpt=$JOBDIR/ckpt
 id=$(slurm_cmd env PATH="$BIN:$PATH" sbatch --parsable --nodes=3 \
 	-D "$JOBDIR" -o "$JOBDIR/out.%j" "$SBATCH" --no-python \
 	"$BIN/dlaunch-train" --data synthetic:40000 --model 16-1024-1024-3 \
-	--epochs 3 --device cpu --backend tcp --checkpoint-dir "$ckpt" \
+	--epochs 4 --device cpu --backend tcp --checkpoint-dir "$ckpt" \
 	--checkpoint-every 20 --log-every 20 2>"$JOBDIR/sbatch.err")
 out=$JOBDIR/out.$id
 check "node lost: the job starts" test -n "$id"
 check "node lost: training is past its first checkpoint" \
 	wait_for 120 bash -c "ls '$ckpt' 2>/dev/null | grep -q . && grep -q 'step' '$out'"
 for p in $(ip netns pids "$(netns_host 3)"); do kill -KILL "$p" 2>/dev/null; done
+# the job must outlive Slurm's verdict on n3 (srun used to force-terminate
+# the whole step then)
+n3_down_job_running() {
+	slurm_cmd sinfo -h -n n3 -o %t 2>/dev/null | grep -q down &&
+		[ "$(slurm_job_field "$id" JobState)" = RUNNING ]
+}
+check "node lost: Slurm marks n3 down while the job runs" \
+	wait_for 90 n3_down_job_running
 check "node lost: the job ends" wait_for 180 job_done "$id"
 check_eq "node lost: the job COMPLETED with exit 0" "COMPLETED 0:0" \
 	"$(slurm_job_field "$id" JobState) $(slurm_job_field "$id" ExitCode)"

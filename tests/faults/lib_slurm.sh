@@ -93,7 +93,7 @@ slurm_start() {
 		echo "JobCompType=jobcomp/none"
 		echo "MpiDefault=none"
 		echo "ReturnToService=2"
-		echo "SlurmdTimeout=30"
+		echo "SlurmdTimeout=10"
 		echo "MinJobAge=600"
 		for ((i = 1; i <= n; i++)); do
 			echo "NodeName=n$i NodeAddr=$(netns_addr "$i") CPUs=$cpus State=UNKNOWN"
