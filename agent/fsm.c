@@ -154,9 +154,20 @@ static void joined(struct agent_fsm *f, struct agent_event *ev)
 	f->ops->start_workers(f->ctx, &f->r);
 }
 
+/* the job ended before this join. A node that took part in it ends as
+ * the job did; one that never joined it (late, or a rerun the rendezvous
+ * refused) ran nothing, which is never a success (exit 1). */
 static void join_ended(struct agent_fsm *f, struct agent_event *ev)
 {
 	end_job(f, ev);
+	if (!f->joined) {
+		log_error(
+		    "job %s had ended before this node joined it: nothing "
+		    "ran here (a late node, or a rerun of an ended job id "
+		    "that the rendezvous refused: see its message above)",
+		    f->job);
+		f->exit_status = 1;
+	}
 	after_end(f);
 }
 

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -56,6 +57,7 @@ int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
 {
 	struct agent_event ev;
 	char err[256];
+	const char *mnode = NULL;
 	uint64_t hb = *heartbeat_interval_ms;
 	memset(&ev, 0, sizeof(ev));
 	if (parse_round(assignment, nproc, &ev.assign, &hb, err, sizeof(err)) !=
@@ -64,12 +66,17 @@ int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
 		return DL_EPROTO;
 	}
 	*heartbeat_interval_ms = hb;
+	/* which node the master address is, for whoever cannot reach it */
+	if (jsonh_get_str(assignment, "master_node", 0, 255, &mnode, NULL, 0) ||
+	    (mnode && !agent_rdzv_safe_addr(mnode)))
+		mnode = NULL;
 	log_info("round %llu: node rank %d of %d, ranks %d-%d of %d, master "
-		 "%s:%u, restart %d",
+		 "%s:%u%s%s%s, restart %d",
 		 (unsigned long long)ev.assign.round, ev.assign.node_rank,
 		 ev.assign.nnodes, ev.assign.rank_offset,
 		 ev.assign.rank_offset + nproc - 1, ev.assign.world_size,
 		 ev.assign.master_addr, ev.assign.master_port,
+		 mnode ? " (node " : "", mnode ? mnode : "", mnode ? ")" : "",
 		 ev.assign.restart_count);
 	ev.kind = AGENT_EV_JOINED;
 	agent_fsm_post(fsm, &ev);
@@ -125,11 +132,10 @@ int agent_rdzv_safe_addr(const char *s)
 	return 1;
 }
 
-/* agent_rdzv_local_addr finds the source address this host uses to reach host
- * (the UDP connect trick: nothing is sent). "" when unknown: the server
- * then uses the address it sees. Runs before the loop starts. */
-void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
-			   char *out, size_t size)
+/* route_addr finds the source address this host uses to reach endpoint
+ * (the UDP connect trick: nothing is sent); "" when unknown. */
+static void route_addr(const char *endpoint, uint16_t default_port, char *out,
+		       size_t size)
 {
 	char host[256];
 	uint16_t port;
@@ -165,4 +171,33 @@ void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(res);
+}
+
+/* agent_rdzv_local_addr: the route to the server unless it is loopback
+ * (a head that reaches the server by its own name, which /etc/hosts maps
+ * to 127.0.1.1), then an interface address (agent_addr_pick). Says in
+ * the log what it announces and why. Runs before the loop starts. */
+void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
+			   char *out, size_t size)
+{
+	char route[AGENT_ADDR_MAX], dflt[AGENT_ADDR_MAX];
+	char ifs[16][AGENT_ADDR_MAX];
+	const char *cands[17];
+	size_t n = 0, nc = 0;
+	enum agent_addr_from from;
+	route_addr(endpoint, default_port, route, sizeof(route));
+	if (agent_addr_is_loopback(route)) {
+		/* the default route's source first (no packet is sent: the
+		 * address only picks a route), so a host with a bridge such
+		 * as docker0 still announces the address the others reach */
+		route_addr("192.0.2.1", 9, dflt, sizeof(dflt));
+		if (dflt[0])
+			cands[nc++] = dflt;
+		n = agent_addr_interfaces(ifs, 16);
+	}
+	for (size_t i = 0; i < n; i++)
+		cands[nc++] = ifs[i];
+	from = agent_addr_pick(route, cands, nc, out, size);
+	log_info("announcing address %s (from %s)", out[0] ? out : "-",
+		 agent_addr_from_name(from));
 }

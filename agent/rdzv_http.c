@@ -53,6 +53,7 @@ struct rdzv_http {
 	unsigned master_port_free; /* port picked for our joins */
 	uint64_t heartbeat_interval_ms;
 	uint64_t round; /* of round_begin */
+	uint64_t run;	/* of the job, from our last assignment (0: none) */
 	int announced;	/* "joining" logged */
 	int leave_attempts;
 	struct client *client;
@@ -204,11 +205,13 @@ static void post_join_failed(struct rdzv_http *h)
 static void join_ended(struct rdzv_http *h, const struct client_reply *r)
 {
 	struct agent_event ev;
-	const char *state = NULL;
-	if (r->json)
+	const char *state = NULL, *msg = NULL;
+	if (r->json) {
 		jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
-	log_info("job %s has already ended (%s)", h->cfg->run_id,
-		 state ? state : "?");
+		jsonh_get_str(r->json, "error", 0, 1024, &msg, NULL, 0);
+	}
+	log_info("job %s has already ended (%s)%s%s", h->cfg->run_id,
+		 state ? state : "?", msg ? ": " : "", msg ? msg : "");
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = AGENT_EV_JOIN_ENDED;
 	snprintf(ev.job_state, sizeof(ev.job_state), "%s", state ? state : "");
@@ -223,8 +226,14 @@ static void joined(struct rdzv_http *h, const struct client_reply *r)
 		return;
 	}
 	if (agent_rdzv_post_joined(h->base.fsm, r->json, h->cfg->nproc,
-				   &h->heartbeat_interval_ms) != 0)
+				   &h->heartbeat_interval_ms) != 0) {
 		post_join_failed(h);
+		return;
+	}
+	/* servers before reruns send no run: their jobs have one */
+	if (jsonh_get_u64(r->json, "run", 0, 1, UINT32_MAX, &h->run, NULL, 0) !=
+	    0)
+		h->run = 0;
 }
 
 static void send_join(struct rdzv_http *h);
@@ -274,6 +283,10 @@ static void send_join(struct rdzv_http *h)
 	if (h->addr[0])
 		json_object_set_new(b, "addr", json_string(h->addr));
 	json_object_set_new(b, "nproc", json_integer(cfg->nproc));
+	/* the run we took part in: a rejoin after it ended must not be
+	 * taken for the first join of a new run */
+	if (h->run)
+		json_object_set_new(b, "run", json_integer((json_int_t)h->run));
 	if (h->master_port_free)
 		json_object_set_new(b, "master_port",
 				    json_integer(h->master_port_free));

@@ -13,6 +13,8 @@ set -eu
 # pages and the package;
 # chromium: the status page's browser test; prometheus: only its promtool
 # (the /metrics, alert rule and rule unit tests); its service is not used
+# slurmctld, slurmd, slurm-client, munge: the local Slurm cluster of
+# tests/faults/faults_slurm.sh (contrib/slurm/train.sbatch for real)
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
@@ -20,7 +22,8 @@ curl iproute2 procps psmisc clang jq openssl etcd-server python3-etcd
 python3 python3-torch dataset-fashion-mnist
 gnuplot-nox zstd
 dpkg-dev mandoc groff-base lintian
-chromium prometheus"
+chromium prometheus
+slurmctld slurmd slurm-client munge util-linux"
 
 missing=""
 for p in $PKGS; do

@@ -6,8 +6,11 @@
  * talks to a dlaunch-rdzv; otherwise static mode. Only this file decides
  * the exit status: 0 job succeeded, 1 failed, 2 usage error, 128+N signal.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +39,6 @@ static int usage_error(const char *msg)
  * number is there already). */
 static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int kind = o->nproc_kind;
 	if (kind == LAUNCHER_NPROC_GPU || kind == LAUNCHER_NPROC_AUTO) {
 		int g = launcher_count_gpus();
@@ -46,16 +48,15 @@ static int resolve_nproc(struct launcher_options *o, char *err, size_t es)
 		}
 		if (kind == LAUNCHER_NPROC_GPU) {
 			snprintf(err, es,
-				 "--nproc-per-node gpu: no NVIDIA GPU found on "
-				 "this node");
+				 "--nproc-per-node gpu: no NVIDIA GPU this job "
+				 "may use on this node (none found, or none in "
+				 "CUDA_VISIBLE_DEVICES); --nproc-per-node auto "
+				 "runs one worker per CPU then");
 			return DL_ENOTFOUND;
 		}
 	}
 	if (kind == LAUNCHER_NPROC_CPU || kind == LAUNCHER_NPROC_AUTO)
-		o->cfg.nproc =
-		    cpus > 0
-			? (int)(cpus > AGENT_MAX_NPROC ? AGENT_MAX_NPROC : cpus)
-			: 1;
+		o->cfg.nproc = launcher_count_cpus();
 	return 0;
 }
 
@@ -85,8 +86,8 @@ static int default_node_id(char *out, size_t size, char *err, size_t es)
 	if (env && *env) {
 		if (!parse_name_valid(env, size - 1)) {
 			snprintf(err, es,
-				 "DLAUNCH_NODE_ID '%.200s' must be 1-%zu of "
-				 PARSE_NAME_RULE,
+				 "DLAUNCH_NODE_ID '%.200s' must be 1-%zu "
+				 "of " PARSE_NAME_RULE,
 				 env, size - 1);
 			return DL_EINVAL;
 		}
@@ -136,6 +137,61 @@ static int start_embedded(struct event_base *base, struct agent_config *cfg,
 	return 0;
 }
 
+/* resolve_local_addr settles the address this node announces when one is
+ * forced (--local-addr, PET_LOCAL_ADDR, else DLAUNCH_ADDR): a name is
+ * resolved here, once, to a numeric address (the rendezvous takes only
+ * addresses), preferring one that is not loopback. */
+static int resolve_local_addr(struct agent_config *cfg, char *buf, size_t size,
+			      char *err, size_t es)
+{
+	struct addrinfo hints, *res = NULL;
+	const char *from = "--local-addr";
+	unsigned char tmp[sizeof(struct in6_addr)];
+	int gai;
+	if (!cfg->local_addr) {
+		const char *env = getenv("DLAUNCH_ADDR");
+		if (!env || !*env)
+			return 0;
+		cfg->local_addr = env;
+		from = "DLAUNCH_ADDR";
+	}
+	if (inet_pton(AF_INET, cfg->local_addr, tmp) == 1 ||
+	    inet_pton(AF_INET6, cfg->local_addr, tmp) == 1) {
+		log_info("announcing address %s (from %s)", cfg->local_addr,
+			 from);
+		return 0;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	gai = getaddrinfo(cfg->local_addr, NULL, &hints, &res);
+	if (gai != 0 || !res) {
+		snprintf(err, es, "cannot resolve %s '%s': %s", from,
+			 cfg->local_addr,
+			 gai ? gai_strerror(gai) : "no address");
+		return DL_EINVAL;
+	}
+	buf[0] = '\0';
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		char h[NI_MAXHOST];
+		if (getnameinfo(ai->ai_addr, ai->ai_addrlen, h, sizeof(h), NULL,
+				0, NI_NUMERICHOST) != 0)
+			continue;
+		if (!buf[0] ||
+		    (agent_addr_is_loopback(buf) && !agent_addr_is_loopback(h)))
+			snprintf(buf, size, "%s", h);
+	}
+	freeaddrinfo(res);
+	if (!buf[0]) {
+		snprintf(err, es, "cannot resolve %s '%s'", from,
+			 cfg->local_addr);
+		return DL_EINVAL;
+	}
+	log_info("announcing address %s (from %s %s)", buf, from,
+		 cfg->local_addr);
+	cfg->local_addr = buf;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct launcher_options o;
@@ -143,7 +199,7 @@ int main(int argc, char **argv)
 	struct event_base *base = NULL;
 	struct agent *agent = NULL;
 	struct rdzv_server *srv = NULL;
-	char err[1024], endpoint[300], run_id[64];
+	char err[1024], endpoint[300], run_id[64], local_addr[NI_MAXHOST];
 	char **wargv = NULL;
 	char *token = NULL;
 	int status = 1;
@@ -181,6 +237,12 @@ int main(int argc, char **argv)
 	}
 
 	cfg = &o.cfg;
+	if (resolve_local_addr(cfg, local_addr, sizeof(local_addr), err,
+			       sizeof(err)) != 0) {
+		free(wargv);
+		free(token);
+		return usage_error(err);
+	}
 	cfg->argv = wargv;
 	cfg->token = token;
 

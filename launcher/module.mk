@@ -11,8 +11,12 @@ $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
 		$(SSL_LIBS) -lm
 
 $(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c \
-	launcher/etcd_options.c) \
+	launcher/etcd_options.c launcher/devices.c) \
+	$(AGENT_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
+
+$(eval $(call unit_test,test_devices,$(call objs,launcher/devices.c) \
 	$(AGENT_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 
 .PHONY: launcher
-launcher: $(BUILD)/bin/dlaunch $(BUILD)/tests/test_launcher agent
+launcher: $(BUILD)/bin/dlaunch $(BUILD)/tests/test_launcher \
+	$(BUILD)/tests/test_devices agent

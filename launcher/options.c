@@ -9,7 +9,6 @@
  * dlaunch does not support are in the table too, refused by name. The
  * etcd backend's --rdzv-conf keys and checks are in etcd_options.c.
  */
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,8 +375,9 @@ static const struct opt_spec launcher_specs[] = {
      .choices = nproc_kinds + 1,
      .env = "PET_NPROC_PER_NODE",
      .metavar = "N|gpu|cpu|auto",
-     .help = "workers on this node; gpu: one per NVIDIA GPU, cpu: one per "
-	     "CPU, auto: gpu when there are GPUs, else cpu"},
+     .help = "workers on this node; gpu: one per NVIDIA GPU the job may use "
+	     "(CUDA_VISIBLE_DEVICES narrows them), cpu: one per CPU it may "
+	     "run on (its affinity), auto: gpu when there are GPUs, else cpu"},
     {.name = "rdzv-backend",
      .type = OPT_CALLBACK,
      LO(rdzv_backend),
@@ -577,9 +577,10 @@ static const struct opt_spec launcher_specs[] = {
      .max = 255,
      .env = "PET_LOCAL_ADDR",
      .metavar = "ADDR",
-     .unset = "the address that reaches the server",
+     .unset = "$DLAUNCH_ADDR, else the address that reaches the server "
+	      "unless it is loopback, then an interface's",
      .help = "address other nodes reach this node at (MASTER_ADDR when it "
-	     "is node rank 0)"},
+	     "is node rank 0); a name is resolved once"},
     {.name = "signals-to-handle",
      .type = OPT_CALLBACK,
      LO(signals),
@@ -719,27 +720,6 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 				 "no program to run (dlaunch [OPTIONS] PROGRAM "
 				 "[ARGS...]; see dlaunch --help)");
 	return check_modes(o, err, err_size);
-}
-
-int launcher_count_gpus(void)
-{
-	DIR *d = opendir("/proc/driver/nvidia/gpus");
-	struct dirent *de;
-	int n = 0;
-	if (d) {
-		while ((de = readdir(d)))
-			if (de->d_name[0] != '.')
-				n++;
-		closedir(d);
-		return n;
-	}
-	for (int i = 0; i < 64; i++) {
-		char path[32];
-		snprintf(path, sizeof(path), "/dev/nvidia%d", i);
-		if (access(path, F_OK) == 0)
-			n++;
-	}
-	return n;
 }
 
 char **launcher_worker_argv(const struct launcher_options *o,

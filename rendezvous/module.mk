@@ -8,7 +8,7 @@
 # the server's layers (api, journal, http) fails the build.
 RDZV_STATE_SRCS := rendezvous/state.c rendezvous/round.c \
 	rendezvous/deadlines.c rendezvous/state_json.c rendezvous/state_save.c \
-	rendezvous/kv.c rendezvous/history.c
+	rendezvous/kv.c rendezvous/history.c rendezvous/runs.c rendezvous/master.c
 RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
 $(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
 
@@ -36,7 +36,7 @@ $(BUILD)/bin/dlaunch-rdzv: $(call objs,rendezvous/main.c) $(RDZV_LIB) \
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm
 
 RDZV_UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_rdzv*.c))
-RDZV_STATE_TESTS := test_rdzv_state
+RDZV_STATE_TESTS := test_rdzv_state test_rdzv_runs
 $(foreach t,$(filter-out $(RDZV_STATE_TESTS),$(RDZV_UNIT_TESTS)),\
 	$(eval $(call unit_test,$(t),$(RDZV_LIB) $(COMMON_LIB),\
 	$(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm)))

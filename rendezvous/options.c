@@ -97,6 +97,15 @@ static const struct opt_spec rdzv_specs[] = {
      .max = 3600000,
      .metavar = "DURATION",
      .help = "close idle or slow connections"},
+    {.name = "rerun-after",
+     .type = OPT_DURATION,
+     RO(cfg.rerun_after_ms),
+     .min = 0,
+     .max = UINT64_C(86400000) * 365,
+     .metavar = "DURATION",
+     .help = "a join this long after its job ended starts a new run of "
+	     "that job id; sooner it is refused as late for the run that "
+	     "ended; 0: never rerun (docs/http-api.md, Ended jobs)"},
     {.name = "log-level",
      .type = OPT_CALLBACK,
      RO(log_level),

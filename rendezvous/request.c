@@ -98,8 +98,8 @@ static int get_name(json_t *body, const char *key, size_t max_len, char *out,
 		return DL_EINVAL;
 	if (!parse_name_valid(s, max_len)) {
 		snprintf(err, err_size,
-			 "field '%s' must be 1 to %zu characters of "
-			 PARSE_NAME_RULE,
+			 "field '%s' must be 1 to %zu characters "
+			 "of " PARSE_NAME_RULE,
 			 key, max_len);
 		return DL_EINVAL;
 	}
@@ -277,6 +277,7 @@ int request_join(const struct rdzv_request *req, json_t *body,
 		     node->incarnation, err, err_size) ||
 	    get_u32(body, "nproc", 1, 1, RDZV_MAX_NPROC, &node->nproc, err,
 		    err_size) ||
+	    get_u32(body, "run", 0, 1, UINT32_MAX, &node->run, err, err_size) ||
 	    jsonh_get_u64(body, "master_port", 0, 1, 65535, &port, err,
 			  err_size) ||
 	    jsonh_get_str(body, "addr", 0, RDZV_ADDR_MAX, &addr, err,

@@ -68,12 +68,36 @@ void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 	j->nwaiters = 0;
 	j->nsurvivors = 0;
 	j->ended_seq = ++st->end_seq;
+	j->ended_ms = now_ms;
 	job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
-	log_info("job=%s round=%" PRIu64 " event=job_%s reason=%s "
-		 "restart_count=%" PRIu32,
-		 j->name, j->round,
+	log_info("job=%s run=%" PRIu32 " round=%" PRIu64 " event=job_%s "
+		 "reason=%s restart_count=%" PRIu32,
+		 j->name, j->run, j->round,
 		 state == RDZV_JOB_SUCCEEDED ? "succeeded" : "failed", reason,
 		 j->restart_count);
+}
+
+/* late_for_run refuses a join of the ended job j: too soon after its end
+ * for a new run (a node late for the run that ended must not start one
+ * alone while its peers are gone), or reruns are off. */
+static int late_for_run(const struct rdzv_state *st, struct job *j,
+			uint64_t now_ms, struct rdzv_reply *reply, char *err,
+			size_t err_size)
+{
+	uint64_t ago = now_ms > j->ended_ms ? now_ms - j->ended_ms : 0;
+	fill_reply(j, RDZV_ACTION_STOP, reply);
+	if (!st->limits.rerun_after_ms)
+		return ERR(DL_EGONE,
+			   "job %s has ended (%s); this server does not rerun "
+			   "ended jobs: use another job id",
+			   j->name, rdzv_job_state_name(j->state));
+	return ERR(DL_EGONE,
+		   "job %s has ended (%s) %" PRIu64
+		   " ms ago: this node is late "
+		   "for run %" PRIu32 "; a join from %" PRIu64 " ms after "
+		   "the end starts a new run (or use another job id)",
+		   j->name, rdzv_job_state_name(j->state), ago, j->run,
+		   st->limits.rerun_after_ms);
 }
 
 /* PICKED_*: what close_round decided for each waiter. */
@@ -155,6 +179,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 	}
 	pick_members(j, picked, take);
 	place_members(j, picked, now_ms);
+	job_master_reachable(j);
 	for (size_t w = 0; w < j->nwaiters; w++)
 		if (!picked[w])
 			j->waiters[kept++] = j->waiters[w];
@@ -340,7 +365,8 @@ static int check_join(const struct rdzv_state *st, const char *job,
 }
 
 /* job_to_join finds job, or creates it with cfg on the first join; a job
- * that exists must have the same configuration and not have ended. */
+ * that exists must have the same configuration and not have ended, but
+ * a join rerun_after_ms after its end starts a new run of it (job_new_run). */
 static int job_to_join(struct rdzv_state *st, const char *job,
 		       const struct rdzv_node_info *node,
 		       const struct rdzv_job_config *cfg, uint64_t now_ms,
@@ -364,6 +390,22 @@ static int job_to_join(struct rdzv_state *st, const char *job,
 			 " max_nodes=%" PRIu32 " max_restarts=%" PRIu32,
 			 job, cfg->min_nodes, cfg->max_nodes,
 			 cfg->max_restarts);
+	} else if (node->run && (node->run < j->run ||
+				 (node->run == j->run && job_is_ended(j)))) {
+		/* a node of an ended run (back from a partition, or its
+		 * agent slow to hear of the end) never starts a new one */
+		fill_reply(j, RDZV_ACTION_STOP, reply);
+		return ERR(DL_EGONE,
+			   "node %s took part in run %" PRIu32 " of job %s, "
+			   "which has ended (the job is at run %" PRIu32
+			   ", %s)",
+			   node->node_id, node->run, j->name, j->run,
+			   rdzv_job_state_name(j->state));
+	} else if (job_is_ended(j) && st->limits.rerun_after_ms &&
+		   now_ms >= j->ended_ms + st->limits.rerun_after_ms) {
+		rc = job_new_run(j, cfg, now_ms, err, err_size);
+		if (rc)
+			return rc;
 	} else {
 		rc = config_mismatch(j, cfg, err, err_size);
 		if (rc) {
@@ -371,11 +413,8 @@ static int job_to_join(struct rdzv_state *st, const char *job,
 			return rc;
 		}
 	}
-	if (job_is_ended(j)) {
-		fill_reply(j, RDZV_ACTION_STOP, reply);
-		return ERR(DL_EGONE, "job %s has ended (%s)", j->name,
-			   rdzv_job_state_name(j->state));
-	}
+	if (job_is_ended(j))
+		return late_for_run(st, j, now_ms, reply, err, err_size);
 	*out = j;
 	return 0;
 }

@@ -59,6 +59,7 @@ void rdzv_server_config_init(struct rdzv_server_config *cfg)
 	cfg->max_jobs = 1024;
 	cfg->max_nodes_per_job = 65536;
 	cfg->idle_timeout_ms = 60000;
+	cfg->rerun_after_ms = 30000;
 }
 
 /* schedule_tick re-arms the timer for the state machine's next deadline. */
@@ -224,6 +225,7 @@ static int open_core(struct rdzv_server *srv,
 		limits.max_nodes_per_job = cfg->max_nodes_per_job;
 	if (cfg->max_body_bytes)
 		limits.max_value_bytes = cfg->max_body_bytes;
+	limits.rerun_after_ms = cfg->rerun_after_ms;
 	srv->st = rdzv_state_new(&limits);
 	if (!srv->st)
 		goto nomem;

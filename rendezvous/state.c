@@ -86,6 +86,7 @@ static void job_free(struct job *j)
 	free(j->waiters);
 	free(j->survivors);
 	json_decref(j->failures);
+	json_decref(j->runs);
 	rdzv_kv_free(j->kv);
 	free(j);
 }
@@ -235,14 +236,16 @@ struct job *state_add_job(struct rdzv_state *st, const char *name,
 	if (!j)
 		return NULL;
 	j->failures = json_array();
+	j->runs = json_array();
 	j->kv = rdzv_kv_new();
-	if (!j->failures || !j->kv) {
+	if (!j->failures || !j->runs || !j->kv) {
 		job_free(j);
 		return NULL;
 	}
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->cfg = *cfg;
 	j->round = 1;
+	j->run = 1;
 	j->state = RDZV_JOB_WAITING;
 	st->jobs[st->njobs++] = j;
 	/* a job deleted and re-created before the marks were popped must

@@ -12,6 +12,9 @@
 #include "kv.h"
 
 /* A member of the job's current (closed) round. */
+/* How many ended runs of one job id are kept for status. */
+#define RDZV_RUNS_KEPT 8
+
 struct member {
 	struct rdzv_node_info info;
 	uint32_t node_rank;
@@ -79,6 +82,9 @@ struct job {
 
 	uint64_t next_seq;
 	uint64_t ended_seq; /* order in which jobs ended (0: running) */
+	uint64_t ended_ms;  /* when it ended (or was restored ended) */
+	uint32_t run;	    /* 1 + the runs of this id that ended before */
+	json_t *runs;	    /* those runs' summaries, the last RDZV_RUNS_KEPT */
 	json_t *failures;   /* array, at most RDZV_MAX_FAILURES */
 	/* the timeline: a ring of the last ROUND_HISTORY rounds, the newest
 	 * at (nrounds - 1) % ROUND_HISTORY; in memory only (not journaled) */
@@ -136,7 +142,16 @@ void job_try_close(struct rdzv_state *st, struct job *j, uint64_t now_ms);
  * survive) and opens the next one. */
 void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		   const char *reason, const char *node_id);
-/* job_finish ends the job for good in state (SUCCEEDED or FAILED). */
+/* --- master.c --- */
+
+/* job_master_reachable keeps a loopback address from being the master of
+ * the round just closed when a member announced another address (a node
+ * on another host, for which loopback is itself): the first such member
+ * becomes node rank 0, the others keep their order behind it, ranks and
+ * offsets follow. A round all on loopback (one host) is left as it is. */
+void job_master_reachable(struct job *j);
+
+/* job_finish ends the job's run in state (SUCCEEDED or FAILED). */
 void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 		const char *reason, uint64_t now_ms);
 
@@ -154,5 +169,16 @@ void history_end(struct job *j, uint64_t now_ms, const char *reason,
 /* history_json: the timeline as a JSON array, oldest first, with times
  * as milliseconds before now_ms; NULL when out of memory. */
 json_t *history_json(const struct job *j, uint64_t now_ms);
+
+/* job_run_summary: what is kept of an ended run ({run, state, round,
+ * restart_count, failures}); a new reference, NULL when out of memory. */
+json_t *job_run_summary(const struct job *j);
+/* job_new_run starts run + 1 of the ended job j with cfg (a rerun may
+ * change it): the ended run's summary goes to j->runs (the last
+ * RDZV_RUNS_KEPT), everything else starts afresh, the KV store too;
+ * rounds go on counting, so nothing addressed to a round of the ended
+ * run is taken for one of the new run. DL_ENOMEM leaves j as it was. */
+int job_new_run(struct job *j, const struct rdzv_job_config *cfg,
+		uint64_t now_ms, char *err, size_t err_size);
 
 #endif

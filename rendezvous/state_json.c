@@ -33,14 +33,15 @@ json_t *rdzv_assignment_json(const struct rdzv_state *st, const char *job,
 	 * n lists of n members made forming a 4096-node round cost 1.6 GB and
 	 * seconds; the job detail (GET /v1/jobs/{job}) has them */
 	out = json_pack(
-	    "{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, "
-	    "s:I, s:I}",
-	    "job", j->name, "round", (json_int_t)j->round, "state",
-	    rdzv_job_state_name(j->state), "node_rank",
-	    (json_int_t)m->node_rank, "nnodes", (json_int_t)j->nmembers,
-	    "nproc", (json_int_t)m->info.nproc, "rank_offset",
-	    (json_int_t)m->rank_offset, "world_size", (json_int_t)j->world_size,
-	    "master_addr", j->members[0].info.addr, "master_port",
+	    "{s:s, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, "
+	    "s:I, s:I, s:I, s:I}",
+	    "job", j->name, "run", (json_int_t)j->run, "round",
+	    (json_int_t)j->round, "state", rdzv_job_state_name(j->state),
+	    "node_rank", (json_int_t)m->node_rank, "nnodes",
+	    (json_int_t)j->nmembers, "nproc", (json_int_t)m->info.nproc,
+	    "rank_offset", (json_int_t)m->rank_offset, "world_size",
+	    (json_int_t)j->world_size, "master_addr", j->members[0].info.addr,
+	    "master_node", j->members[0].info.node_id, "master_port",
 	    (json_int_t)job_master_port(j), "restart_count",
 	    (json_int_t)j->restart_count, "max_restarts",
 	    (json_int_t)j->cfg.max_restarts, "heartbeat_interval_ms",
@@ -108,7 +109,15 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 		    json_integer((json_int_t)(now_ms > j->changed_ms
 						  ? now_ms - j->changed_ms
 						  : 0)));
+		json_object_set_new(out, "run", json_integer(j->run));
+		json_object_set_new(out, "runs", json_copy(j->runs));
 	}
+	if (out && job_is_ended(j))
+		json_object_set_new(
+		    out, "ended_ms_ago",
+		    json_integer((json_int_t)(now_ms > j->ended_ms
+						  ? now_ms - j->ended_ms
+						  : 0)));
 	if (out && j->nmembers) {
 		json_object_set_new(out, "master_addr",
 				    json_string(j->members[0].info.addr));

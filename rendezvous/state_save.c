@@ -43,15 +43,15 @@ json_t *rdzv_job_save(const struct rdzv_state *st, const char *job)
 		json_array_append_new(survivors,
 				      json_string(j->survivors[i].node_id));
 	cfg = rdzv_job_config_json(&j->cfg);
-	return json_pack("{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, "
-			 "s:O}",
-			 "job", j->name, "config", cfg, "state",
-			 (json_int_t)j->state, "round", (json_int_t)j->round,
-			 "restart_count", (json_int_t)j->restart_count,
-			 "next_seq", (json_int_t)j->next_seq, "had_survivors",
-			 (json_int_t)j->had_survivors, "members", members,
-			 "waiters", waiters, "survivors", survivors, "failures",
-			 j->failures);
+	return json_pack(
+	    "{s:s, s:o, s:I, s:O, s:I, s:I, s:I, s:I, s:I, s:o, "
+	    "s:o, s:o, s:O}",
+	    "job", j->name, "config", cfg, "run", (json_int_t)j->run, "runs",
+	    j->runs, "state", (json_int_t)j->state, "round",
+	    (json_int_t)j->round, "restart_count", (json_int_t)j->restart_count,
+	    "next_seq", (json_int_t)j->next_seq, "had_survivors",
+	    (json_int_t)j->had_survivors, "members", members, "waiters",
+	    waiters, "survivors", survivors, "failures", j->failures);
 }
 
 /* get_u64 reads the required integer field key of o, in [min, max]. */
@@ -127,16 +127,19 @@ static int restore_config(json_t *saved, const char *name,
 }
 
 /* replace_job creates job name afresh with cfg; a job saved again keeps
- * its KV store (journaled separately). NULL when out of memory. */
+ * its KV store (journaled separately), unless it is a new run (the KV of
+ * a run starts empty). NULL when out of memory. */
 static struct job *replace_job(struct rdzv_state *st, const char *name,
-			       const struct rdzv_job_config *cfg)
+			       const struct rdzv_job_config *cfg, uint64_t run)
 {
 	struct job *j, *old = state_find_job(st, name);
 	struct rdzv_kv *kv = NULL;
 
-	if (old) {
+	if (old && old->run == run) {
 		kv = old->kv;
 		old->kv = NULL;
+	}
+	if (old) {
 		rdzv_job_delete(st, name);
 	}
 	j = state_add_job(st, name, cfg);
@@ -149,6 +152,43 @@ static struct job *replace_job(struct rdzv_state *st, const char *name,
 		j->kv = kv;
 	}
 	return j;
+}
+
+/* restore_run reads which run of its id a saved job is, and the
+ * summaries of the runs before (both absent from a job saved before
+ * reruns existed: run 1). runs is borrowed from saved. */
+static int restore_run(json_t *saved, uint64_t *run, json_t **runs, char *err,
+		       size_t err_size)
+{
+	json_t *r = json_object_get(saved, "runs"), *o;
+	size_t i;
+	*run = 1;
+	*runs = NULL;
+	if (json_object_get(saved, "run")) {
+		int rc =
+		    get_u64(saved, "run", 1, UINT32_MAX, run, err, err_size);
+		if (rc)
+			return rc;
+	}
+	if (!r)
+		return 0;
+	if (!json_is_array(r) || json_array_size(r) > RDZV_RUNS_KEPT) {
+		snprintf(err, err_size,
+			 "field 'runs' must be an array of at "
+			 "most %d runs",
+			 RDZV_RUNS_KEPT);
+		return DL_EINVAL;
+	}
+	json_array_foreach(r, i, o)
+	{
+		if (!json_is_object(o)) {
+			snprintf(err, err_size,
+				 "field 'runs' must hold objects");
+			return DL_EINVAL;
+		}
+	}
+	*runs = r;
+	return 0;
 }
 
 /* restore_counters reads the job's state, round and counters. */
@@ -326,8 +366,11 @@ static int restart_clocks(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 	history_open(j, now_ms, 1);
 	if (j->state == RDZV_JOB_RUNNING)
 		history_formed(j, now_ms);
-	if (job_is_ended(j))
+	if (job_is_ended(j)) {
+		/* the wait before a rerun starts again at the restore */
 		j->ended_seq = ++st->end_seq;
+		j->ended_ms = now_ms;
+	}
 	if ((j->state == RDZV_JOB_RUNNING && j->nmembers == 0) ||
 	    (job_is_open(j) && j->nmembers)) {
 		snprintf(err, err_size, "job %s: members do not match state %s",
@@ -343,6 +386,8 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 	struct rdzv_job_config cfg;
 	struct job *j;
 	const char *name = NULL;
+	uint64_t run = 1;
+	json_t *runs = NULL;
 	int rc;
 
 	rc =
@@ -354,13 +399,18 @@ int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 		return DL_EINVAL;
 	}
 	rc = restore_config(saved, name, &cfg, err, err_size);
+	if (!rc)
+		rc = restore_run(saved, &run, &runs, err, err_size);
 	if (rc)
 		goto out;
-	j = replace_job(st, name, &cfg);
+	j = replace_job(st, name, &cfg, run);
 	if (!j) {
 		snprintf(err, err_size, "out of memory");
 		return DL_ENOMEM;
 	}
+	j->run = (uint32_t)run;
+	if (runs)
+		json_array_extend(j->runs, runs);
 	rc = restore_counters(saved, j, err, err_size);
 	if (!rc)
 		rc = restore_members(json_object_get(saved, "members"), j,

@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -21,6 +22,7 @@
 #include "dist_sock.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
+#include "dlaunch/log.h"
 
 int dist_sock_remaining_ms(uint64_t deadline_ms)
 {
@@ -223,14 +225,39 @@ int dist_sock_connect_once(const struct sockaddr *sa, socklen_t len,
 	return 0;
 }
 
+/* master_origin says where MASTER_ADDR came from, for the lines that say
+ * it cannot be reached: under dlaunch, node rank 0's announced address,
+ * whose log says why it announced it. */
+static void master_origin(char *out, size_t size)
+{
+	if (getenv("DLAUNCH_JOB_ID"))
+		snprintf(
+		    out, size,
+		    "MASTER_ADDR is the address node rank 0 announced to "
+		    "the rendezvous: its dlaunch log says why ('announcing "
+		    "address'), every node's names the node ('round N: "
+		    "... master'); --local-addr or DLAUNCH_ADDR there "
+		    "force one");
+	else
+		snprintf(out, size,
+			 "MASTER_ADDR/MASTER_PORT come from the "
+			 "environment");
+}
+
+/* MASTER_WARN_MS: after this long without reaching rank 0, a rank says so
+ * once (and keeps trying until its deadline), so that an address no one
+ * can reach shows at once, not only when the bootstrap times out. */
+#define MASTER_WARN_MS 10000
+
 /* dist_sock_connect_master: rank r > 0 reaches rank 0, retrying with backoff
  * (10 ms doubling to 500 ms) until the deadline, since rank 0 may start last.
  */
 int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
 			     int *out, char *err, size_t err_size)
 {
-	char port[8];
-	int backoff_ms = 10;
+	char port[8], origin[320];
+	int backoff_ms = 10, warned = 0;
+	uint64_t warn_at_ms = clock_now_ms() + MASTER_WARN_MS;
 	const char *why = "no attempt";
 	snprintf(port, sizeof(port), "%u", d->cfg.master_port);
 	for (;;) {
@@ -257,15 +284,26 @@ int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
 		int left = dist_sock_remaining_ms(deadline_ms);
 		if (left == 0)
 			break;
+		if (!warned && clock_now_ms() >= warn_at_ms) {
+			warned = 1;
+			master_origin(origin, sizeof(origin));
+			log_warn("dist: rank %d: cannot reach the master (rank "
+				 "0) at %s:%u for %d s: %s; trying for %d s "
+				 "more. %s",
+				 d->rank, d->cfg.master_addr,
+				 d->cfg.master_port, MASTER_WARN_MS / 1000, why,
+				 left / 1000, origin);
+		}
 		sleep_ms(backoff_ms < left ? backoff_ms : left);
 		backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;
 	}
+	master_origin(origin, sizeof(origin));
 	set_err(err, err_size,
 		"rank %d: cannot reach the master (rank 0) at %s:%u within "
 		"%llu ms: %s (is rank 0 running with the same "
-		"MASTER_ADDR/MASTER_PORT?)",
+		"MASTER_ADDR/MASTER_PORT?); %s",
 		d->rank, d->cfg.master_addr, d->cfg.master_port,
-		(unsigned long long)d->timeout_ms, why);
+		(unsigned long long)d->timeout_ms, why, origin);
 	return DL_ETIMEDOUT;
 }
 

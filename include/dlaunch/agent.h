@@ -51,8 +51,8 @@ struct agent_etcd_config {
 	const char *cacert;   /* CA bundle for https, or NULL */
 	const char *cert;     /* client certificate and key, or NULL */
 	const char *key;
-	const char *username; /* etcd authentication, or NULL */
-	const char *password; /* read from password_file; borrowed */
+	const char *username;	/* etcd authentication, or NULL */
+	const char *password;	/* read from password_file; borrowed */
 	const char *key_prefix; /* default "/dlaunch" */
 	unsigned lease_ttl_s;	/* 0: heartbeat_timeout rounded up, >= 2 */
 };
@@ -150,7 +150,6 @@ int agent_etcd_status(const struct agent_config *cfg, const char *job,
  * heartbeat_timeout rounded up to whole seconds, at least 2). */
 unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
 
-
 /* What one worker's environment is made of. */
 struct agent_worker_env {
 	int rank, local_rank, world_size, local_world_size;
@@ -220,5 +219,38 @@ void agent_lines_feed(struct agent_lines *l, const char *data, size_t n);
 /* agent_lines_flush emits a pending partial line (at EOF). */
 void agent_lines_flush(struct agent_lines *l);
 void agent_lines_release(struct agent_lines *l);
+
+/* ---- the address a node announces (agent/addr.c) ---- */
+
+#define AGENT_ADDR_MAX 64 /* a numeric IPv4/IPv6 address, scope included */
+
+/* Where an announced address came from (for the log and error lines). */
+enum agent_addr_from {
+	AGENT_ADDR_ROUTE,     /* the source address toward the rendezvous */
+	AGENT_ADDR_INTERFACE, /* an interface: the route was loopback */
+	AGENT_ADDR_LOOPBACK,  /* loopback, for want of anything else */
+	AGENT_ADDR_SERVER,    /* none: the server uses the peer address */
+};
+const char *agent_addr_from_name(enum agent_addr_from from);
+
+/* agent_addr_is_loopback: addr is a numeric address in 127/8, ::1 or
+ * ::ffff:127/104. */
+int agent_addr_is_loopback(const char *addr);
+
+/* agent_addr_pick chooses what this node announces from route (its
+ * numeric source address toward the rendezvous, "" when unknown) and
+ * this host's interface addresses (numeric, in the system's order): the
+ * route unless it is loopback (or link-local), else the first candidate
+ * other hosts can reach (IPv4 first; the caller puts the default route's
+ * source first), else the route as it is; no route: "" (the
+ * server uses the address it sees). Writes out and says where it came
+ * from. */
+enum agent_addr_from agent_addr_pick(const char *route,
+				     const char *const *candidates, size_t n,
+				     char *out, size_t size);
+
+/* agent_addr_interfaces lists this host's up, non-loopback interface
+ * addresses (numeric) into out; returns how many (at most max). */
+size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max);
 
 #endif

@@ -103,9 +103,22 @@ int launcher_parse_options(int argc, char **argv, char **envp,
 /* launcher_usage prints --help: every option with its default. */
 void launcher_usage(FILE *fp);
 
-/* launcher_count_gpus counts NVIDIA GPUs from /proc and /dev (no CUDA
- * needed); 0 when none. */
+#define LAUNCHER_MAX_GPUS 64
+
+/* launcher_visible_gpus: how many of the present GPUs a process may use
+ * with CUDA_VISIBLE_DEVICES = visible (NULL: unset, all of them), read as
+ * CUDA does: indices and GPU-/MIG- UUIDs up to the first item that is not
+ * a device (so "" and Slurm's "NoDevFiles" give 0). Pure. */
+int launcher_visible_gpus(int present, const char *visible);
+
+/* launcher_count_gpus counts the NVIDIA GPUs this job may use: those of
+ * /proc/driver/nvidia (or /dev, no CUDA needed) narrowed by
+ * CUDA_VISIBLE_DEVICES; 0 when none. */
 int launcher_count_gpus(void);
+
+/* launcher_count_cpus: the CPUs this process may run on (its affinity,
+ * which a scheduler's cpuset narrows), at most AGENT_MAX_NPROC. */
+int launcher_count_cpus(void);
 
 /* launcher_worker_argv builds the command run for each worker: `python3
  * -u script args` for *.py, and for any script with --run-path (even with

@@ -25,6 +25,10 @@ struct rdzv_server_config {
 	unsigned max_jobs;	 /* default 1024 */
 	unsigned max_nodes_per_job; /* default 65536 */
 	uint64_t idle_timeout_ms;   /* slow or idle clients; default 60 s */
+	/* a join this long after its job ended starts a new run of it;
+	 * sooner it is refused (late for the run that ended); 0: never,
+	 * every join of an ended job is refused. Default 30 s. */
+	uint64_t rerun_after_ms;
 };
 
 /* rdzv_server_config_init fills cfg with the defaults (listen

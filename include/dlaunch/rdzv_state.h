@@ -95,6 +95,11 @@ struct rdzv_node_info {
 	char addr[RDZV_ADDR_MAX + 1];
 	uint32_t nproc;
 	uint16_t master_port; /* 0: none offered */
+	/* the run of the job this node took part in (the "run" of an
+	 * assignment it got), 0: none yet. A node of a run that has ended
+	 * is refused even once a join would start a new run: a node back
+	 * from a partition must not start a run alone. Not saved. */
+	uint32_t run;
 };
 
 struct rdzv_limits {
@@ -102,6 +107,11 @@ struct rdzv_limits {
 	uint32_t max_nodes_per_job; /* members + waiting; default 65536 */
 	uint32_t max_keys_per_job;  /* default 1024 */
 	size_t max_value_bytes;	    /* default 64 KiB */
+	/* a join this long after its job ended starts a new run of the job
+	 * (the ended run kept in its "runs"); sooner, the join is refused
+	 * as late for the run that ended (DL_EGONE). 0 (the default): never,
+	 * every join of an ended job is refused. */
+	uint64_t rerun_after_ms;
 };
 
 /* What a node is told: the answer of heartbeat, watch, report, leave. */

@@ -100,4 +100,18 @@ else
 	not_ok "SIGTERM: the trainer did not start"
 fi
 
+# a rank that cannot reach the master names the address and where it came
+# from (under dlaunch: node rank 0's announcement), not just a timeout
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+	DLAUNCH_JOB_ID=j1 timeout 30 "$TRAIN" --data synthetic:100 \
+	--model 16-8-3 --device cpu --backend tcp --timeout 1s \
+	>"$TEST_TMP/out" 2>"$TEST_TMP/err"
+rc=$?
+check_eq "unreachable master: exit 1" 1 "$rc"
+check "unreachable master: names the address" \
+	grep -q "cannot reach the master (rank 0) at 127.0.0.1:$port" "$TEST_TMP/err"
+check "unreachable master: says where it came from" \
+	grep -q "node rank 0 announced to the rendezvous" "$TEST_TMP/err"
+
 finish

@@ -25,6 +25,7 @@ import ipaddress
 import json
 import os
 import socket
+import subprocess
 import sys
 
 # Variables whose values legitimately differ between the two launchers.
@@ -75,10 +76,21 @@ def launcher_set(parent, env):
 
 
 def local_addresses():
+    """The host name's addresses and every interface's: dlaunch announces
+    an interface address when the route to the server is loopback."""
     addrs = {"127.0.0.1", "::1"}
     try:
         for info in socket.getaddrinfo(socket.gethostname(), None):
             addrs.add(info[4][0])
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["ip", "-o", "addr", "show"], check=False,
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) > 3 and fields[2] in ("inet", "inet6"):
+                addrs.add(fields[3].split("/")[0])
     except OSError:
         pass
     return addrs

@@ -261,6 +261,49 @@ static void test_error_file(void **state)
 	    DL_EINVAL);
 }
 
+/* The announced address: the route unless it is loopback or link-local,
+ * then an interface (IPv4 first), else the route as it is. */
+static void test_addr_pick(void **state)
+{
+	const char *ifs[] = {"fe80::1", "169.254.3.4", "2001:db8::7",
+			     "10.1.2.3", "10.9.9.9"};
+	const char *v6only[] = {"fe80::1", "2001:db8::7"};
+	char out[AGENT_ADDR_MAX];
+	(void)state;
+	assert_true(agent_addr_is_loopback("127.0.1.1"));
+	assert_true(agent_addr_is_loopback("127.0.0.1"));
+	assert_true(agent_addr_is_loopback("::1"));
+	assert_true(agent_addr_is_loopback("::ffff:127.0.0.1"));
+	assert_false(agent_addr_is_loopback("10.0.0.1"));
+	assert_false(agent_addr_is_loopback("128.0.0.1"));
+	assert_false(agent_addr_is_loopback("node1"));
+	/* a routable route is what is announced */
+	assert_int_equal(
+	    agent_addr_pick("192.168.1.5", ifs, 5, out, sizeof(out)),
+	    AGENT_ADDR_ROUTE);
+	assert_string_equal(out, "192.168.1.5");
+	/* the head reached the server by a name that is loopback on it */
+	assert_int_equal(agent_addr_pick("127.0.0.1", ifs, 5, out, sizeof(out)),
+			 AGENT_ADDR_INTERFACE);
+	assert_string_equal(out, "10.1.2.3");
+	assert_int_equal(agent_addr_pick("::1", v6only, 2, out, sizeof(out)),
+			 AGENT_ADDR_INTERFACE);
+	assert_string_equal(out, "2001:db8::7");
+	/* a link-local route is no better than loopback */
+	assert_int_equal(
+	    agent_addr_pick("169.254.0.9", ifs, 5, out, sizeof(out)),
+	    AGENT_ADDR_INTERFACE);
+	assert_string_equal(out, "10.1.2.3");
+	/* nothing else on this host: a one-host job keeps loopback */
+	assert_int_equal(agent_addr_pick("127.0.0.1", ifs, 2, out, sizeof(out)),
+			 AGENT_ADDR_LOOPBACK);
+	assert_string_equal(out, "127.0.0.1");
+	/* no route known: the server takes the address it sees */
+	assert_int_equal(agent_addr_pick("", ifs, 5, out, sizeof(out)),
+			 AGENT_ADDR_SERVER);
+	assert_string_equal(out, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +314,7 @@ int main(void)
 	    cmocka_unit_test(test_ranks),
 	    cmocka_unit_test(test_lines),
 	    cmocka_unit_test(test_error_file),
+	    cmocka_unit_test(test_addr_pick),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -527,6 +527,15 @@ static void test_join_outcomes(void **state)
 	post(x, AGENT_EV_JOIN_FAILED, 0);
 	expect(x, AGENT_EXITED, "join;finish;");
 	assert_int_equal(x->f.exit_status, 1);
+	/* a job that ended before this node ever joined it ran nothing
+	 * here: never a success */
+	x->f.state = AGENT_JOINING;
+	post_job(x, AGENT_EV_JOIN_ENDED, 0, "SUCCEEDED");
+	expect(x, AGENT_EXITED, "finish;");
+	assert_int_equal(x->f.exit_status, 1);
+	/* a member of an earlier round rejoining a job that has succeeded
+	 * ends as the job did */
+	x->f.joined = 1;
 	x->f.state = AGENT_JOINING;
 	post_job(x, AGENT_EV_JOIN_ENDED, 0, "SUCCEEDED");
 	expect(x, AGENT_EXITED, "finish;");

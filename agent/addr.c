@@ -1,0 +1,123 @@
+/*
+ * addr.c - which address a node announces to the others (its MASTER_ADDR
+ * when it is node rank 0).
+ *
+ * The source address toward the rendezvous is right on a cluster, but a
+ * head that reaches the server by its own host name, which Debian's
+ * /etc/hosts maps to 127.0.1.1, or by "localhost", gets a loopback
+ * address that no other host can use. Then one of this host's interface
+ * addresses is announced instead. agent_addr_pick is the pure rule (unit
+ * tested); agent_addr_interfaces reads the candidates from the system.
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dlaunch/agent.h"
+
+int agent_addr_is_loopback(const char *addr)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET, addr, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, addr, &a6) != 1)
+		return 0;
+	if (IN6_IS_ADDR_LOOPBACK(&a6))
+		return 1;
+	/* ::ffff:127.x.y.z */
+	return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
+
+/* usable: an address other hosts may reach: not loopback, not link-local
+ * (169.254/16, fe80::/10: valid on one link only, and without a scope
+ * id in an IPv6 literal), not unspecified. family: AF_INET or AF_INET6
+ * of the literal. */
+static int usable(const char *addr, int *family)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (agent_addr_is_loopback(addr))
+		return 0;
+	if (inet_pton(AF_INET, addr, &a4) == 1) {
+		uint32_t h = ntohl(a4.s_addr);
+		*family = AF_INET;
+		return h != 0 && (h >> 16) != 0xa9fe;
+	}
+	if (inet_pton(AF_INET6, addr, &a6) == 1) {
+		*family = AF_INET6;
+		return !IN6_IS_ADDR_LINKLOCAL(&a6) &&
+		       !IN6_IS_ADDR_UNSPECIFIED(&a6);
+	}
+	return 0;
+}
+
+const char *agent_addr_from_name(enum agent_addr_from from)
+{
+	switch (from) {
+	case AGENT_ADDR_ROUTE: return "the route to the rendezvous";
+	case AGENT_ADDR_INTERFACE:
+		return "an interface of this host, since the route to the "
+		       "rendezvous is loopback";
+	case AGENT_ADDR_LOOPBACK:
+		return "loopback, since this host has no other address: a "
+		       "job on this host only";
+	case AGENT_ADDR_SERVER: return "the address the rendezvous sees";
+	}
+	return "?";
+}
+
+enum agent_addr_from agent_addr_pick(const char *route,
+				     const char *const *candidates, size_t n,
+				     char *out, size_t size)
+{
+	int family = 0;
+	if (!route[0]) {
+		/* no route to the server: it sees us better than a guess */
+		if (size)
+			out[0] = '\0';
+		return AGENT_ADDR_SERVER;
+	}
+	if (usable(route, &family)) {
+		snprintf(out, size, "%s", route);
+		return AGENT_ADDR_ROUTE;
+	}
+	/* IPv4 first: what MASTER_ADDR users and most fabrics expect */
+	for (int want = AF_INET; want; want = want == AF_INET ? AF_INET6 : 0)
+		for (size_t i = 0; i < n; i++)
+			if (usable(candidates[i], &family) && family == want) {
+				snprintf(out, size, "%s", candidates[i]);
+				return AGENT_ADDR_INTERFACE;
+			}
+	snprintf(out, size, "%s", route);
+	return AGENT_ADDR_LOOPBACK;
+}
+
+size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max)
+{
+	struct ifaddrs *ifs = NULL;
+	size_t n = 0;
+	if (getifaddrs(&ifs) != 0)
+		return 0;
+	for (struct ifaddrs *i = ifs; i && n < max; i = i->ifa_next) {
+		socklen_t len;
+		if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) ||
+		    (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			len = sizeof(struct sockaddr_in);
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			len = sizeof(struct sockaddr_in6);
+		else
+			continue;
+		if (getnameinfo(i->ifa_addr, len, out[n], AGENT_ADDR_MAX, NULL,
+				0, NI_NUMERICHOST) == 0)
+			n++;
+	}
+	freeifaddrs(ifs);
+	return n;
+}
