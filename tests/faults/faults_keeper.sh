@@ -147,9 +147,9 @@ for cg in "${CG_VARIANTS[@]}"; do
 done
 
 # ---- agent kill -9 while it starts a round's workers -----------------------
-# slow_spawn.so holds the third start made by one of the agent's spawning
-# threads forever: five of the six workers are started (and fork their
-# children), the sixth never is, and the agent waits for it. Only the
+# slow_spawn.so holds the agent's third start of a worker forever: five of
+# the six workers are started by its other spawning threads (and fork
+# their children), the third never is, and the agent waits for it. Only the
 # process-group variant: with a cgroup the starts are clone3 calls that a
 # preloaded library cannot hold (nor need they: a child is in the cgroup
 # from its first instruction).
@@ -181,7 +181,7 @@ else
 			wait_for 5 pids_gone "$@"
 		check "$what: A's keeper exits once it has ended them" wait_for 5 pids_gone "$keeper"
 	else
-		not_ok "$what: A was not caught starting its workers"
+		not_ok "$what: A was not caught starting its workers (held: $(test -e "$TEST_TMP/spawning" && echo yes || echo no), $(cat "$TEST_TMP/ranks.log" 2>/dev/null | wc -l) workers started, $(cat "$TEST_TMP/grandchildren.A" 2>/dev/null | wc -l) children)"
 		show_log "$TEST_TMP/agent.A.log"
 	fi
 	check_case "$what"

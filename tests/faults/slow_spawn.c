@@ -3,15 +3,14 @@
  * starting its workers, for faults_keeper.sh ("agent SIGKILL while
  * spawning").
  *
- * dlaunch starts a round's workers from a pool of helper threads
- * (spawn_start_many); each start is one clone() (fork() in sanitizer
- * builds). The SLOW_SPAWN_AT-th such call made by a helper thread (not by
- * the main thread, which also forks the keeper) creates the file
- * SLOW_SPAWN_FILE and then never returns: that worker is never started,
- * the others are, and the agent waits for the stuck start, so it is
- * caught spawning for as long as the case needs. Only clone() with
- * CLONE_VM|CLONE_VFORK is counted (the agent's spawns; not glibc's own
- * thread creation, which uses clone3 anyway).
+ * dlaunch starts a round's workers from its main thread and a pool of
+ * helper threads (spawn_start_many); each start is one clone() with
+ * CLONE_VM|CLONE_VFORK (fork() in sanitizer builds). Its first fork() is
+ * the keeper's, at start, and is not counted. The SLOW_SPAWN_AT-th worker
+ * start creates the file SLOW_SPAWN_FILE and then never returns: that
+ * worker is never started, the others are (by the other threads), and the
+ * agent waits for the stuck start, so it is caught spawning for as long
+ * as the case needs.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,23 +18,35 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-static int calls;
+static int calls, forks, hold_at;
+static char *hold_file;
 
-/* hold: the caller is the chosen start: mark it and stay here */
-static void maybe_hold(void)
+/* the agent's workers must not inherit the shim: it is read here and
+ * taken out of the environment they are given */
+__attribute__((constructor)) static void slow_spawn_init(void)
 {
 	const char *at = getenv("SLOW_SPAWN_AT");
 	const char *file = getenv("SLOW_SPAWN_FILE");
-	int n;
-	if (!at || !file || gettid() == getpid())
+	if (at && file) {
+		hold_at = atoi(at);
+		hold_file = strdup(file);
+	}
+	unsetenv("SLOW_SPAWN_AT");
+	unsetenv("SLOW_SPAWN_FILE");
+	unsetenv("LD_PRELOAD");
+}
+
+/* maybe_hold: when the caller is the chosen start, mark it and stay */
+static void maybe_hold(void)
+{
+	if (!hold_file ||
+	    __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) != hold_at)
 		return;
-	n = __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST);
-	if (n != atoi(at))
-		return;
-	close(open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	close(open(hold_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
 	for (;;)
 		pause();
 }
@@ -65,6 +76,8 @@ pid_t fork(void)
 	static pid_t (*real)(void);
 	if (!real)
 		real = (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
-	maybe_hold();
+	/* the first is the keeper's */
+	if (__atomic_add_fetch(&forks, 1, __ATOMIC_SEQ_CST) > 1)
+		maybe_hold();
 	return real();
 }
