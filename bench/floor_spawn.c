@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 
 	/* every worker's environment is made before the first fork */
 	char ***envs = calloc((size_t)n, sizeof(*envs));
-	char (*vars)[4][64] = calloc((size_t)n, sizeof(*vars));
+	char(*vars)[4][64] = calloc((size_t)n, sizeof(*vars));
 	if (!envs || !vars)
 		return 1;
 	for (long i = 0; i < n; i++) {
