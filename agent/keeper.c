@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
@@ -153,10 +154,14 @@ static void held_drop(struct held *h, pid_t id)
 		}
 }
 
-/* keeper_end: the agent is gone; nothing it started may stay */
+/* keeper_end: the agent is gone; nothing it started may stay. Passes
+ * until a pass finds nothing, for at most KEEPER_END_MS (a process in
+ * uninterruptible sleep may outlast it: the keeper does not wait forever) */
+#define KEEPER_END_MS 10000
 static void keeper_end(struct held *h, const char *cgroup)
 {
-	for (int pass = 0; pass < 200; pass++) {
+	uint64_t deadline = clock_now_ms() + KEEPER_END_MS;
+	for (;;) {
 		int found;
 		/* a group's members are all in its leader's session, which
 		 * the scan also finds (zombies aside, which kill() would
@@ -164,9 +169,9 @@ static void keeper_end(struct held *h, const char *cgroup)
 		for (int i = 0; i < h->n; i++)
 			kill(-h->ids[i], SIGKILL);
 		found = proc_kill_sessions(h->ids, NULL, h->n);
-		if (cgroup[0] && cgroup_kill(cgroup, 0, 2000) != 0)
+		if (cgroup[0] && cgroup_kill(cgroup, 0, 1000) != 0)
 			found++;
-		if (found == 0)
+		if (found == 0 || clock_now_ms() >= deadline)
 			break;
 		usleep(5000); /* the killed are on their way out */
 	}
@@ -234,7 +239,7 @@ static void keeper_main(int rfd, const char *cgroup, const char *record)
 		have -= off;
 	}
 	keeper_end(&h, cgroup);
-	if (cgroup[0] && cgroup_kill(cgroup, 1, 5000) != 0)
+	if (cgroup[0] && cgroup_kill(cgroup, 1, 1000) != 0)
 		log_warn("keeper: cannot remove cgroup %s", cgroup);
 	if (record[0])
 		unlink(record);
