@@ -439,9 +439,9 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid, char *err,
  * spawn_start_many's helpers: a pool of threads that live as long as the
  * process. They must: PR_SET_PDEATHSIG fires when the *thread* that
  * started a child ends, so a helper that exited would kill the workers it
- * started. The pool grows to what the largest round asked (at most
- * SPAWN_MAX_THREADS: enough for the children's execs to keep every core
- * of a node busy); between rounds its threads sleep on a condition
+ * started. The pool grows to what the largest round asked, up to one
+ * helper per other core (with this thread, every core starts children)
+ * and SPAWN_MAX_THREADS; between rounds its threads sleep on a condition
  * variable with every signal blocked.
  */
 #define SPAWN_MAX_THREADS 16
@@ -500,12 +500,19 @@ static void *pool_thread(void *arg)
 	return NULL;
 }
 
-/* pool_grow: up to want helpers (fewer when threads cannot be made) */
+/* pool_grow: up to want helpers, no more than there are other cores (a
+ * start is CPU work: more threads than cores cannot run more of them at
+ * once) and SPAWN_MAX_THREADS; fewer when threads cannot be made */
 static void pool_grow(int want)
 {
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	pthread_attr_t attr;
 	sigset_t all, old;
 	pthread_t tid;
+	if (cpus > 1 && want > cpus - 1)
+		want = (int)cpus - 1;
+	else if (cpus <= 1 && want > 1)
+		want = 1;
 	if (want > SPAWN_MAX_THREADS)
 		want = SPAWN_MAX_THREADS;
 	if (pool.nthreads >= want || pthread_attr_init(&attr) != 0)

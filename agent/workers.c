@@ -64,7 +64,9 @@ static int worker_files(struct agent *a, struct agent_worker *w, char *err,
 		snprintf(err, err_size, "log directory path too long");
 		return -1;
 	}
-	if (fs_mkdir_p(dir, 0755) != 0) {
+	/* its parents exist from the second worker on: one mkdir then */
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST &&
+	    fs_mkdir_p(dir, 0755) != 0) {
 		snprintf(err, err_size, "cannot create log directory %s: %s",
 			 dir, strerror(errno));
 		return -1;
@@ -551,17 +553,20 @@ static int all_reaped(const struct agent *a)
 void workers_on_sigchld(struct agent *a)
 {
 	pid_t pid;
-	int status;
+	int status, reaped = 0;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct agent_worker *w = NULL;
 		for (int i = 0; i < a->n_workers; i++)
 			if (a->workers[i].pid == pid && !a->workers[i].reaped)
 				w = &a->workers[i];
 		if (!w) {
-			/* the keeper, or a stray we adopted */
-			keeper_reaped(a->keeper, pid, status);
+			/* the keeper, or a stray we adopted (whose death may
+			 * have handed us its own children: sweep again) */
+			if (!keeper_reaped(a->keeper, pid, status))
+				reaped++;
 			continue;
 		}
+		reaped++;
 		w->reaped = 1;
 		w->wstatus = status;
 		w->end_wall_ms = clock_wall_ms();
@@ -573,8 +578,9 @@ void workers_on_sigchld(struct agent *a)
 	/* once every worker is reaped, what is left of the round are
 	 * descendants that escaped their group (setsid daemons) and were
 	 * handed to us, or are still in the workers' cgroup; they may hold
-	 * a worker's pipe open, so they go now */
-	if (all_reaped(a)) {
+	 * a worker's pipe open, so they go now (once per batch of deaths:
+	 * with many spawning threads a sweep reads a file per thread) */
+	if (reaped > 0 && all_reaped(a)) {
 		workers_kill_strays(a);
 		keeper_kill_cgroup(a->keeper);
 	}
