@@ -125,128 +125,53 @@ none:
 		  "held by their process groups and sessions only");
 }
 
-/* ------------------------------------------------- the keeper process */
-
-struct held {
-	pid_t *ids;
-	int n, cap;
-};
-
-static void held_add(struct held *h, pid_t id)
-{
-	if (h->n == h->cap) {
-		int cap = h->cap ? 2 * h->cap : 64;
-		pid_t *p = realloc(h->ids, (size_t)cap * sizeof(*p));
-		if (!p)
-			return; /* the session scan of the others goes on */
-		h->ids = p;
-		h->cap = cap;
-	}
-	h->ids[h->n++] = id;
-}
-
-static void held_drop(struct held *h, pid_t id)
-{
-	for (int i = 0; i < h->n; i++)
-		if (h->ids[i] == id) {
-			h->ids[i] = h->ids[--h->n];
-			return;
-		}
-}
-
-/* keeper_end: the agent is gone; nothing it started may stay. Passes
- * until a pass finds nothing, for at most KEEPER_END_MS (a process in
- * uninterruptible sleep may outlast it: the keeper does not wait forever) */
-#define KEEPER_END_MS 10000
-static void keeper_end(struct held *h, const char *cgroup)
-{
-	uint64_t deadline = clock_now_ms() + KEEPER_END_MS;
-	for (;;) {
-		int found;
-		/* a group's members are all in its leader's session, which
-		 * the scan also finds (zombies aside, which kill() would
-		 * count) */
-		for (int i = 0; i < h->n; i++)
-			kill(-h->ids[i], SIGKILL);
-		found = proc_kill_sessions(h->ids, NULL, h->n);
-		if (cgroup[0] && cgroup_kill(cgroup, 0, 1000) != 0)
-			found++;
-		if (found == 0 || clock_now_ms() >= deadline)
-			break;
-		usleep(5000); /* the killed are on their way out */
-	}
-}
-
-/* keeper_main: the keeper's life; never returns */
-static void keeper_main(int rfd, const char *cgroup, const char *record)
-{
-	static const int ignored[] = {SIGINT,  SIGTERM, SIGHUP,	 SIGQUIT,
-				      SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
-				      SIGUSR1, SIGUSR2};
-	struct held h = {NULL, 0, 0};
-	struct sigaction sa;
-	char buf[4096];
-	size_t have = 0;
-	sigset_t none;
-	int devnull;
-
-	prctl(PR_SET_NAME, "dlaunch-keeper");
-	/* the agent's handlers mean nothing here; signals that would end
-	 * the agent's session or group do not end its keeper */
-	memset(&sa, 0, sizeof(sa));
-	for (int sig = 1; sig < NSIG; sig++) {
-		sa.sa_handler = SIG_DFL;
-		for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]);
-		     i++)
-			if (ignored[i] == sig)
-				sa.sa_handler = SIG_IGN;
-		sigaction(sig, &sa, NULL);
-	}
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (devnull >= 0) {
-		dup2(devnull, STDIN_FILENO);
-		dup2(devnull, STDOUT_FILENO);
-	}
-	/* none of the agent's sockets, pipes or listeners stays open here */
-	if (rfd > 3)
-		syscall(SYS_close_range, 3U, (unsigned)rfd - 1, 0U);
-	syscall(SYS_close_range, (unsigned)rfd + 1, ~0U, 0U);
-	if (chdir("/") != 0)
-		log_debug("keeper: cannot change to /: %s", strerror(errno));
-
-	for (;;) {
-		ssize_t n = read(rfd, buf + have, sizeof(buf) - have);
-		size_t off = 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break; /* end of file: the agent is gone */
-		have += (size_t)n;
-		while (have - off >= sizeof(struct spawn_notice)) {
-			struct spawn_notice m;
-			memcpy(&m, buf + off, sizeof(m));
-			off += sizeof(m);
-			if (m.pid <= 1)
-				continue;
-			if (m.kind == SPAWN_NOTICE_STARTED)
-				held_add(&h, (pid_t)m.pid);
-			else if (m.kind == SPAWN_NOTICE_GONE)
-				held_drop(&h, (pid_t)m.pid);
-		}
-		memmove(buf, buf + off, have - off);
-		have -= off;
-	}
-	keeper_end(&h, cgroup);
-	if (cgroup[0] && cgroup_kill(cgroup, 1, 1000) != 0)
-		log_warn("keeper: cannot remove cgroup %s", cgroup);
-	if (record[0])
-		unlink(record);
-	_exit(0);
-}
-
 /* ------------------------------------------------------ the agent side */
+
+/* keeper_exec starts dlaunch-keeper from our own binary's directory (a
+ * small program: a copy of the agent would cost a fork of its whole
+ * address space, and its copy-on-write faults after), in our process
+ * group, not dying with us, the pipe's read end rfd as its stdin. Its pid,
+ * or -1 when there is no such program or it cannot run. */
+static pid_t keeper_exec(const struct keeper *k, int rfd)
+{
+	char self[PATH_MAX], path[PATH_MAX + 32], err[PATH_MAX + 128];
+	char *argv[4];
+	struct spawn_opts o;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+	pid_t pid;
+	int devnull;
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	snprintf(path, sizeof(path), "%s/dlaunch-keeper", self);
+	if (access(path, X_OK) != 0)
+		return -1;
+	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (devnull < 0)
+		return -1;
+	argv[0] = path;
+	argv[1] = (char *)(k->cgroup[0] ? k->cgroup : "-");
+	argv[2] = (char *)(k->record[0] ? k->record : "-");
+	argv[3] = NULL;
+	memset(&o, 0, sizeof(o));
+	o.file = path;
+	o.argv = argv;
+	o.stdin_fd = rfd;
+	o.stdout_fd = devnull;
+	o.stderr_fd = -1;
+	o.flags = SPAWN_SAME_GROUP | SPAWN_OUTLIVE_PARENT;
+	if (spawn_process(&o, &pid, err, sizeof(err)) != 0) {
+		log_debug("%s", err);
+		pid = -1;
+	}
+	close(devnull);
+	return pid;
+}
 
 int keeper_start(const char *job, struct keeper **out)
 {
@@ -284,15 +209,19 @@ int keeper_start(const char *job, struct keeper **out)
 		log_warn("cannot start the keeper: pipe: %s", strerror(errno));
 		goto out;
 	}
-	pid = fork();
+	pid = keeper_exec(k, p[0]);
+	if (pid < 0) {
+		/* no dlaunch-keeper beside us: a copy of this process keeps */
+		pid = fork();
+		if (pid == 0)
+			keeper_run(p[0], k->cgroup, k->record);
+	}
 	if (pid < 0) {
 		log_warn("cannot start the keeper: fork: %s", strerror(errno));
 		close(p[0]);
 		close(p[1]);
 		goto out;
 	}
-	if (pid == 0)
-		keeper_main(p[0], k->cgroup, k->record);
 	close(p[0]);
 	k->pid = pid;
 	k->fd = p[1];

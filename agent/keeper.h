@@ -62,8 +62,17 @@ void keeper_kill_cgroup(struct keeper *k);
  * the cgroup and the record, and exits), waits for it, and frees k. */
 void keeper_free(struct keeper *k);
 
-/* ---- keeper_proc.c: /proc and cgroup helpers the keeper and the record
- * share ---- */
+/* ---- keeper_proc.c ---- */
+
+/* keeper_run is the keeper's life: it reads spawn_notices from rfd until
+ * end of file, then ends every group it still holds, their sessions and
+ * everything in cgroup ("" when none), removes cgroup and record ("" when
+ * none) and exits. Never returns. dlaunch-keeper's main() calls it; so
+ * does a forked copy of the agent where that program is not found. */
+void keeper_run(int rfd, const char *cgroup, const char *record)
+    __attribute__((noreturn));
+
+/* /proc and cgroup helpers the keeper and the record share */
 
 /* proc_stat reads pid's parent, group, session, state and start time
  * (clock ticks after boot) from /proc/PID/stat. 0, or -1 when pid is

@@ -175,13 +175,16 @@ static void child(const struct child_args *ca)
 		sigaction(sig, &sa, NULL); /* fails harmlessly for some */
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (setsid() < 0)
+	if (!(o->flags & SPAWN_SAME_GROUP) && setsid() < 0)
 		child_fail(errfd, errno);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-		child_fail(errfd, errno);
-	/* the parent may have died before prctl: then nobody would kill us */
-	if (getppid() != ca->parent)
-		_exit(127);
+	if (!(o->flags & SPAWN_OUTLIVE_PARENT)) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+			child_fail(errfd, errno);
+		/* the parent may have died before prctl: then nobody would
+		 * kill us */
+		if (getppid() != ca->parent)
+			_exit(127);
+	}
 	child_watch(ca);
 
 	in = o->stdin_fd >= 0 ? o->stdin_fd : ca->devnull;

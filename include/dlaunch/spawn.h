@@ -44,7 +44,12 @@ struct spawn_opts {
 	int stderr_fd;	   /* -1: inherit the caller's */
 	const char *cwd;   /* NULL: the caller's working directory */
 	const struct spawn_watch *watch; /* NULL: none; borrowed */
+	int flags;			 /* SPAWN_*; 0: a worker */
 };
+
+/* flags for a helper of the caller's own rather than a worker: */
+#define SPAWN_SAME_GROUP     1 /* no setsid: the caller's session, group */
+#define SPAWN_OUTLIVE_PARENT 2 /* no PR_SET_PDEATHSIG */
 
 /*
  * spawn_resolve finds file the way execvp would (a name with a '/' is used

@@ -50,9 +50,21 @@ CG_VARIANTS=("" 0)
 cgroup_name() { [ "$1" = 0 ] && echo "process groups only" || echo "default: cgroup where one can be made"; }
 
 # ---- agent kill -9 while its workers run with children ------------------
-for cg in "${CG_VARIANTS[@]}"; do
-	what="agent kill -9, workers with children and orphaned grandchildren ($(cgroup_name "$cg"))"
-	job=kkill$cg
+# A third variant runs a copy of dlaunch with no dlaunch-keeper beside it:
+# its keeper is then a forked copy of the agent.
+for cg in "${CG_VARIANTS[@]}" alone; do
+	dl=$BIN/dlaunch
+	if [ "$cg" = alone ]; then
+		mkdir -p "$TEST_TMP/alone"
+		cp "$BIN/dlaunch" "$TEST_TMP/alone/dlaunch"
+		dl=$TEST_TMP/alone/dlaunch
+		what="agent kill -9, workers with children and orphaned grandchildren (no dlaunch-keeper program: a forked keeper)"
+		cg=
+		job=kkillalone
+	else
+		what="agent kill -9, workers with children and orphaned grandchildren ($(cgroup_name "$cg"))"
+		job=kkill$cg
+	fi
 	new_case
 	if ! start_rdzv; then
 		abort_case "$what" "dlaunch-rdzv did not start"
@@ -61,7 +73,7 @@ for cg in "${CG_VARIANTS[@]}"; do
 	for n in A B; do
 		# shellcheck disable=SC2046
 		start_agent "$n" env FAULT_GRANDCHILDREN=1 ${cg:+DLAUNCH_CGROUP=$cg} \
-			"$BIN/dlaunch" $(agent_args "$job" 1:2 2) --no-python "$WORKER"
+			"$dl" $(agent_args "$job" 1:2 2) --no-python "$WORKER"
 	done
 	if ! wait_for 30 job_running_with "$job" 2 ||
 		! wait_for 20 round_complete "$(job_round "$job")" 4 ||
@@ -75,6 +87,13 @@ for cg in "${CG_VARIANTS[@]}"; do
 	set -- $(workers_of A) $(cat "$TEST_TMP/grandchildren.A")
 	keeper=$(keeper_of A)
 	check "$what: A has a keeper" test -n "$keeper"
+	if [ "$dl" = "$BIN/dlaunch" ]; then
+		check_eq "$what: the keeper is the dlaunch-keeper program" \
+			"$BIN/dlaunch-keeper" "$(readlink "/proc/$keeper/exe" 2>/dev/null)"
+	else
+		check_eq "$what: the keeper is a copy of the agent" \
+			"$dl" "$(readlink "/proc/$keeper/exe" 2>/dev/null)"
+	fi
 	check "$what: A's 2 workers and their 4 children and grandchildren run" pids_running "$@"
 	kill -KILL "${AGENT_PID[A]}"
 	check "$what: A's workers, their children and grandchildren are gone within 5 s" \
