@@ -5,12 +5,14 @@
  *
  * dlaunch starts a round's workers from its main thread and a pool of
  * helper threads (spawn_start_many); each start is one clone() with
- * CLONE_VM|CLONE_VFORK (fork() in sanitizer builds). Its first fork() is
- * the keeper's, at start, and is not counted. The SLOW_SPAWN_AT-th worker
- * start creates the file SLOW_SPAWN_FILE and then never returns: that
- * worker is never started, the others are (by the other threads), and the
- * agent waits for the stuck start, so it is caught spawning for as long
- * as the case needs.
+ * CLONE_VM|CLONE_VFORK (fork() in sanitizer builds). The keeper is started
+ * the same way before any worker (or forked, where dlaunch-keeper is
+ * missing): a fork() first is not counted, a clone() is. The
+ * SLOW_SPAWN_AT-th counted start (AT >= 2, so never the keeper's) creates
+ * the file SLOW_SPAWN_FILE and then never returns: that worker is never
+ * started, the others are (by the other threads), and the agent waits for
+ * the stuck start, so it is caught spawning for as long as the case
+ * needs.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
