@@ -247,6 +247,13 @@ int agent_start(struct agent *a, char *err, size_t err_size)
 		log_warn("cannot become a child subreaper: %s; workers' "
 			 "daemonised children may outlive the job",
 			 strerror(errno));
+	/* before anything is spawned: what an earlier agent of the job left
+	 * ends here, and nothing of ours may outlive us from now on */
+	rc = keeper_start(a->cfg.run_id, &a->keeper);
+	if (rc) {
+		snprintf(err, err_size, "out of memory");
+		return rc;
+	}
 	evsignal_add(a->sigchld, NULL);
 	rc = add_signals(a);
 	if (rc) {
@@ -287,6 +294,8 @@ void agent_free(struct agent *a)
 				waitpid(a->workers[i].pid, NULL, 0);
 	}
 	workers_free(a);
+	keeper_free(a->keeper);
+	a->keeper = NULL;
 	if (a->rdzv)
 		a->rdzv->ops->free(a->rdzv);
 	if (a->kill_timer)

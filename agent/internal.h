@@ -21,6 +21,7 @@
 
 #include "dlaunch/agent.h"
 #include "fsm.h"
+#include "keeper.h"
 #include "rdzv.h"
 
 #define AGENT_LINE_MAX_BYTES 16384 /* longer lines are split */
@@ -80,6 +81,8 @@ struct agent {
 	int starting; /* inside workers_start: the set is not complete */
 	struct event *kill_timer;
 	struct event *progress_timer; /* with --progress-timeout */
+	struct keeper *keeper;	      /* keeper.h; NULL before agent_start */
+	int cgroup_warned;	      /* said once that a cgroup failed */
 };
 
 /* workers.c: each posts to a->fsm what happens to the workers */

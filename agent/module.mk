@@ -1,8 +1,17 @@
 # agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
 # worker output, rendezvous client, failure reports).
-AGENT_SRCS := $(wildcard agent/*.c)
+AGENT_SRCS := $(filter-out agent/keeper_main.c,$(wildcard agent/*.c))
 OBJS += $(call objs,$(AGENT_SRCS))
 $(AGENT_LIB): $(call objs,$(AGENT_SRCS))
+
+# the keeper (agent/keeper.c) as a small program of its own, installed
+# beside dlaunch, which finds it there (libc and the common helpers only)
+OBJS += $(call objs,agent/keeper_main.c)
+BINS += $(BUILD)/bin/dlaunch-keeper
+$(BUILD)/bin/dlaunch-keeper: $(call objs,agent/keeper_main.c \
+		agent/keeper_proc.c) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
 AGENT_TEST_LIBS := $(AGENT_LIB) $(COMMON_LIB)
 AGENT_TEST_LDLIBS := $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm

@@ -64,7 +64,9 @@ static int worker_files(struct agent *a, struct agent_worker *w, char *err,
 		snprintf(err, err_size, "log directory path too long");
 		return -1;
 	}
-	if (fs_mkdir_p(dir, 0755) != 0) {
+	/* its parents exist from the second worker on: one mkdir then */
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST &&
+	    fs_mkdir_p(dir, 0755) != 0) {
 		snprintf(err, err_size, "cannot create log directory %s: %s",
 			 dir, strerror(errno));
 		return -1;
@@ -103,75 +105,148 @@ static void worker_env(const struct agent *a, const struct agent_worker *w,
 	e->progress_file = w->progress_file;
 }
 
-/* start_one forks worker w (its exec is waited for by finish_one). A
- * worker that cannot be forked is marked failed. 0 or DL_ESYS. */
-static int start_one(struct agent *a, struct agent_worker *w)
-{
-	struct agent_worker_env e;
+/* A worker between its preparation and its start: what the spawn borrows
+ * lives here until every child of the round has exec'd. */
+struct pending {
 	struct spawn_opts o;
+	char **env;
+	int out_fd, err_fd; /* the child's ends of its output pipes */
+	int ready;	    /* prepared: to be started */
 	char err[PATH_MAX + 256];
-	char **env = NULL;
-	int out_fd = -1, err_fd = -1;
+};
 
-	if (worker_files(a, w, err, sizeof(err)) != 0)
-		goto fail;
-	worker_env(a, w, &e);
-	if (agent_env_build(environ, &e, &env) != 0) {
-		snprintf(err, sizeof(err), "out of memory");
-		goto fail;
-	}
-	if (output_open(w, AGENT_STD_OUT, &out_fd) != 0 ||
-	    output_open(w, AGENT_STD_ERR, &err_fd) != 0) {
-		snprintf(err, sizeof(err), "cannot set up output of rank %d",
-			 w->rank);
-		goto fail;
-	}
-	memset(&o, 0, sizeof(o));
-	o.file = a->cfg.argv[0];
-	o.argv = a->cfg.argv;
-	o.envp = env;
-	o.stdin_fd = -1;
-	o.stdout_fd = out_fd;
-	o.stderr_fd = err_fd;
-	if (spawn_start(&o, &w->child, err, sizeof(err)) != 0)
-		goto fail;
-	/* the child has its copies; spawn_finish (finish_one) waits for its
-	 * exec once every worker has been forked */
-	close(out_fd);
-	close(err_fd);
-	agent_env_free(env);
-	return 0;
-fail:
-	log_error("rank %d: %s", w->rank, err);
-	if (out_fd >= 0)
-		close(out_fd);
-	if (err_fd >= 0)
-		close(err_fd);
-	output_close(&w->out[0]);
-	output_close(&w->out[1]);
-	agent_env_free(env);
-	spawn_failed(w, err);
-	return DL_ESYS;
+static void pending_release(struct pending *p)
+{
+	if (p->out_fd >= 0)
+		close(p->out_fd);
+	if (p->err_fd >= 0)
+		close(p->err_fd);
+	p->out_fd = p->err_fd = -1;
+	agent_env_free(p->env);
+	p->env = NULL;
 }
 
-/* finish_one waits for a forked worker's exec; a failed exec counts as a
- * failed start. */
+/* start_failed: w could not be started (message in err) */
+static void start_failed(struct agent_worker *w, const char *err)
+{
+	log_error("rank %d: %s", w->rank, err);
+	output_close(&w->out[0]);
+	output_close(&w->out[1]);
+	spawn_failed(w, err);
+}
+
+/* prepare_one makes what worker w is started with: its files, its
+ * environment and its output pipes. A worker that cannot have them is
+ * marked failed. */
+static void prepare_one(struct agent *a, struct agent_worker *w,
+			struct pending *p)
+{
+	struct agent_worker_env e;
+
+	p->out_fd = p->err_fd = -1;
+	if (worker_files(a, w, p->err, sizeof(p->err)) != 0)
+		goto fail;
+	worker_env(a, w, &e);
+	if (agent_env_build(environ, &e, &p->env) != 0) {
+		snprintf(p->err, sizeof(p->err), "out of memory");
+		goto fail;
+	}
+	if (output_open(w, AGENT_STD_OUT, &p->out_fd) != 0 ||
+	    output_open(w, AGENT_STD_ERR, &p->err_fd) != 0) {
+		snprintf(p->err, sizeof(p->err),
+			 "cannot set up output of rank %d", w->rank);
+		goto fail;
+	}
+	memset(&p->o, 0, sizeof(p->o));
+	p->o.file = a->cfg.argv[0];
+	p->o.argv = a->cfg.argv;
+	p->o.envp = p->env;
+	p->o.stdin_fd = -1;
+	p->o.stdout_fd = p->out_fd;
+	p->o.stderr_fd = p->err_fd;
+	p->o.watch = keeper_watch(a->keeper);
+	p->ready = 1;
+	return;
+fail:
+	pending_release(p);
+	start_failed(w, p->err);
+}
+
+/* finish_one waits for a started worker's exec; a failed exec counts as
+ * a failed start. */
 static void finish_one(struct agent *a, struct agent_worker *w)
 {
 	char err[PATH_MAX + 256];
+	pid_t child = w->child.pid;
 	if (w->spawn_failed)
 		return;
 	if (spawn_finish(&w->child, &w->pid, err, sizeof(err)) != 0) {
-		log_error("rank %d: %s", w->rank, err);
-		output_close(&w->out[0]);
-		output_close(&w->out[1]);
-		spawn_failed(w, err);
+		/* spawn_finish reaped it: its group is no one's now */
+		keeper_forget(a->keeper, child);
+		start_failed(w, err);
 		return;
 	}
 	a->n_live++;
 	progress_worker_started(w);
 	log_debug("started rank %d (local %d) as pid %ld", w->rank,
 		  w->local_rank, (long)w->pid);
+}
+
+/* start_all starts the prepared workers, all under way at once
+ * (spawn_start_many), then waits for their execs; errors are logged in
+ * rank order. 0, or DL_ENOMEM when the round's bookkeeping cannot be
+ * had (the workers are then marked failed). */
+static int start_all(struct agent *a, struct pending *pend)
+{
+	int n = a->n_workers, m = 0, *rc = NULL, rcode = 0;
+	struct spawn_opts *o = calloc((size_t)n, sizeof(*o));
+	struct spawn_child *c = calloc((size_t)n, sizeof(*c));
+	char *errs = calloc((size_t)n, PATH_MAX + 256);
+	int *idx = calloc((size_t)n, sizeof(*idx));
+	pid_t *pgids = calloc((size_t)n, sizeof(*pgids));
+	rc = calloc((size_t)n, sizeof(*rc));
+	if (!o || !c || !errs || !idx || !rc || !pgids) {
+		for (int i = 0; i < n; i++)
+			if (pend[i].ready)
+				start_failed(&a->workers[i], "out of memory");
+		rcode = DL_ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		if (pend[i].ready) {
+			o[m] = pend[i].o;
+			idx[m++] = i;
+		}
+	spawn_start_many(o, c, rc, errs, PATH_MAX + 256, m);
+	for (int j = 0; j < m; j++) {
+		struct agent_worker *w = &a->workers[idx[j]];
+		w->child = c[j];
+		/* the children have their copies (or never will) */
+		pending_release(&pend[idx[j]]);
+		if (rc[j] != 0)
+			start_failed(w, errs + (size_t)j * (PATH_MAX + 256));
+		else if (c[j].cgroup_errno && !a->cgroup_warned) {
+			a->cgroup_warned = 1;
+			log_warn("cannot start workers in their cgroup: %s; "
+				 "they are held by their process groups only",
+				 strerror(c[j].cgroup_errno));
+		}
+	}
+	for (int i = 0; i < n; i++)
+		finish_one(a, &a->workers[i]);
+	m = 0;
+	for (int i = 0; i < n; i++)
+		if (a->workers[i].pid > 0)
+			pgids[m++] = a->workers[i].pid;
+	keeper_record(a->keeper, pgids, m);
+out:
+	free(o);
+	free(c);
+	free(errs);
+	free(idx);
+	free(rc);
+	free(pgids);
+	return rcode;
 }
 
 /* workers_gone: the set is over. What is left of it are descendants that
@@ -252,6 +327,7 @@ void workers_check_finished(struct agent_worker *w)
  */
 int workers_start(struct agent *a)
 {
+	struct pending *pend;
 	int i, n = a->cfg.nproc;
 	workers_free(a);
 	a->gone = 0;
@@ -274,11 +350,16 @@ int workers_start(struct agent *a)
 		w->out[0].fd = w->out[1].fd = -1;
 		w->out[0].file_fd = w->out[1].file_fd = -1;
 	}
-	/* fork them all, then wait for their execs: they exec in parallel */
-	for (i = 0; i < n; i++)
-		start_one(a, &a->workers[i]);
-	for (i = 0; i < n; i++)
-		finish_one(a, &a->workers[i]);
+	pend = calloc((size_t)n, sizeof(*pend));
+	if (!pend) {
+		for (i = 0; i < n; i++)
+			start_failed(&a->workers[i], "out of memory");
+	} else {
+		for (i = 0; i < n; i++)
+			prepare_one(a, &a->workers[i], &pend[i]);
+		start_all(a, pend);
+		free(pend);
+	}
 	if (a->n_live > 0 && progress_arm(a) != 0)
 		log_warn("cannot start the progress timer: out of memory; "
 			 "hung workers go undetected this round");
@@ -354,6 +435,8 @@ void workers_kill_all(struct agent *a)
 /* kill_if_stray SIGKILLs our child pid unless it is a live worker. */
 static void kill_if_stray(struct agent *a, pid_t pid)
 {
+	if (pid == keeper_pid(a->keeper))
+		return;
 	for (int i = 0; i < a->n_workers; i++)
 		if (a->workers[i].pid == pid && !a->workers[i].reaped)
 			return;
@@ -470,25 +553,37 @@ static int all_reaped(const struct agent *a)
 void workers_on_sigchld(struct agent *a)
 {
 	pid_t pid;
-	int status;
+	int status, reaped = 0;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct agent_worker *w = NULL;
 		for (int i = 0; i < a->n_workers; i++)
 			if (a->workers[i].pid == pid && !a->workers[i].reaped)
 				w = &a->workers[i];
-		if (!w)
-			continue; /* a stray we adopted */
+		if (!w) {
+			/* the keeper, or a stray we adopted (whose death may
+			 * have handed us its own children: sweep again) */
+			if (!keeper_reaped(a->keeper, pid, status))
+				reaped++;
+			continue;
+		}
+		reaped++;
 		w->reaped = 1;
 		w->wstatus = status;
 		w->end_wall_ms = clock_wall_ms();
 		signal_group(w->pid, SIGKILL);
+		/* killed and reaped: the keeper lets the group go */
+		keeper_forget(a->keeper, w->pid);
 		workers_check_finished(w);
 	}
 	/* once every worker is reaped, what is left of the round are
 	 * descendants that escaped their group (setsid daemons) and were
-	 * handed to us; they may hold a worker's pipe open, so they go now */
-	if (all_reaped(a))
+	 * handed to us, or are still in the workers' cgroup; they may hold
+	 * a worker's pipe open, so they go now (once per batch of deaths:
+	 * with many spawning threads a sweep reads a file per thread) */
+	if (reaped > 0 && all_reaped(a)) {
 		workers_kill_strays(a);
+		keeper_kill_cgroup(a->keeper);
+	}
 }
 
 void workers_free(struct agent *a)

@@ -15,7 +15,15 @@
 
 BENCH_DIR  := $(BUILD)/bench
 BENCH_PY   := /usr/bin/python3 bench/bench.py --build $(BUILD)
-BENCH_BINS := $(BENCH_DIR)/rdzv_load $(BENCH_DIR)/etcd_load
+BENCH_BINS := $(BENCH_DIR)/rdzv_load $(BENCH_DIR)/etcd_load \
+	$(BENCH_DIR)/floor_spawn
+
+# The floor of launch and restart: N workers exec'd by a minimal spawner
+# (libc only, so its own start costs next to nothing).
+OBJS += $(call objs,bench/floor_spawn.c)
+$(BENCH_DIR)/floor_spawn: $(call objs,bench/floor_spawn.c)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^
 
 OBJS += $(call objs,bench/rdzv_load.c)
 $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)

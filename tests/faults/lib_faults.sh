@@ -413,7 +413,8 @@ stop_rdzv() {
 # check_case looks at starts here
 new_case() {
 	rm -f "$TEST_TMP"/ranks.log "$TEST_TMP"/pid.* "$TEST_TMP"/done \
-		"$TEST_TMP"/grandchildren "$TEST_TMP"/cmd.*
+		"$TEST_TMP"/grandchildren "$TEST_TMP"/grandchildren.* \
+		"$TEST_TMP"/cmd.* "$TEST_TMP"/spawning
 	AGENT_RC=()
 	case_begin
 }

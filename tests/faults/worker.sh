@@ -14,6 +14,10 @@
 #
 #   FAULT_ALWAYS_EXIT=C   exit C at once (an always-failing worker)
 #   FAULT_GRANDCHILDREN=1 fork a child and an orphaned grandchild that sleep
+#                         (their pids go to $FAULT_DIR/grandchildren and
+#                         $FAULT_DIR/grandchildren.NODE)
+#   FAULT_IGNORE_TERM=1   the worker and what it forks ignore SIGTERM; the
+#                         worker says so on stderr each time it gets one
 #   FAULT_SPEW_MB=M       print M MiB of 200-byte lines on stdout, then go on
 #   FAULT_RUN_MS=T        exit 0 after T ms on its own
 #
@@ -43,16 +47,25 @@ if [ -n "${FAULT_ALWAYS_EXIT:-}" ]; then
 	exit "$FAULT_ALWAYS_EXIT"
 fi
 
+# ignored before anything is forked: the children inherit it
+[ "${FAULT_IGNORE_TERM:-0}" = 1 ] && trap '' TERM
+
 if [ "${FAULT_GRANDCHILDREN:-0}" = 1 ]; then
 	sleep 100000 &
 	echo "$!" >>"$d/grandchildren"
+	echo "$!" >>"$d/grandchildren.$node"
 	# a grandchild whose parent exits at once: orphaned, but still in the
 	# worker's process group and still carrying the case's mark
 	(
 		sleep 100000 &
 		echo "$!" >>"$d/grandchildren"
+		echo "$!" >>"$d/grandchildren.$node"
 	)
 fi
+
+# the worker itself now notes each SIGTERM (and still does not end)
+[ "${FAULT_IGNORE_TERM:-0}" = 1 ] &&
+	trap 'echo "worker rank ${RANK:-?}: ignoring SIGTERM" >&2' TERM
 
 if [ -n "${FAULT_SPEW_MB:-}" ]; then
 	line=$(printf '%0199d' 0)

@@ -146,6 +146,154 @@ static void test_start_then_finish(void **state)
 	unlink(bad);
 }
 
+/* spawn_start_many: many children under way at once, from helper
+ * threads; a failed exec among them is reported for that one alone; the
+ * others run to their end (not killed by a helper's parent-death signal:
+ * the helpers outlive them), each in its own group; and a watched child
+ * writes its notice before it execs. */
+static void test_start_many(void **state)
+{
+	enum { N = 12 };
+	char bad[] = "/tmp/dlaunch-spawn-XXXXXX";
+	char *ok_argv[] = {"/bin/sh", "-c", "sleep 0.2; exit 5", NULL};
+	char *bad_argv[] = {bad, NULL};
+	struct spawn_opts o[N];
+	struct spawn_child c[N];
+	struct spawn_watch w = {-1, -1};
+	struct spawn_notice notes[N + 1];
+	char errs[N][256];
+	int rc[N], p[2], status, fd = mkstemp(bad), seen[N] = {0};
+	pid_t pid[N];
+	ssize_t got;
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd,
+			       "\x7f"
+			       "ELF garbage",
+			       12),
+			 12);
+	close(fd);
+	chmod(bad, 0755);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	w.notify_fd = p[1];
+	for (int i = 0; i < N; i++) {
+		memset(&o[i], 0, sizeof(o[i]));
+		o[i].file = i == 5 ? bad : ok_argv[0];
+		o[i].argv = i == 5 ? bad_argv : ok_argv;
+		o[i].stdin_fd = o[i].stdout_fd = o[i].stderr_fd = -1;
+		o[i].watch = &w;
+	}
+	spawn_start_many(o, c, rc, &errs[0][0], sizeof(errs[0]), N);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(rc[i], 0);
+		if (i == 5) {
+			assert_int_not_equal(
+			    spawn_finish(&c[i], &pid[i], errs[i], 256), 0);
+			assert_non_null(strstr(errs[i], bad));
+		} else {
+			assert_int_equal(
+			    spawn_finish(&c[i], &pid[i], errs[i], 256), 0);
+		}
+	}
+	/* every child, the failed one too, announced itself before exec */
+	close(p[1]);
+	got = read(p[0], notes, sizeof(notes));
+	close(p[0]);
+	assert_int_equal(got, (ssize_t)(N * sizeof(notes[0])));
+	for (int k = 0; k < N; k++) {
+		assert_int_equal(notes[k].kind, SPAWN_NOTICE_STARTED);
+		for (int i = 0; i < N; i++)
+			if (c[i].pid == notes[k].pid)
+				seen[i]++;
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(seen[i], 1);
+		if (i == 5)
+			continue;
+		assert_int_equal(getpgid(pid[i]), pid[i]);
+		assert_int_equal(waitpid(pid[i], &status, 0), pid[i]);
+		/* ran to its end: not killed when its starter went idle */
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 5);
+	}
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	unlink(bad);
+}
+
+/* cgroup_dir: a fresh cgroup v2 directory below ours when this machine
+ * lets us make one (root, or delegation), else 0 */
+static int cgroup_dir(char *out, size_t size)
+{
+	char line[2048], rel[2048] = "";
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	const char *mnt = NULL;
+	static const char *const mounts[] = {"/sys/fs/cgroup/unified",
+					     "/sys/fs/cgroup"};
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "0::", 3) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(rel, sizeof(rel), "%s", line + 3);
+		}
+	fclose(f);
+	for (size_t i = 0; i < 2 && rel[0] == '/'; i++) {
+		char probe[4200];
+		snprintf(probe, sizeof(probe), "%s%s/cgroup.procs", mounts[i],
+			 strcmp(rel, "/") == 0 ? "" : rel);
+		if (access(probe, W_OK) == 0) {
+			mnt = mounts[i];
+			break;
+		}
+	}
+	if (!mnt)
+		return 0;
+	snprintf(out, size, "%s%s/dlaunch-test.%ld", mnt,
+		 strcmp(rel, "/") == 0 ? "" : rel, (long)getpid());
+	return mkdir(out, 0755) == 0;
+}
+
+/* a watched child with a cgroup starts inside it */
+static void test_start_in_cgroup(void **state)
+{
+	char dir[4300], out[512], want[4400];
+	char *argv[] = {"/bin/sh", "-c", "cat /proc/self/cgroup", NULL};
+	struct spawn_watch w = {-1, -1};
+	struct spawn_opts o;
+	struct spawn_child c;
+	int p[2], status, rc;
+	char err[256];
+	pid_t pid;
+	ssize_t n;
+	(void)state;
+	if (!cgroup_dir(dir, sizeof(dir))) {
+		skip(); /* no cgroup v2 of ours here */
+		return;
+	}
+	w.cgroup_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(w.cgroup_fd >= 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	memset(&o, 0, sizeof(o));
+	o.file = argv[0];
+	o.argv = argv;
+	o.stdin_fd = o.stderr_fd = -1;
+	o.stdout_fd = p[1];
+	o.watch = &w;
+	spawn_start_many(&o, &c, &rc, err, sizeof(err), 1);
+	assert_int_equal(rc, 0);
+	assert_int_equal(spawn_finish(&c, &pid, err, sizeof(err)), 0);
+	close(p[1]);
+	n = read(p[0], out, sizeof(out) - 1);
+	close(p[0]);
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(w.cgroup_fd);
+	rmdir(dir);
+	assert_int_equal(c.cgroup_errno, 0);
+	snprintf(want, sizeof(want), "/dlaunch-test.%ld\n", (long)getpid());
+	assert_non_null(strstr(out, want));
+}
+
 static void test_own_group_and_fds(void **state)
 {
 	char out[512];
@@ -216,6 +364,8 @@ int main(void)
 	    cmocka_unit_test(test_exec_error_reported),
 	    cmocka_unit_test(test_own_group_and_fds),
 	    cmocka_unit_test(test_start_then_finish),
+	    cmocka_unit_test(test_start_many),
+	    cmocka_unit_test(test_start_in_cgroup),
 	    cmocka_unit_test(test_signals_reset),
 	    cmocka_unit_test(test_signal_names),
 	};
