@@ -324,29 +324,17 @@ void keeper_record(struct keeper *k, const pid_t *pgids, int n)
 
 void keeper_kill_cgroup(struct keeper *k)
 {
-	char file[PATH_MAX + 32], line[32];
-	FILE *f;
+	int n;
 	if (!keeper_has_cgroup(k))
 		return;
 	/* each pid, not cgroup.kill: on some kernels (6.18 here) a child
 	 * started into a cgroup by clone3 after a cgroup.kill of it is
 	 * killed at birth. No wait: the next round may start while these
 	 * die. */
-	snprintf(file, sizeof(file), "%s/cgroup.procs", k->cgroup);
-	f = fopen(file, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		int64_t pid;
-		line[strcspn(line, "\n")] = '\0';
-		if (parse_i64(line, 1, INT32_MAX, &pid) == 0) {
-			log_debug("killing stray process %lld in the workers' "
-				  "cgroup",
-				  (long long)pid);
-			kill((pid_t)pid, SIGKILL);
-		}
-	}
-	fclose(f);
+	n = cgroup_kill_procs(k->cgroup);
+	if (n)
+		log_debug("killed %d stray processes in the workers' cgroup",
+			  n);
 }
 
 void keeper_free(struct keeper *k)

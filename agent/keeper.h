@@ -89,6 +89,12 @@ int proc_stat(pid_t pid, struct proc_info *pi);
  * earlier than min_start[i] (NULL: any time). Returns how many it found. */
 int proc_kill_sessions(const pid_t *ids, const uint64_t *min_start, int n);
 
+/* cgroup_kill_procs SIGKILLs every pid listed in the cgroup directory
+ * path, one by one (kernels without cgroup.kill, and a cgroup whose
+ * cgroup.kill would kill children started into it later); no wait.
+ * Returns how many it signalled. */
+int cgroup_kill_procs(const char *path);
+
 /* cgroup_kill kills every process in the cgroup directory path and waits
  * (up to timeout_ms) until it is empty; then removes it when rmdir_too.
  * 0 when it is empty (or gone), -1 otherwise. */

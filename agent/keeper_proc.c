@@ -111,23 +111,24 @@ static int cgroup_populated(const char *path)
 	return strstr(buf, "populated 1") != NULL;
 }
 
-/* cgroup_kill_procs SIGKILLs every pid listed in the cgroup (kernels
- * without cgroup.kill) */
-static void cgroup_kill_procs(const char *path)
+int cgroup_kill_procs(const char *path)
 {
 	char file[4200], line[32];
 	FILE *f;
 	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
+	int n = 0;
 	f = fopen(file, "re");
 	if (!f)
-		return;
+		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		int64_t pid;
 		line[strcspn(line, "\n")] = '\0';
-		if (parse_i64(line, 1, INT32_MAX, &pid) == 0)
-			kill((pid_t)pid, SIGKILL);
+		if (parse_i64(line, 1, INT32_MAX, &pid) == 0 &&
+		    kill((pid_t)pid, SIGKILL) == 0)
+			n++;
 	}
 	fclose(f);
+	return n;
 }
 
 int cgroup_kill(const char *path, int rmdir_too, int timeout_ms)
