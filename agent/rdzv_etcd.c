@@ -49,9 +49,9 @@ static int is_ended(const char *state)
 			 strcmp(state, "FAILED") == 0);
 }
 
-/* rdzv_etcd_read_body: a read of key k that one member answers alone: a watch
- * from the revision it was read at follows it, so a member that lags
- * costs time, never an event */
+/* rdzv_etcd_read_body: a read of key k that one member answers alone: a
+ * watch from the revision it was read at follows it, so a member that
+ * lags costs time, never an event */
 int rdzv_etcd_read_body(const char *k, json_t **body, char *err, size_t es)
 {
 	struct etcd_op op;
@@ -226,8 +226,8 @@ static json_t *node_value(struct rdzv_etcd *h)
 	return v;
 }
 
-/* rdzv_etcd_leader_value: what the leader key says (malloc'd; NULL: no memory)
- */
+/* rdzv_etcd_leader_value: what the leader key says (malloc'd; NULL when
+ * out of memory) */
 char *rdzv_etcd_leader_value(struct rdzv_etcd *h)
 {
 	json_t *v = json_pack("{s:s, s:s}", "node_id", h->node_id,
@@ -246,7 +246,9 @@ static void entered(struct rdzv_etcd *h, const struct etcd_answer *a)
 	struct etcd_txn_response t;
 	const struct etcd_range_response *in, *ld;
 	char err[1024] = "";
-	int ok =
+	int ok;
+	memset(&t, 0, sizeof(t)); /* released below whatever the answer */
+	ok =
 	    etcd_answer_txn(a, &t, err, sizeof(err)) == 0 && t.n_responses == 3;
 	in = ok ? &t.responses[t.succeeded ? 2 : 1].range : NULL;
 	ld = ok && !t.succeeded ? &t.responses[2].range : NULL;
