@@ -264,16 +264,16 @@ static void test_evict(void **state)
 				    1500, err, sizeof(err)),
 			 DL_ESTALE);
 	assert_string_equal(state_of(st), "RUNNING");
-	assert_int_equal(rdzv_evict(st, "job1", "n2", "inc-n2",
-				    "lease_expired", 1500, err, sizeof(err)),
+	assert_int_equal(rdzv_evict(st, "job1", "n2", "inc-n2", "lease_expired",
+				    1500, err, sizeof(err)),
 			 0);
 	assert_string_equal(state_of(st), "RESTARTING");
 	rdzv_state_stats(st, by_state, &members, &k);
 	assert_int_equal(k.evictions_total, 1);
 	assert_int_equal(k.restarts_total, 0);
 	assert_int_equal(join(st, &c, "n1", 2, 1600), RDZV_WAIT);
-	assert_int_equal(rdzv_evict(st, "job1", "n1", "inc-n1",
-				    "lease_expired", 1700, err, sizeof(err)),
+	assert_int_equal(rdzv_evict(st, "job1", "n1", "inc-n1", "lease_expired",
+				    1700, err, sizeof(err)),
 			 0);
 	assert_int_equal(check(st, "n1"), DL_ESTALE); /* no longer waiting */
 	/* n3 rejoins alone; with n1 gone and n2 dead it waits */
@@ -281,8 +281,8 @@ static void test_evict(void **state)
 	assert_int_equal(rdzv_evict(st, "job1", "nx", "inc-nx", "lease_expired",
 				    1900, err, sizeof(err)),
 			 0);
-	assert_int_equal(rdzv_evict(st, "nojob", "n1", "inc-n1", "x", 1900,
-				    err, sizeof(err)),
+	assert_int_equal(rdzv_evict(st, "nojob", "n1", "inc-n1", "x", 1900, err,
+				    sizeof(err)),
 			 DL_ENOTFOUND);
 	rdzv_state_free(st);
 }
