@@ -82,6 +82,12 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 		set(own, &n_own, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (e->local_world_size > 1 && !in_base(base, "OMP_NUM_THREADS"))
 		set(own, &n_own, "OMP_NUM_THREADS", "1");
+	/* gloo and NCCL's bootstrap bind what the host name resolves to;
+	 * where that is loopback only, the interface of the node's address */
+	if (e->socket_ifname && !in_base(base, "GLOO_SOCKET_IFNAME"))
+		set(own, &n_own, "GLOO_SOCKET_IFNAME", "%s", e->socket_ifname);
+	if (e->socket_ifname && !in_base(base, "NCCL_SOCKET_IFNAME"))
+		set(own, &n_own, "NCCL_SOCKET_IFNAME", "%s", e->socket_ifname);
 	set(own, &n_own, "DLAUNCH_JOB_ID", "%s", e->job_id);
 	set(own, &n_own, "DLAUNCH_ROUND", "%llu", (unsigned long long)e->round);
 	set(own, &n_own, "DLAUNCH_NODE_ID", "%s", e->node_id);

@@ -58,6 +58,10 @@ struct agent_rdzv_ops {
 struct agent_rdzv {
 	const struct agent_rdzv_ops *ops;
 	struct agent_fsm *fsm; /* where answers go; borrowed */
+	/* the address this node announces to the others, known once the
+	 * backend is made; NULL or "": none (static mode, or the server
+	 * uses the address it sees) */
+	const char *addr;
 };
 
 /* What a backend is made from; everything is borrowed and outlives it. */
