@@ -160,7 +160,7 @@ static void new_incarnation(char out[17])
 
 /* socket_ifname: where the host name resolves to loopback only, the
  * workers' gloo and NCCL bootstrap would bind it and no other node could
- * reach them: they get the interface of the announced address instead
+ * reach them: they get the interface of the node's address instead
  * (agent_addr_socket_ifname), unless the user set both variables. */
 static void socket_ifname(struct agent *a)
 {
@@ -180,7 +180,7 @@ static void socket_ifname(struct agent *a)
 				      sizeof(a->socket_ifname)))
 		return;
 	snprintf(a->socket_why, sizeof(a->socket_why),
-		 "workers get %s=%s, the interface of the announced address "
+		 "workers get %s=%s, the interface of this node's address "
 		 "%s: host name %s %s, where gloo and NCCL would bind loopback",
 		 getenv("GLOO_SOCKET_IFNAME")	? "NCCL_SOCKET_IFNAME"
 		 : getenv("NCCL_SOCKET_IFNAME") ? "GLOO_SOCKET_IFNAME"

@@ -106,6 +106,12 @@ unsigned agent_rdzv_free_port(void);
  * be one before it reaches a worker's environment. */
 int agent_rdzv_safe_addr(const char *s);
 
+/* agent_rdzv_route_addr writes the source address this host uses to reach
+ * endpoint (as agent_rdzv_local_addr takes it) into out, "" when unknown,
+ * and logs nothing. Sends nothing. */
+void agent_rdzv_route_addr(const char *endpoint, uint16_t default_port,
+			   char *out, size_t size);
+
 /* agent_rdzv_local_addr writes the source address this host uses to reach
  * endpoint ("host[:port]" or an http(s):// URL) into out, or "" when
  * unknown (the server then uses the address it sees). Sends nothing. */

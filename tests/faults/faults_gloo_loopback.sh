@@ -13,7 +13,9 @@
 #   2 nodes x 1 worker, DDP over gloo: both exit 0, the replicas agree, each
 #     agent says which interface its workers get and why;
 #   --nnodes 1:2, every process of h1 killed mid-run: the survivor on h0
-#     runs again alone and finishes (exit 0).
+#     runs again alone and finishes (exit 0), alone with gloo's own choice;
+#   static mode (--master-addr h0): each node's source address toward the
+#     master stands for the announced one; the job runs.
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch
 
@@ -95,7 +97,7 @@ collect "$P0" "$P1"
 check_eq "2 nodes: both agents exit 0" "0 0" "$RCS"
 for i in 0 1; do
 	check "2 nodes: h$i says which interface its workers get and why" \
-		grep -q "workers get GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME=eth0, the interface of the announced address $(netns_addr "$i"): host name dlg$i-$$ resolves to loopback only" \
+		grep -q "workers get GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME=eth0, the interface of this node's address $(netns_addr "$i"): host name dlg$i-$$ resolves to loopback only" \
 		"$TEST_TMP/run.h$i.log"
 	check "2 nodes: h$i's worker got eth0 for gloo and NCCL" \
 		grep -q "ddp start rank=[01] world=2 gloo_if=eth0 nccl_if=eth0" \
@@ -123,8 +125,33 @@ collect "$P0"
 check_eq "lost: the survivor exits 0" "0" "$RCS"
 check "lost: the survivor ran again alone and finished" \
 	grep -q "ddp ok rank=0 world=1 steps=40" "$TEST_TMP/lost.h0.log"
+check "lost: alone, the survivor's worker keeps gloo's own choice" \
+	grep -q "ddp start rank=0 world=1 gloo_if=- nccl_if=-" "$TEST_TMP/lost.h0.log"
 if [ "$RCS" != "0" ]; then
 	tail -n 20 "$TEST_TMP/lost.h0.log" | sed 's/^/#   /'
+fi
+
+# -- static mode: no server; the address is the route to --master-addr
+# (a port of h0's own namespace, where only the server listens)
+MPORT=$((20000 + RANDOM % 10000))
+[ "$MPORT" = "$PORT" ] && MPORT=$((MPORT + 1))
+for i in 0 1; do
+	on_host "$i" "$TEST_TMP/static.h$i.log" "$BIN/dlaunch" --nnodes 2 \
+		--nproc-per-node 1 --node-rank "$i" --master-addr "$(netns_addr 0)" \
+		--master-port "$MPORT" --rdzv-id job3 "$DDP" 4 0.1
+	eval "S$i=\$LAST_PID"
+done
+collect "$S0" "$S1"
+check_eq "static: both agents exit 0" "0 0" "$RCS"
+for i in 0 1; do
+	check "static: h$i's replica agrees" \
+		grep -q "ddp ok rank=$i world=2 steps=4" "$TEST_TMP/static.h$i.log"
+	check "static: h$i says why" grep -q \
+		"NCCL_SOCKET_IFNAME=eth0, the interface of this node's address $(netns_addr "$i")" \
+		"$TEST_TMP/static.h$i.log"
+done
+if [ "$RCS" != "0 0" ]; then
+	tail -n 20 "$TEST_TMP/static.h0.log" "$TEST_TMP/static.h1.log" | sed 's/^/#   /'
 fi
 kill -TERM "$RDZV_PID" 2>/dev/null
 wait_for 10 bash -c "! kill -0 $RDZV_PID"
