@@ -13,7 +13,9 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 
-#define ENV_OWN_MAX 24
+/* the most set() calls below: torchrun's 16, 3 defaults, 2 interfaces,
+ * 4 DLAUNCH_* (test_env_every_variable sets them all) */
+#define ENV_OWN_MAX 25
 
 struct env_var {
 	const char *name;
@@ -41,6 +43,8 @@ static void set(struct env_var *v, int *n, const char *name, const char *fmt,
 		...)
 {
 	va_list ap;
+	if (*n >= ENV_OWN_MAX)
+		return; /* not reached: ENV_OWN_MAX counts every call */
 	v[*n].name = name;
 	va_start(ap, fmt);
 	vsnprintf(v[*n].value, sizeof(v[*n].value), fmt, ap);

@@ -390,6 +390,28 @@ static void test_env_socket_ifname(void **state)
 	agent_env_free(env);
 }
 
+/* every variable at once: the most agent_env_build ever sets */
+static void test_env_every_variable(void **state)
+{
+	char *empty[] = {NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	size_t n = 0;
+	(void)state;
+	e.socket_ifname = "eth0";
+	e.progress_file = "/tmp/x/progress";
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	while (env[n])
+		n++;
+	assert_int_equal(n, 25);
+	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "1");
+	assert_string_equal(env_get(env, "GLOO_SOCKET_IFNAME"), "eth0");
+	assert_string_equal(env_get(env, "DLAUNCH_PROGRESS_FILE"),
+			    "/tmp/x/progress");
+	assert_string_equal(env_get(env, "DLAUNCH_NODE_ID"), "nodeB");
+	agent_env_free(env);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -403,6 +425,7 @@ int main(void)
 	    cmocka_unit_test(test_addr_pick),
 	    cmocka_unit_test(test_addr_socket_ifname),
 	    cmocka_unit_test(test_env_socket_ifname),
+	    cmocka_unit_test(test_env_every_variable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
