@@ -169,7 +169,8 @@ static void socket_ifname(struct agent *a)
 	struct agent_addr_if ifs[32];
 	size_t nh, ni;
 	const char *ann = a->rdzv->addr;
-	if (!ann || !ann[0] ||
+	/* standalone announces loopback: no host name lookup for nothing */
+	if (!ann || !ann[0] || agent_addr_is_loopback(ann) ||
 	    (getenv("GLOO_SOCKET_IFNAME") && getenv("NCCL_SOCKET_IFNAME")))
 		return;
 	nh = agent_addr_host_addrs(host_addrs, 16, host, sizeof(host));
