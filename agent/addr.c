@@ -8,6 +8,12 @@
  * address that no other host can use. Then one of this host's interface
  * addresses is announced instead. agent_addr_pick is the pure rule (unit
  * tested); agent_addr_interfaces reads the candidates from the system.
+ *
+ * The same host name misleads PyTorch's transports (gloo, NCCL's socket
+ * bootstrap), which bind the address their host name resolves to:
+ * agent_addr_socket_ifname (pure) names the interface that holds the
+ * announced address for GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, and
+ * agent_addr_interface_list / agent_addr_host_addrs read its inputs.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -16,6 +22,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dlaunch/agent.h"
 
@@ -119,5 +126,100 @@ size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max)
 			n++;
 	}
 	freeifaddrs(ifs);
+	return n;
+}
+
+/* same_addr: a and b are the same numeric address (IPv6 scope ignored) */
+static int same_addr(const char *a, const char *b)
+{
+	char x[AGENT_ADDR_MAX], y[AGENT_ADDR_MAX];
+	unsigned char bx[sizeof(struct in6_addr)], by[sizeof(struct in6_addr)];
+	snprintf(x, sizeof(x), "%s", a);
+	snprintf(y, sizeof(y), "%s", b);
+	x[strcspn(x, "%")] = '\0';
+	y[strcspn(y, "%")] = '\0';
+	if (inet_pton(AF_INET, x, bx) == 1)
+		return inet_pton(AF_INET, y, by) == 1 && !memcmp(bx, by, 4);
+	if (inet_pton(AF_INET6, x, bx) == 1)
+		return inet_pton(AF_INET6, y, by) == 1 &&
+		       !memcmp(bx, by, sizeof(struct in6_addr));
+	return 0;
+}
+
+const char *agent_addr_ifname(const char *addr, const struct agent_addr_if *ifs,
+			      size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (same_addr(addr, ifs[i].addr))
+			return ifs[i].name;
+	return NULL;
+}
+
+int agent_addr_socket_ifname(const char *announced,
+			     const char *const *host_addrs, size_t n_host,
+			     const struct agent_addr_if *ifs, size_t n_ifs,
+			     char *out, size_t size)
+{
+	const char *name;
+	if (size)
+		out[0] = '\0';
+	for (size_t i = 0; i < n_host; i++)
+		if (!agent_addr_is_loopback(host_addrs[i]))
+			return 0; /* the host name is reachable: theirs */
+	if (!announced || !announced[0] || agent_addr_is_loopback(announced))
+		return 0;
+	name = agent_addr_ifname(announced, ifs, n_ifs);
+	if (!name || !name[0])
+		return 0;
+	snprintf(out, size, "%s", name);
+	return 1;
+}
+
+size_t agent_addr_interface_list(struct agent_addr_if *out, size_t max)
+{
+	struct ifaddrs *ifs = NULL;
+	size_t n = 0;
+	if (getifaddrs(&ifs) != 0)
+		return 0;
+	for (struct ifaddrs *i = ifs; i && n < max; i = i->ifa_next) {
+		socklen_t len;
+		if (!i->ifa_addr || !i->ifa_name || !(i->ifa_flags & IFF_UP))
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			len = sizeof(struct sockaddr_in);
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			len = sizeof(struct sockaddr_in6);
+		else
+			continue;
+		if (getnameinfo(i->ifa_addr, len, out[n].addr,
+				sizeof(out[n].addr), NULL, 0,
+				NI_NUMERICHOST) != 0)
+			continue;
+		snprintf(out[n].name, sizeof(out[n].name), "%s", i->ifa_name);
+		n++;
+	}
+	freeifaddrs(ifs);
+	return n;
+}
+
+size_t agent_addr_host_addrs(char (*out)[AGENT_ADDR_MAX], size_t max,
+			     char *host, size_t host_size)
+{
+	struct addrinfo hints, *res = NULL;
+	size_t n = 0;
+	char name[256];
+	if (gethostname(name, sizeof(name)) != 0)
+		return 0;
+	name[sizeof(name) - 1] = '\0';
+	snprintf(host, host_size, "%s", name);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(name, NULL, &hints, &res) != 0)
+		return 0;
+	for (struct addrinfo *r = res; r && n < max; r = r->ai_next)
+		if (getnameinfo(r->ai_addr, r->ai_addrlen, out[n],
+				AGENT_ADDR_MAX, NULL, 0, NI_NUMERICHOST) == 0)
+			n++;
+	freeaddrinfo(res);
 	return n;
 }

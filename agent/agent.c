@@ -158,6 +158,39 @@ static void new_incarnation(char out[17])
 		snprintf(out + 2 * i, 3, "%02x", rnd[i]);
 }
 
+/* socket_ifname: where the host name resolves to loopback only, the
+ * workers' gloo and NCCL bootstrap would bind it and no other node could
+ * reach them: they get the interface of the node's address instead
+ * (agent_addr_socket_ifname), unless the user set both variables. */
+static void socket_ifname(struct agent *a)
+{
+	char host_addrs[16][AGENT_ADDR_MAX], host[256];
+	const char *hp[16];
+	struct agent_addr_if ifs[32];
+	size_t nh, ni;
+	const char *ann = a->rdzv->addr;
+	/* standalone announces loopback: no host name lookup for nothing */
+	if (!ann || !ann[0] || agent_addr_is_loopback(ann) ||
+	    (getenv("GLOO_SOCKET_IFNAME") && getenv("NCCL_SOCKET_IFNAME")))
+		return;
+	nh = agent_addr_host_addrs(host_addrs, 16, host, sizeof(host));
+	for (size_t i = 0; i < nh; i++)
+		hp[i] = host_addrs[i];
+	ni = agent_addr_interface_list(ifs, 32);
+	if (!agent_addr_socket_ifname(ann, hp, nh, ifs, ni, a->socket_ifname,
+				      sizeof(a->socket_ifname)))
+		return;
+	snprintf(a->socket_why, sizeof(a->socket_why),
+		 "workers get %s=%s, the interface of this node's address "
+		 "%s: host name %s %s, where gloo and NCCL would bind loopback",
+		 getenv("GLOO_SOCKET_IFNAME")	? "NCCL_SOCKET_IFNAME"
+		 : getenv("NCCL_SOCKET_IFNAME") ? "GLOO_SOCKET_IFNAME"
+						: "GLOO_SOCKET_IFNAME and "
+						  "NCCL_SOCKET_IFNAME",
+		 a->socket_ifname, ann, host,
+		 nh ? "resolves to loopback only" : "does not resolve");
+}
+
 static int new_backend(struct agent *a, char *err, size_t err_size)
 {
 	struct agent_rdzv_params p = {.base = a->base,
@@ -198,6 +231,7 @@ int agent_new(struct event_base *base, const struct agent_config *cfg,
 		agent_free(a);
 		return rc;
 	}
+	socket_ifname(a);
 	*out = a;
 	return 0;
 }

@@ -13,7 +13,9 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 
-#define ENV_OWN_MAX 24
+/* the most set() calls below: torchrun's 16, 3 defaults, 2 interfaces,
+ * 4 DLAUNCH_* (test_env_every_variable sets them all) */
+#define ENV_OWN_MAX 25
 
 struct env_var {
 	const char *name;
@@ -41,6 +43,8 @@ static void set(struct env_var *v, int *n, const char *name, const char *fmt,
 		...)
 {
 	va_list ap;
+	if (*n >= ENV_OWN_MAX)
+		return; /* not reached: ENV_OWN_MAX counts every call */
 	v[*n].name = name;
 	va_start(ap, fmt);
 	vsnprintf(v[*n].value, sizeof(v[*n].value), fmt, ap);
@@ -82,6 +86,12 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 		set(own, &n_own, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (e->local_world_size > 1 && !in_base(base, "OMP_NUM_THREADS"))
 		set(own, &n_own, "OMP_NUM_THREADS", "1");
+	/* gloo and NCCL's bootstrap bind what the host name resolves to;
+	 * where that is loopback only, the interface of the node's address */
+	if (e->socket_ifname && !in_base(base, "GLOO_SOCKET_IFNAME"))
+		set(own, &n_own, "GLOO_SOCKET_IFNAME", "%s", e->socket_ifname);
+	if (e->socket_ifname && !in_base(base, "NCCL_SOCKET_IFNAME"))
+		set(own, &n_own, "NCCL_SOCKET_IFNAME", "%s", e->socket_ifname);
 	set(own, &n_own, "DLAUNCH_JOB_ID", "%s", e->job_id);
 	set(own, &n_own, "DLAUNCH_ROUND", "%llu", (unsigned long long)e->round);
 	set(own, &n_own, "DLAUNCH_NODE_ID", "%s", e->node_id);

@@ -83,6 +83,11 @@ struct agent {
 	struct event *progress_timer; /* with --progress-timeout */
 	struct keeper *keeper;	      /* keeper.h; NULL before agent_start */
 	int cgroup_warned;	      /* said once that a cgroup failed */
+	/* the interface for GLOO_/NCCL_SOCKET_IFNAME in rounds of more than
+	 * one node ("": none; agent_socket_ifname) and why, said once */
+	char socket_ifname[32];
+	char socket_why[512];
+	int socket_said;
 };
 
 /* workers.c: each posts to a->fsm what happens to the workers */

@@ -132,10 +132,10 @@ int agent_rdzv_safe_addr(const char *s)
 	return 1;
 }
 
-/* route_addr finds the source address this host uses to reach endpoint
- * (the UDP connect trick: nothing is sent); "" when unknown. */
-static void route_addr(const char *endpoint, uint16_t default_port, char *out,
-		       size_t size)
+/* agent_rdzv_route_addr finds the source address this host uses to reach
+ * endpoint (the UDP connect trick: nothing is sent); "" when unknown. */
+void agent_rdzv_route_addr(const char *endpoint, uint16_t default_port,
+			   char *out, size_t size)
 {
 	char host[256];
 	uint16_t port;
@@ -185,12 +185,12 @@ void agent_rdzv_local_addr(const char *endpoint, uint16_t default_port,
 	const char *cands[17];
 	size_t n = 0, nc = 0;
 	enum agent_addr_from from;
-	route_addr(endpoint, default_port, route, sizeof(route));
+	agent_rdzv_route_addr(endpoint, default_port, route, sizeof(route));
 	if (agent_addr_is_loopback(route)) {
 		/* the default route's source first (no packet is sent: the
 		 * address only picks a route), so a host with a bridge such
 		 * as docker0 still announces the address the others reach */
-		route_addr("192.0.2.1", 9, dflt, sizeof(dflt));
+		agent_rdzv_route_addr("192.0.2.1", 9, dflt, sizeof(dflt));
 		if (dflt[0])
 			cands[nc++] = dflt;
 		n = agent_addr_interfaces(ifs, 16);

@@ -58,6 +58,10 @@ struct agent_rdzv_ops {
 struct agent_rdzv {
 	const struct agent_rdzv_ops *ops;
 	struct agent_fsm *fsm; /* where answers go; borrowed */
+	/* the address this node announces to the others, known once the
+	 * backend is made; NULL or "": none (static mode, or the server
+	 * uses the address it sees) */
+	const char *addr;
 };
 
 /* What a backend is made from; everything is borrowed and outlives it. */
@@ -101,6 +105,12 @@ unsigned agent_rdzv_free_port(void);
  * digits, ".:-_%[]", at most 255 bytes); an answer's master address must
  * be one before it reaches a worker's environment. */
 int agent_rdzv_safe_addr(const char *s);
+
+/* agent_rdzv_route_addr writes the source address this host uses to reach
+ * endpoint (as agent_rdzv_local_addr takes it) into out, "" when unknown,
+ * and logs nothing. Sends nothing. */
+void agent_rdzv_route_addr(const char *endpoint, uint16_t default_port,
+			   char *out, size_t size);
 
 /* agent_rdzv_local_addr writes the source address this host uses to reach
  * endpoint ("host[:port]" or an http(s):// URL) into out, or "" when

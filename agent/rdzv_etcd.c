@@ -659,6 +659,7 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 	else
 		agent_rdzv_local_addr(etcd_client_endpoint(h->c), 2379, h->addr,
 				      sizeof(h->addr));
+	h->base.addr = h->addr;
 	*out = &h->base;
 	return 0;
 }

@@ -594,6 +594,7 @@ int agent_rdzv_http_new(const struct agent_rdzv_params *p,
 	else
 		agent_rdzv_local_addr(cfg->endpoint, RDZV_DEFAULT_PORT, h->addr,
 				      sizeof(h->addr));
+	h->base.addr = h->addr;
 	*out = &h->base;
 	return 0;
 }

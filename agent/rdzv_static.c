@@ -21,6 +21,7 @@ struct rdzv_static {
 	const struct agent_config *cfg;
 	int restart_count;
 	int joins;
+	char addr[AGENT_ADDR_MAX]; /* the route to the master; "": none */
 };
 
 static void static_join(struct agent_rdzv *r)
@@ -113,6 +114,13 @@ int agent_rdzv_static_new(const struct agent_rdzv_params *p,
 	s->base.ops = &static_ops;
 	s->base.fsm = p->fsm;
 	s->cfg = p->cfg;
+	/* nothing is announced; the address this node reaches the master
+	 * from stands for it (the master's own when this node is it) */
+	if (p->cfg->nnodes > 1 && p->cfg->master_addr) {
+		agent_rdzv_route_addr(p->cfg->master_addr, p->cfg->master_port,
+				      s->addr, sizeof(s->addr));
+		s->base.addr = s->addr;
+	}
 	*out = &s->base;
 	return 0;
 }

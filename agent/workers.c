@@ -103,6 +103,10 @@ static void worker_env(const struct agent *a, const struct agent_worker *w,
 	e->round = r->round;
 	e->node_id = a->node_id;
 	e->progress_file = w->progress_file;
+	/* one node alone talks over loopback: its environment stays what
+	 * torchrun gives (DESIGN.md section 1) */
+	if (r->nnodes > 1 && a->socket_ifname[0])
+		e->socket_ifname = a->socket_ifname;
 }
 
 /* A worker between its preparation and its start: what the spawn borrows
@@ -342,6 +346,10 @@ int workers_start(struct agent *a)
 	a->n_workers = n;
 	a->n_live = 0;
 	a->starting = 1;
+	if (a->fsm.r.nnodes > 1 && a->socket_ifname[0] && !a->socket_said) {
+		log_info("%s", a->socket_why);
+		a->socket_said = 1;
+	}
 	for (i = 0; i < n; i++) {
 		struct agent_worker *w = &a->workers[i];
 		w->a = a;

@@ -165,6 +165,9 @@ struct agent_worker_env {
 	uint64_t round;
 	const char *node_id;
 	const char *progress_file; /* DLAUNCH_PROGRESS_FILE; NULL: unset */
+	/* GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where base lacks
+	 * it (agent_addr_socket_ifname); NULL: neither */
+	const char *socket_ifname;
 };
 
 /*
@@ -173,7 +176,9 @@ struct agent_worker_env {
  * set from e (replacing inherited ones; DLAUNCH_PROGRESS_FILE only when
  * e->progress_file is set), plus
  * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base lacks it and
- * OMP_NUM_THREADS=1 when base lacks it and local_world_size > 1.
+ * OMP_NUM_THREADS=1 when base lacks it and local_world_size > 1, and
+ * GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME = e->socket_ifname, each when
+ * base lacks it and e->socket_ifname is set.
  * Free with agent_env_free. Returns 0 or DL_ENOMEM.
  */
 int agent_env_build(char *const *base, const struct agent_worker_env *e,
@@ -252,5 +257,40 @@ enum agent_addr_from agent_addr_pick(const char *route,
 /* agent_addr_interfaces lists this host's up, non-loopback interface
  * addresses (numeric) into out; returns how many (at most max). */
 size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max);
+
+/* One address of an interface, as getifaddrs lists it. */
+struct agent_addr_if {
+	char name[32];
+	char addr[AGENT_ADDR_MAX]; /* numeric */
+};
+
+/* agent_addr_ifname: the name of the interface in ifs that holds addr (a
+ * numeric address; an IPv6 scope is ignored), or NULL. */
+const char *agent_addr_ifname(const char *addr, const struct agent_addr_if *ifs,
+			      size_t n);
+
+/*
+ * agent_addr_socket_ifname decides which interface PyTorch's transports
+ * (gloo, NCCL's socket bootstrap) must use, since they take their address
+ * from the host name: when the host name resolves to nothing but loopback
+ * (host_addrs: its numeric addresses, n_host of them; none: it does not
+ * resolve) and announced (what this node announced to the others) is a
+ * non-loopback address held by an interface of ifs, that interface's name
+ * goes to out and it returns 1; otherwise "" and 0 (the host name is
+ * reachable, or nothing better is known).
+ */
+int agent_addr_socket_ifname(const char *announced,
+			     const char *const *host_addrs, size_t n_host,
+			     const struct agent_addr_if *ifs, size_t n_ifs,
+			     char *out, size_t size);
+
+/* agent_addr_interface_list lists this host's up interface addresses with
+ * their interface names (loopback included) into out; returns how many. */
+size_t agent_addr_interface_list(struct agent_addr_if *out, size_t max);
+
+/* agent_addr_host_addrs resolves this host's name into out (numeric;
+ * *host: the name); returns how many (0: it does not resolve). */
+size_t agent_addr_host_addrs(char (*out)[AGENT_ADDR_MAX], size_t max,
+			     char *host, size_t host_size);
 
 #endif

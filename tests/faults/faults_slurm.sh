@@ -8,7 +8,10 @@
 #     state dir and token removed;
 #   every process of one node killed mid-run (slurmd too): the two others
 #     go on from the checkpoint and the job completes with exit 0;
-#   scancel mid-run: nothing of the job is left on any node.
+#   scancel mid-run: nothing of the job is left on any node;
+#   a PyTorch DDP job over gloo on two nodes whose names do not resolve (so
+#     gloo would bind loopback), no interface variable set: dlaunch gives
+#     the workers eth0 and the job completes.
 source "$(dirname "$0")/lib_faults.sh"
 source "$(dirname "$0")/lib_slurm.sh"
 faults_require dlaunch-rdzv dlaunch dlaunch-train
@@ -54,6 +57,27 @@ check "no token file left" bash -c "! ls '$JOBDIR'/.dlaunch-token-* 2>/dev/null"
 check "no server state dir left" bash -c "! ls -d /tmp/dlaunch-rdzv-$id.* 2>/dev/null"
 check "the node ids are Slurm's node names" grep -q "node=n2" "$out"
 [ "$FAILED" -gt 0 ] && sed 's/^/#   /' "$out" | tail -n 40
+
+# -- PyTorch DDP over gloo, two nodes, no GLOO_/NCCL_SOCKET_IFNAME set: the
+# nodes' names (n1, n2) resolve to nothing, where gloo falls back to
+# loopback; the agents name the interface of their announced address
+failed_before=$FAILED
+id=$(slurm_cmd env -u GLOO_SOCKET_IFNAME -u NCCL_SOCKET_IFNAME \
+	PATH="$BIN:$PATH" DLAUNCH_NPROC=1 sbatch --parsable --nodes=2 \
+	-D "$JOBDIR" -o "$JOBDIR/out.%j" "$SBATCH" --python "$PY" \
+	"$FAULTS_DIR/ddp_gloo.py" 4 0.1 2>"$JOBDIR/sbatch.err")
+check "gloo: sbatch accepts the DDP job" test -n "$id"
+check "gloo: the job ends" wait_for 120 job_done "$id"
+check_eq "gloo: the job COMPLETED with exit 0" "COMPLETED 0:0" \
+	"$(slurm_job_field "$id" JobState) $(slurm_job_field "$id" ExitCode)"
+out=$JOBDIR/out.$id
+check "gloo: both ranks trained over eth0 and agree" bash -c \
+	"grep -c 'ddp ok rank=[01] world=2 steps=4' '$out' | grep -qx 2 &&
+	 grep -q 'ddp start rank=1 world=2 gloo_if=eth0 nccl_if=eth0' '$out'"
+check "gloo: the agents say why" grep -q \
+	"workers get GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME=eth0, the interface of this node's address .*: host name n[12] does not resolve" \
+	"$out"
+[ "$FAILED" -gt "$failed_before" ] && sed 's/^/#   /' "$out" | tail -n 40
 
 # -- every process of one node killed mid-run (slurmd included, as when a
 # machine dies): the agents left go on from the checkpoint and the job

@@ -56,6 +56,11 @@ DLAUNCH_EXTRA_PREFIX = "DLAUNCH_"
 DLAUNCH_EXTRAS = {
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "the name torchrun >= 2.2 uses for "
         "NCCL_ASYNC_ERROR_HANDLING; torch 1.13 ignores it",
+    "GLOO_SOCKET_IFNAME": "dlaunch names the interface of the node's "
+        "announced address when the host name resolves to loopback only "
+        "and the round has several nodes (README, docs/migrating-from-"
+        "torchrun.md); torchrun leaves gloo on loopback",
+    "NCCL_SOCKET_IFNAME": "the same, for NCCL's socket bootstrap",
 }
 
 

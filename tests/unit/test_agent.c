@@ -304,6 +304,114 @@ static void test_addr_pick(void **state)
 	assert_string_equal(out, "");
 }
 
+/* The interface for gloo and NCCL: the one that holds the announced
+ * address, only when the host name resolves to loopback alone (or not at
+ * all) and the announced address is not loopback. */
+static void test_addr_socket_ifname(void **state)
+{
+	const struct agent_addr_if ifs[] = {{"lo", "127.0.0.1"},
+					    {"lo", "::1"},
+					    {"eth0", "10.213.0.1"},
+					    {"eth0", "fe80::1%eth0"},
+					    {"ib0", "2001:db8::7"}};
+	const char *debian[] = {"127.0.1.1"};
+	const char *both[] = {"127.0.1.1", "10.213.0.1"};
+	const char *other[] = {"192.168.7.7"};
+	char out[32];
+	(void)state;
+	assert_string_equal(agent_addr_ifname("10.213.0.1", ifs, 5), "eth0");
+	assert_string_equal(agent_addr_ifname("2001:DB8:0::7", ifs, 5), "ib0");
+	assert_string_equal(agent_addr_ifname("fe80::1", ifs, 5), "eth0");
+	assert_null(agent_addr_ifname("10.213.0.2", ifs, 5));
+	assert_null(agent_addr_ifname("node1", ifs, 5));
+	/* Debian's /etc/hosts: the host name is 127.0.1.1 */
+	assert_int_equal(agent_addr_socket_ifname("10.213.0.1", debian, 1, ifs,
+						  5, out, sizeof(out)),
+			 1);
+	assert_string_equal(out, "eth0");
+	assert_int_equal(agent_addr_socket_ifname("2001:db8::7", debian, 1, ifs,
+						  5, out, sizeof(out)),
+			 1);
+	assert_string_equal(out, "ib0");
+	/* a host name that does not resolve: gloo falls back to loopback */
+	assert_int_equal(agent_addr_socket_ifname("10.213.0.1", NULL, 0, ifs, 5,
+						  out, sizeof(out)),
+			 1);
+	assert_string_equal(out, "eth0");
+	/* a host name with a reachable address is left to the transports,
+	 * whatever it is */
+	assert_int_equal(agent_addr_socket_ifname("10.213.0.1", both, 2, ifs, 5,
+						  out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "");
+	assert_int_equal(agent_addr_socket_ifname("10.213.0.1", other, 1, ifs,
+						  5, out, sizeof(out)),
+			 0);
+	/* nothing better known: a loopback, unknown or foreign address */
+	assert_int_equal(agent_addr_socket_ifname("127.0.0.1", debian, 1, ifs,
+						  5, out, sizeof(out)),
+			 0);
+	assert_int_equal(
+	    agent_addr_socket_ifname("", debian, 1, ifs, 5, out, sizeof(out)),
+	    0);
+	assert_int_equal(
+	    agent_addr_socket_ifname(NULL, debian, 1, ifs, 5, out, sizeof(out)),
+	    0);
+	assert_int_equal(agent_addr_socket_ifname("10.9.9.9", debian, 1, ifs, 5,
+						  out, sizeof(out)),
+			 0);
+	assert_int_equal(agent_addr_socket_ifname("head.example", debian, 1,
+						  ifs, 5, out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "");
+}
+
+/* GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME: each only where unset */
+static void test_env_socket_ifname(void **state)
+{
+	char *empty[] = {NULL};
+	char *gloo[] = {"GLOO_SOCKET_IFNAME=lo", NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	(void)state;
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	assert_null(env_get(env, "GLOO_SOCKET_IFNAME"));
+	assert_null(env_get(env, "NCCL_SOCKET_IFNAME"));
+	agent_env_free(env);
+	e.socket_ifname = "eth0";
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	assert_string_equal(env_get(env, "GLOO_SOCKET_IFNAME"), "eth0");
+	assert_string_equal(env_get(env, "NCCL_SOCKET_IFNAME"), "eth0");
+	agent_env_free(env);
+	assert_int_equal(agent_env_build(gloo, &e, &env), 0);
+	assert_string_equal(env_get(env, "GLOO_SOCKET_IFNAME"), "lo");
+	assert_int_equal(env_count(env, "GLOO_SOCKET_IFNAME"), 1);
+	assert_string_equal(env_get(env, "NCCL_SOCKET_IFNAME"), "eth0");
+	agent_env_free(env);
+}
+
+/* every variable at once: the most agent_env_build ever sets */
+static void test_env_every_variable(void **state)
+{
+	char *empty[] = {NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	size_t n = 0;
+	(void)state;
+	e.socket_ifname = "eth0";
+	e.progress_file = "/tmp/x/progress";
+	assert_int_equal(agent_env_build(empty, &e, &env), 0);
+	while (env[n])
+		n++;
+	assert_int_equal(n, 25);
+	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "1");
+	assert_string_equal(env_get(env, "GLOO_SOCKET_IFNAME"), "eth0");
+	assert_string_equal(env_get(env, "DLAUNCH_PROGRESS_FILE"),
+			    "/tmp/x/progress");
+	assert_string_equal(env_get(env, "DLAUNCH_NODE_ID"), "nodeB");
+	agent_env_free(env);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +423,9 @@ int main(void)
 	    cmocka_unit_test(test_lines),
 	    cmocka_unit_test(test_error_file),
 	    cmocka_unit_test(test_addr_pick),
+	    cmocka_unit_test(test_addr_socket_ifname),
+	    cmocka_unit_test(test_env_socket_ifname),
+	    cmocka_unit_test(test_env_every_variable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
