@@ -8,6 +8,7 @@
 #     state dir and token removed;
 #   every process of one node killed mid-run (slurmd too): the two others
 #     go on from the checkpoint and the job completes with exit 0;
+#   Slurm reuses an ended job's id: the new job trains;
 #   scancel mid-run: nothing of the job is left on any node;
 #   a PyTorch DDP job over gloo on two nodes whose names do not resolve (so
 #     gloo would bind loopback), no interface variable set: dlaunch gives
@@ -57,6 +58,26 @@ check "no token file left" bash -c "! ls '$JOBDIR'/.dlaunch-token-* 2>/dev/null"
 check "no server state dir left" bash -c "! ls -d /tmp/dlaunch-rdzv-$id.* 2>/dev/null"
 check "the node ids are Slurm's node names" grep -q "node=n2" "$out"
 [ "$FAILED" -gt 0 ] && sed 's/^/#   /' "$out" | tail -n 40
+
+# -- Slurm reuses a job id (slurmctld's state lost, so its ids start over):
+# the job with the ended job's id trains as the first did, it does not
+# find that job ended (the server is the job's own, its state removed)
+first=$id
+check "reuse: slurmctld restarted with its state cleared" \
+	slurm_restart_ctld 3
+id=$(slurm_cmd env PATH="$BIN:$PATH" sbatch --parsable --nodes=3 \
+	-D "$JOBDIR" -o "$JOBDIR/reuse.%j" "$SBATCH" --no-python \
+	"$BIN/dlaunch-train" --data synthetic:3000 --model 16-16-3 --epochs 2 \
+	--device cpu --backend tcp 2>"$JOBDIR/sbatch.err")
+check_eq "reuse: Slurm gave the new job the ended job's id" "$first" "$id"
+check "reuse: the job ends" wait_for 120 job_done "$id"
+check_eq "reuse: the job COMPLETED with exit 0" "COMPLETED 0:0" \
+	"$(slurm_job_field "$id" JobState) $(slurm_job_field "$id" ExitCode)"
+check "reuse: it trained (a final accuracy)" grep -qi "accuracy" \
+	"$JOBDIR/reuse.$id"
+check "reuse: ... in a first round of three nodes, not an ended job" \
+	bash -c "grep -q 'round 1: node rank . of 3' '$JOBDIR/reuse.$id' && ! grep -q 'already ended' '$JOBDIR/reuse.$id'"
+[ "$FAILED" -gt 0 ] && sed 's/^/#   /' "$JOBDIR/reuse.$id" | tail -n 20
 
 # -- PyTorch DDP over gloo, two nodes, no GLOO_/NCCL_SOCKET_IFNAME set: the
 # nodes' names (n1, n2) resolve to nothing, where gloo falls back to

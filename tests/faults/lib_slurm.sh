@@ -16,6 +16,8 @@
 #   slurm_start N        munged, slurmctld, N slurmd; waits until all idle
 #   slurm_cmd CMD...     a Slurm client command, on host 0
 #   slurm_job_field ID F a field of `scontrol show job ID` (JobState, ...)
+#   slurm_restart_ctld N slurmctld stopped, its state removed, started
+#                        again: job ids start over, as Slurm reuses them
 #   slurm_stop           stop the daemons, wait for them
 
 SLURM_WHY=
@@ -112,6 +114,21 @@ slurm_start() {
 		SLURM_WHY="the nodes did not come up: $(slurm_cmd sinfo -N 2>&1 | tr '\n' ' ' | head -c 300)"
 		return 1
 	fi
+}
+
+slurm_restart_ctld() {
+	local n=$1 p=${SLURM_PIDS[0]}
+	kill -TERM "$p" 2>/dev/null
+	wait_for 20 bash -c "! kill -0 $p" || kill_tree "$p"
+	wait "$p" 2>/dev/null
+	# the dead pid leaves the list: slurm_stop must not signal a process
+	# that took its number
+	SLURM_PIDS=("${SLURM_PIDS[@]:1}")
+	rm -rf "${SLURM_DIR:?}/ctld"
+	mkdir -p "$SLURM_DIR/ctld"
+	slurm_spawn 0 ctl "$SLURM_DIR/slurmctld.out" \
+		slurmctld -D -c -i -f "$SLURM_DIR/slurm.conf"
+	wait_for 60 slurm_all_idle "$n"
 }
 
 slurm_stop() {
