@@ -106,27 +106,12 @@ enum agent_addr_from agent_addr_pick(const char *route,
 
 size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max)
 {
-	struct ifaddrs *ifs = NULL;
-	size_t n = 0;
-	if (getifaddrs(&ifs) != 0)
-		return 0;
-	for (struct ifaddrs *i = ifs; i && n < max; i = i->ifa_next) {
-		socklen_t len;
-		if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) ||
-		    (i->ifa_flags & IFF_LOOPBACK))
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET)
-			len = sizeof(struct sockaddr_in);
-		else if (i->ifa_addr->sa_family == AF_INET6)
-			len = sizeof(struct sockaddr_in6);
-		else
-			continue;
-		if (getnameinfo(i->ifa_addr, len, out[n], AGENT_ADDR_MAX, NULL,
-				0, NI_NUMERICHOST) == 0)
-			n++;
-	}
-	freeifaddrs(ifs);
-	return n;
+	struct agent_addr_if ifs[64];
+	size_t n = agent_addr_interface_list(ifs, 64), k = 0;
+	for (size_t i = 0; i < n && k < max; i++)
+		if (!agent_addr_is_loopback(ifs[i].addr))
+			snprintf(out[k++], AGENT_ADDR_MAX, "%s", ifs[i].addr);
+	return k;
 }
 
 /* same_addr: a and b are the same numeric address (IPv6 scope ignored) */

@@ -254,8 +254,9 @@ enum agent_addr_from agent_addr_pick(const char *route,
 				     const char *const *candidates, size_t n,
 				     char *out, size_t size);
 
-/* agent_addr_interfaces lists this host's up, non-loopback interface
- * addresses (numeric) into out; returns how many (at most max). */
+/* agent_addr_interfaces lists the addresses of agent_addr_interface_list
+ * that are not loopback (numeric: the candidates an agent may announce)
+ * into out; returns how many (at most max). */
 size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max);
 
 /* One address of an interface, as getifaddrs lists it. */
