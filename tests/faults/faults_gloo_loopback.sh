@@ -20,14 +20,7 @@ source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch
 
 what="DDP over gloo on hosts named by loopback"
-if ! netns_available; then
-	skip "$what: $NETNS_WHY"
-	finish
-fi
-if ! command -v unshare >/dev/null 2>&1; then
-	skip "$what: unshare (util-linux) is not installed"
-	finish
-fi
+faults_require_hosts "$what"
 if ! "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' \
 	>/dev/null 2>&1; then
 	not_ok "$what: python3-torch with gloo importable by $PY (run contrib/install-deps.sh)"

@@ -17,14 +17,7 @@ source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch
 
 what="head named by a loopback address"
-if ! netns_available; then
-	skip "$what: $NETNS_WHY"
-	finish
-fi
-if ! command -v unshare >/dev/null 2>&1; then
-	skip "$what: unshare (util-linux) is not installed"
-	finish
-fi
+faults_require_hosts "$what"
 if ! netns_setup 2; then
 	not_ok "$what: could not build the two hosts"
 	finish

@@ -65,6 +65,20 @@ finish() {
 # the whole script (need_bin), it is never a skip
 faults_require() { need_bin "$@"; }
 
+# faults_require_hosts WHAT: the case WHAT needs network-namespace hosts
+# with UTS namespaces of their own (unshare); where the machine cannot
+# make them, one skip line and the script ends
+faults_require_hosts() {
+	if ! netns_available; then
+		skip "$1: $NETNS_WHY"
+		finish
+	fi
+	if ! command -v unshare >/dev/null 2>&1; then
+		skip "$1: unshare (util-linux) is not installed"
+		finish
+	fi
+}
+
 # marked CMD...: run CMD with the case's mark and the worker's directory
 marked() { env DLAUNCH_TEST_MARK="$MARK" FAULT_DIR="$TEST_TMP" "$@"; }
 
