@@ -71,17 +71,12 @@ static void test_missing_program(void **state)
 	assert_non_null(strstr(err, "/nonexistent/prog"));
 }
 
-static void test_exec_error_reported(void **state)
+/* make_unrunnable fills the mkstemp template path with an executable
+ * file that is not a valid program: exec fails on it with ENOEXEC */
+static void make_unrunnable(char *path)
 {
-	char path[] = "/tmp/dlaunch-spawn-XXXXXX";
-	char *argv[] = {path, NULL};
-	struct spawn_opts o;
-	char err[256];
-	pid_t pid;
 	int fd = mkstemp(path);
-	(void)state;
 	assert_true(fd >= 0);
-	/* executable but not a valid program: exec fails with ENOEXEC */
 	assert_int_equal(write(fd,
 			       "\x7f"
 			       "ELF garbage",
@@ -89,6 +84,17 @@ static void test_exec_error_reported(void **state)
 			 12);
 	close(fd);
 	chmod(path, 0755);
+}
+
+static void test_exec_error_reported(void **state)
+{
+	char path[] = "/tmp/dlaunch-spawn-XXXXXX";
+	char *argv[] = {path, NULL};
+	struct spawn_opts o;
+	char err[256];
+	pid_t pid;
+	(void)state;
+	make_unrunnable(path);
 	memset(&o, 0, sizeof(o));
 	o.file = path;
 	o.argv = argv;
@@ -113,16 +119,9 @@ static void test_start_then_finish(void **state)
 	struct spawn_child c[3];
 	char err[256];
 	pid_t pid[3];
-	int status, fd = mkstemp(bad);
+	int status;
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd,
-			       "\x7f"
-			       "ELF garbage",
-			       12),
-			 12);
-	close(fd);
-	chmod(bad, 0755);
+	make_unrunnable(bad);
 	memset(&ok, 0, sizeof(ok));
 	ok.file = ok_argv[0];
 	ok.argv = ok_argv;
@@ -162,18 +161,11 @@ static void test_start_many(void **state)
 	struct spawn_watch w = {-1, -1};
 	struct spawn_notice notes[N + 1];
 	char errs[N][256];
-	int rc[N], p[2], status, fd = mkstemp(bad), seen[N] = {0};
+	int rc[N], p[2], status, seen[N] = {0};
 	pid_t pid[N];
 	ssize_t got;
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd,
-			       "\x7f"
-			       "ELF garbage",
-			       12),
-			 12);
-	close(fd);
-	chmod(bad, 0755);
+	make_unrunnable(bad);
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	w.notify_fd = p[1];
 	for (int i = 0; i < N; i++) {
