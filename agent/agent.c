@@ -110,6 +110,22 @@ static void fx_finish(void *ctx)
 	event_base_loopexit(a->base, NULL);
 }
 
+static int fx_in_place(void *ctx)
+{
+	return control_in_place(ctx);
+}
+
+static void fx_abort_workers(void *ctx, uint64_t round, const char *reason)
+{
+	control_abort(ctx, round, reason);
+}
+
+static void fx_reform_workers(void *ctx, const struct agent_round *r)
+{
+	(void)r; /* the same as a->fsm.r, which the workers read */
+	workers_reform(ctx);
+}
+
 static const struct agent_fsm_ops effects = {
     .start_workers = fx_start_workers,
     .stop_workers = fx_stop_workers,
@@ -123,6 +139,9 @@ static const struct agent_fsm_ops effects = {
     .status = fx_status,
     .print_report = fx_print_report,
     .finish = fx_finish,
+    .in_place = fx_in_place,
+    .abort_workers = fx_abort_workers,
+    .reform_workers = fx_reform_workers,
 };
 
 /* ------------------------------------------------------------ signals */
@@ -328,6 +347,7 @@ void agent_free(struct agent *a)
 				waitpid(a->workers[i].pid, NULL, 0);
 	}
 	workers_free(a);
+	control_release(a);
 	keeper_free(a->keeper);
 	a->keeper = NULL;
 	if (a->rdzv)

@@ -16,6 +16,7 @@ void agent_config_init(struct agent_config *cfg)
 	cfg->nproc = 1;
 	cfg->role = "default";
 	cfg->shutdown_timeout_ms = 30000;
+	cfg->reform_timeout_ms = 30000;
 	cfg->run_id = "none";
 	cfg->nnodes = 1;
 	cfg->master_addr = "127.0.0.1";

@@ -14,8 +14,8 @@
 #include "dlaunch/error.h"
 
 /* the most set() calls below: torchrun's 16, 3 defaults, 2 interfaces,
- * 4 DLAUNCH_* (test_env_every_variable sets them all) */
-#define ENV_OWN_MAX 25
+ * 6 DLAUNCH_* (test_env_every_variable sets them all) */
+#define ENV_OWN_MAX 27
 
 struct env_var {
 	const char *name;
@@ -98,6 +98,11 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 	if (e->progress_file)
 		set(own, &n_own, "DLAUNCH_PROGRESS_FILE", "%s",
 		    e->progress_file);
+	if (e->control_fd > 2) {
+		set(own, &n_own, "DLAUNCH_CONTROL_FD", "%d", e->control_fd);
+		set(own, &n_own, "DLAUNCH_CONTROL_VERSION", "%u",
+		    e->control_version);
+	}
 
 	while (base && base[n_base])
 		n_base++;
@@ -109,7 +114,10 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 		for (i = 0; i < n_own; i++)
 			if (has_name(base[b], own[i].name))
 				replaced = 1;
-		if (replaced)
+		/* the agent's own channel (a dlaunch run by a worker) is
+		 * no channel of this worker's */
+		if (replaced || has_name(base[b], "DLAUNCH_CONTROL_FD") ||
+		    has_name(base[b], "DLAUNCH_CONTROL_VERSION"))
 			continue;
 		env[k] = strdup(base[b]);
 		if (!env[k])

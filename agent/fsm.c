@@ -13,11 +13,24 @@
  * the root cause is fetched and printed) -> EXITED; a signal leads
  * through SIGNALLED -> LEAVING -> EXITED.
  *
+ * The in-place path (docs/worker-protocol.md), taken instead of a stop
+ * when every live worker of the node declared abort and membership:
+ *
+ *   RUNNING -restart-> ABORTING -aborted-> JOINING_KEPT -joined->
+ *   REFORMING -reformed-> RUNNING
+ *
+ * and after a failure of one of ours FAILING_KEPT (report and abort in
+ * flight) -> REPORTING_KEPT or ABORTING -> JOINING_KEPT. Any miss (a
+ * deadline, a kept worker exiting or breaking the protocol) leaves for
+ * the plain path: the workers are stopped (RESTARTING, FAILING) and,
+ * once the new round is known, started again in it (RESPAWNING).
+ *
  * Each cell is a small named function; an empty cell ignores the event.
  * The table is the documentation of how the agent behaves: read it from
  * the bottom of this file. The loop decides; the effects (fsm.h) act.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +56,12 @@ static const char *const state_names[AGENT_N_STATES] = {
     [AGENT_FETCHING] = "FETCHING",
     [AGENT_LEAVING] = "LEAVING",
     [AGENT_EXITED] = "EXITED",
+    [AGENT_ABORTING] = "ABORTING",
+    [AGENT_FAILING_KEPT] = "FAILING_KEPT",
+    [AGENT_REPORTING_KEPT] = "REPORTING_KEPT",
+    [AGENT_JOINING_KEPT] = "JOINING_KEPT",
+    [AGENT_REFORMING] = "REFORMING",
+    [AGENT_RESPAWNING] = "RESPAWNING",
 };
 
 static const char *const event_names[AGENT_N_EVENTS] = {
@@ -58,6 +77,9 @@ static const char *const event_names[AGENT_N_EVENTS] = {
     [AGENT_EV_SIGNAL] = "signal",
     [AGENT_EV_STATUS] = "status",
     [AGENT_EV_LEFT] = "left",
+    [AGENT_EV_ABORTED] = "aborted",
+    [AGENT_EV_REFORMED] = "reformed",
+    [AGENT_EV_REFORM_MISSED] = "reform_missed",
 };
 
 const char *agent_state_name(enum agent_state s)
@@ -119,6 +141,21 @@ static void rejoin(struct agent_fsm *f)
 	f->ops->join(f->ctx);
 }
 
+static void set_recovery(struct agent_fsm *f, const char *how, const char *why)
+{
+	snprintf(f->recovery, sizeof(f->recovery), "%s", how);
+	snprintf(f->recovery_why, sizeof(f->recovery_why), "%s", why);
+}
+
+/* restarted: the workers of this node are stopped; why goes with the
+ * round they are started again in */
+static void restarted(struct agent_fsm *f, const char *why)
+{
+	set_recovery(f, "restarted", why);
+}
+
+#define NOT_DECLARED "not every worker declared abort and membership"
+
 static void log_round_over(struct agent_fsm *f, const struct agent_event *ev)
 {
 	log_info("round %llu ended (job %s); stopping workers to rejoin",
@@ -146,6 +183,10 @@ static void start(struct agent_fsm *f, struct agent_event *ev)
 
 static void joined(struct agent_fsm *f, struct agent_event *ev)
 {
+	if (!f->joined)
+		set_recovery(f, "started", "the first round of this node");
+	else if (strcmp(f->recovery, "restarted") != 0)
+		restarted(f, "no worker was left to keep");
 	f->r = ev->assign;
 	f->joined = 1;
 	json_array_clear(f->failures);
@@ -184,10 +225,17 @@ static void join_failed(struct agent_fsm *f, struct agent_event *ev)
  * what follows */
 static void run_failed(struct agent_fsm *f, struct agent_event *ev)
 {
+	int keep = f->ops->in_place(f->ctx);
 	keep_failures(f, ev);
-	enter(f, AGENT_FAILING);
+	enter(f, keep ? AGENT_FAILING_KEPT : AGENT_FAILING);
 	f->ops->round_end(f->ctx);
 	f->ops->report(f->ctx, f->r.round, 1, f->failures);
+	if (keep) {
+		f->ops->abort_workers(f->ctx, f->r.round,
+				      "a worker of this node failed");
+		return;
+	}
+	restarted(f, NOT_DECLARED);
 	f->ops->stop_workers(f->ctx, SIGTERM);
 }
 
@@ -201,7 +249,21 @@ static void run_gone(struct agent_fsm *f, struct agent_event *ev)
 
 static void run_restart(struct agent_fsm *f, struct agent_event *ev)
 {
+	if (f->ops->in_place(f->ctx)) {
+		char reason[64];
+		log_info("round %llu ended (job %s); keeping this node's "
+			 "workers: abort, rejoin, re-form",
+			 (unsigned long long)f->r.round,
+			 ev->job_state[0] ? ev->job_state : "?");
+		snprintf(reason, sizeof(reason), "round %llu ended",
+			 (unsigned long long)f->r.round);
+		enter(f, AGENT_ABORTING);
+		f->ops->round_end(f->ctx);
+		f->ops->abort_workers(f->ctx, f->r.round, reason);
+		return;
+	}
 	log_round_over(f, ev);
+	restarted(f, NOT_DECLARED);
 	enter(f, AGENT_RESTARTING);
 	f->ops->round_end(f->ctx);
 	f->ops->stop_workers(f->ctx, SIGTERM);
@@ -293,6 +355,166 @@ static void ending_gone(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
 	after_end(f);
+}
+
+/* ------------------------------------------------- the in-place path */
+
+/* fall_back: a re-form step missed; this node's workers are stopped and
+ * the plain path takes over in state s */
+static void fall_back(struct agent_fsm *f, enum agent_state s)
+{
+	restarted(f, "the in-place re-form failed");
+	enter(f, s);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void aborting_aborted(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_JOINING_KEPT);
+	f->ops->join(f->ctx);
+}
+
+static void aborting_missed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	fall_back(f, AGENT_RESTARTING);
+}
+
+/* every kept worker died meanwhile: a plain rejoin */
+static void aborting_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	restarted(f, "no worker was left to keep");
+	rejoin(f);
+}
+
+static void aborting_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_ENDING);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void failing_kept_aborted(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_REPORTING_KEPT);
+}
+
+static void failing_kept_reported(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_ABORTING);
+}
+
+static void failing_kept_missed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	fall_back(f, AGENT_FAILING);
+}
+
+static void kept_reporting_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	restarted(f, "no worker was left to keep");
+	enter(f, AGENT_REPORTING);
+}
+
+static void failing_kept_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_FAILING_END);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void reporting_kept_reported(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	enter(f, AGENT_JOINING_KEPT);
+	f->ops->join(f->ctx);
+}
+
+static void joining_kept_joined(struct agent_fsm *f, struct agent_event *ev)
+{
+	f->r = ev->assign;
+	json_array_clear(f->failures);
+	enter(f, AGENT_REFORMING);
+	f->ops->round_begin(f->ctx, f->r.round);
+	f->ops->reform_workers(f->ctx, &f->r);
+}
+
+static void joining_kept_ended(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_ENDING);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+static void joining_kept_failed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	f->exit_status = 1;
+	f->report_on_exit = 0;
+	enter(f, AGENT_ENDING);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+/* the join in flight is dropped: the plain path joins again once the
+ * workers are gone */
+static void joining_kept_missed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	f->ops->round_end(f->ctx);
+	fall_back(f, AGENT_RESTARTING);
+}
+
+/* the kept workers died while the join was in flight: its answer starts
+ * new ones */
+static void joining_kept_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	restarted(f, "no worker was left to keep");
+	enter(f, AGENT_JOINING);
+}
+
+static void reforming_reformed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	set_recovery(f, "in_place", "every worker of this node re-formed");
+	log_info("round %llu: this node's workers re-formed in place",
+		 (unsigned long long)f->r.round);
+	enter(f, AGENT_RUNNING);
+}
+
+static void reforming_missed(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	fall_back(f, AGENT_RESPAWNING);
+}
+
+/* no worker is left: the round's workers start afresh */
+static void respawn_gone(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	if (strcmp(f->recovery, "restarted") != 0)
+		restarted(f, "no worker was left to keep");
+	enter(f, AGENT_RUNNING);
+	f->ops->start_workers(f->ctx, &f->r);
+}
+
+static void respawning_restart(struct agent_fsm *f, struct agent_event *ev)
+{
+	log_round_over(f, ev);
+	enter(f, AGENT_RESTARTING);
+	f->ops->round_end(f->ctx);
+}
+
+static void respawning_stop(struct agent_fsm *f, struct agent_event *ev)
+{
+	end_job(f, ev);
+	enter(f, AGENT_ENDING);
+	f->ops->round_end(f->ctx);
 }
 
 /* a signal to the agent: forwarded to the workers; then leave */
@@ -389,6 +611,43 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
     [AGENT_FETCHING] =
 	{[AGENT_EV_STATUS] = fetched, [AGENT_EV_SIGNAL] = fetching_signal},
     [AGENT_LEAVING] = {[AGENT_EV_LEFT] = left},
+    [AGENT_ABORTING] = {[AGENT_EV_ABORTED] = aborting_aborted,
+			[AGENT_EV_REFORM_MISSED] = aborting_missed,
+			[AGENT_EV_WORKER_FAILED] = aborting_missed,
+			[AGENT_EV_WORKERS_GONE] = aborting_gone,
+			[AGENT_EV_STOP] = aborting_stop,
+			LIVE_SIGNAL},
+    [AGENT_FAILING_KEPT] = {[AGENT_EV_ABORTED] = failing_kept_aborted,
+			    [AGENT_EV_REPORT_DONE] = failing_kept_reported,
+			    [AGENT_EV_REFORM_MISSED] = failing_kept_missed,
+			    [AGENT_EV_WORKER_FAILED] = failing_kept_missed,
+			    [AGENT_EV_WORKERS_GONE] = kept_reporting_gone,
+			    [AGENT_EV_STOP] = failing_kept_stop,
+			    LIVE_SIGNAL},
+    [AGENT_REPORTING_KEPT] = {[AGENT_EV_REPORT_DONE] = reporting_kept_reported,
+			      [AGENT_EV_REFORM_MISSED] = failing_kept_missed,
+			      [AGENT_EV_WORKER_FAILED] = failing_kept_missed,
+			      [AGENT_EV_WORKERS_GONE] = kept_reporting_gone,
+			      [AGENT_EV_STOP] = failing_kept_stop,
+			      LIVE_SIGNAL},
+    [AGENT_JOINING_KEPT] = {[AGENT_EV_JOINED] = joining_kept_joined,
+			    [AGENT_EV_JOIN_ENDED] = joining_kept_ended,
+			    [AGENT_EV_JOIN_FAILED] = joining_kept_failed,
+			    [AGENT_EV_REFORM_MISSED] = joining_kept_missed,
+			    [AGENT_EV_WORKER_FAILED] = joining_kept_missed,
+			    [AGENT_EV_WORKERS_GONE] = joining_kept_gone,
+			    LIVE_SIGNAL},
+    [AGENT_REFORMING] = {[AGENT_EV_REFORMED] = reforming_reformed,
+			 [AGENT_EV_REFORM_MISSED] = reforming_missed,
+			 [AGENT_EV_WORKER_FAILED] = reforming_missed,
+			 [AGENT_EV_WORKERS_GONE] = respawn_gone,
+			 [AGENT_EV_RESTART] = run_restart,
+			 [AGENT_EV_STOP] = run_stop,
+			 LIVE_SIGNAL},
+    [AGENT_RESPAWNING] = {[AGENT_EV_WORKERS_GONE] = respawn_gone,
+			  [AGENT_EV_RESTART] = respawning_restart,
+			  [AGENT_EV_STOP] = respawning_stop,
+			  LIVE_SIGNAL},
     /* IDLE takes nothing but start; EXITED takes nothing */
 };
 
@@ -432,7 +691,8 @@ void agent_fsm_release(struct agent_fsm *f)
 static int about_round(enum agent_event_kind k)
 {
 	return k == AGENT_EV_RESTART || k == AGENT_EV_STOP ||
-	       k == AGENT_EV_REPORT_DONE;
+	       k == AGENT_EV_REPORT_DONE || k == AGENT_EV_ABORTED ||
+	       k == AGENT_EV_REFORMED;
 }
 
 static void handle(struct agent_fsm *f, struct agent_event *ev)
@@ -445,6 +705,9 @@ static void handle(struct agent_fsm *f, struct agent_event *ev)
 			  (unsigned long long)f->r.round);
 	} else if ((unsigned)ev->kind < AGENT_N_EVENTS) {
 		cell = table[f->state][ev->kind];
+		if (!cell)
+			log_debug("agent: %s has no cell in %s; dropped",
+				  event_names[ev->kind], state_names[f->state]);
 	}
 	if (cell)
 		cell(f, ev);

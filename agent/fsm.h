@@ -10,10 +10,10 @@
  * them to a recorder and drive every cell.
  *
  * Which states have workers alive is part of the state: RUNNING, FAILING,
- * FAILING_END, RESTARTING, ENDING and SIGNALLED do (WORKERS_GONE ends
- * them), every other state has none. The workers post WORKERS_GONE exactly
- * once per set they were started as, so a state never waits for something
- * that already happened.
+ * FAILING_END, RESTARTING, ENDING, SIGNALLED and the in-place states do
+ * (WORKERS_GONE ends them), every other state has none. The workers post
+ * WORKERS_GONE exactly once per set they were started as, so a state never
+ * waits for something that already happened.
  *
  * Answers about a round (RESTART, STOP, REPORT_DONE) name it; one that
  * names another round than the current one is dropped before any cell
@@ -50,6 +50,15 @@ enum agent_state {
 	AGENT_SIGNALLED,     /* stopping workers after a signal to us */
 	AGENT_FETCHING,	     /* asking for the job's failures to report */
 	AGENT_LEAVING,	     /* telling the rendezvous we go */
+	/* the in-place path (docs/worker-protocol.md): workers kept alive */
+	AGENT_ABORTING,	      /* abort sent: waiting for every aborted */
+	AGENT_FAILING_KEPT,   /* a worker failed: report in flight, abort
+				 sent to the others */
+	AGENT_REPORTING_KEPT, /* all aborted; the report still in flight */
+	AGENT_JOINING_KEPT,   /* all aborted; a join is in flight */
+	AGENT_REFORMING,      /* membership sent: waiting for reformed */
+	AGENT_RESPAWNING,     /* a re-form failed: stopping the workers to
+				 start new ones in the same round */
 	AGENT_EXITED,
 	AGENT_N_STATES
 };
@@ -67,6 +76,10 @@ enum agent_event_kind {
 	AGENT_EV_SIGNAL,	/* ev.sig reached the agent */
 	AGENT_EV_STATUS,	/* the job's record: ev.json failures or NULL */
 	AGENT_EV_LEFT,		/* the leave is over (answered or not) */
+	AGENT_EV_ABORTED,  /* every kept worker answered abort (ev.round) */
+	AGENT_EV_REFORMED, /* every kept worker answered membership */
+	AGENT_EV_REFORM_MISSED, /* a re-form step missed its deadline, or a
+				   kept worker exited or broke the protocol */
 	AGENT_N_EVENTS
 };
 
@@ -101,6 +114,14 @@ struct agent_fsm_ops {
 	void (*print_report)(void *ctx, json_t *job_failures,
 			     json_t *own_failures);
 	void (*finish)(void *ctx); /* the loop is over: exit the event loop */
+	/* the in-place path: whether every live worker declared abort and
+	 * membership; send abort (ABORTED or REFORM_MISSED follows); keep
+	 * the live workers for the round and send them its membership,
+	 * starting new ones where one has finished (REFORMED or
+	 * REFORM_MISSED follows) */
+	int (*in_place)(void *ctx);
+	void (*abort_workers)(void *ctx, uint64_t round, const char *reason);
+	void (*reform_workers)(void *ctx, const struct agent_round *r);
 };
 
 struct agent_fsm {
@@ -109,9 +130,13 @@ struct agent_fsm {
 	int joined;	      /* a member of some round: leave at exit */
 	int exit_status;      /* 0, 1, or 128+signal */
 	int report_on_exit;   /* the job failed: print the root cause */
-	json_t *failures;     /* this node's failures in this round */
-	const char *job;      /* the job's id, for logs; borrowed */
-	int nproc;	      /* workers per round, for logs */
+	/* how this node's workers entered the current round: "started"
+	 * (the first round), "in_place" or "restarted", and why */
+	char recovery[16];
+	char recovery_why[160];
+	json_t *failures; /* this node's failures in this round */
+	const char *job;  /* the job's id, for logs; borrowed */
+	int nproc;	  /* workers per round, for logs */
 	const struct agent_fsm_ops *ops;
 	void *ctx;
 	/* events posted while one is handled, oldest first */

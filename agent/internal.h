@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "dlaunch/agent.h"
+#include "dlaunch/buf.h"
 #include "fsm.h"
 #include "keeper.h"
 #include "rdzv.h"
@@ -30,6 +31,37 @@
 
 struct agent;
 struct agent_worker;
+struct control_reader;
+
+/* a worker's control channel, the agent's end (control.c) */
+enum agent_control_state {
+	AGENT_CONTROL_NONE,   /* no channel */
+	AGENT_CONTROL_OPEN,   /* open; no hello yet */
+	AGENT_CONTROL_SPEAKS, /* hello accepted: welcome sent */
+	AGENT_CONTROL_PLAIN,  /* bad input or closed: drained, not heard */
+};
+
+/* what the agent waits for from a worker during a re-form */
+enum agent_control_wait {
+	AGENT_CONTROL_WAIT_NONE,
+	AGENT_CONTROL_WAIT_ABORTED,
+	AGENT_CONTROL_WAIT_REFORMED,
+};
+
+struct agent_control {
+	enum agent_control_state state;
+	int fd; /* the agent's end, nonblocking; -1 when closed */
+	struct event *rev, *wev;
+	struct control_reader *in; /* NULL until open */
+	struct buf out;		   /* lines not yet written; bounded */
+	unsigned handles;	   /* CONTROL_HANDLES_* from hello */
+	enum agent_control_wait wait;
+	int answered; /* the awaited answer came */
+	/* progress: the last step it reported and when (monotonic) */
+	int has_step;
+	uint64_t step;
+	uint64_t step_ms;
+};
 
 struct agent_stream {
 	struct agent_worker *w;
@@ -59,6 +91,8 @@ struct agent_worker {
 	char progress_file[PATH_MAX];	/* DLAUNCH_PROGRESS_FILE */
 	struct timespec progress_mtime; /* as last seen; 0: no file */
 	uint64_t last_progress_ms;	/* monotonic */
+	struct agent_control ctl;	/* control.c */
+	int kept;			/* kept from an earlier round */
 };
 
 struct agent {
@@ -81,6 +115,10 @@ struct agent {
 	int starting; /* inside workers_start: the set is not complete */
 	struct event *kill_timer;
 	struct event *progress_timer; /* with --progress-timeout */
+	struct event *reform_timer;   /* a re-form step's deadline */
+	uint64_t reform_round;	      /* the round an abort/membership names */
+	int reform_missed;	      /* REFORM_MISSED posted for this step */
+	int reform_step;	      /* what the deadline bounds (control.c) */
 	struct keeper *keeper;	      /* keeper.h; NULL before agent_start */
 	int cgroup_warned;	      /* said once that a cgroup failed */
 	/* the interface for GLOO_/NCCL_SOCKET_IFNAME in rounds of more than
@@ -99,6 +137,30 @@ void workers_on_sigchld(struct agent *a);
 /* workers_check_finished: w is finished once reaped and both its pipes
  * are at EOF, in either order; the one place that decides it */
 void workers_check_finished(struct agent_worker *w);
+/* workers_reform keeps the live workers, renumbered for round a->fsm.r,
+ * and starts new ones where a worker has finished */
+void workers_reform(struct agent *a);
+
+/* control.c: the workers' control channels (docs/worker-protocol.md) */
+/* control_open makes w's channel; *child_fd is the worker's end (> 2,
+ * close-on-exec: the spawn keeps it), for the caller to close once the
+ * worker has exec'd. 0, or a DL_E* code (the worker then has none). */
+int control_open(struct agent_worker *w, int *child_fd);
+void control_close(struct agent_worker *w);
+/* control_worker_finished: w has exited; a re-form waiting on it missed */
+void control_worker_finished(struct agent_worker *w);
+/* control_in_place: every live worker said hello with abort and
+ * membership (and there is one) */
+int control_in_place(const struct agent *a);
+/* control_abort sends abort for round to every live worker and waits for
+ * their aborted (AGENT_EV_ABORTED) within --reform-timeout */
+void control_abort(struct agent *a, uint64_t round, const char *reason);
+/* control_membership sends the round a->fsm.r to every kept worker and
+ * waits for their reformed (AGENT_EV_REFORMED) */
+void control_membership(struct agent *a);
+/* control_cancel: nothing is awaited any more */
+void control_cancel(struct agent *a);
+void control_release(struct agent *a);
 
 /* output.c */
 int output_open(struct agent_worker *w, int which, int *child_fd);

@@ -110,18 +110,26 @@ static void child_fail(int fd, int e)
 	_exit(127);
 }
 
-/* close_from closes every descriptor >= lo except keep; async-signal-safe
- * (close_range is a plain system call). */
-static void close_from(int lo, int keep)
+/* close_from closes every descriptor >= lo except keep_a and keep_b
+ * (either may be < lo: none); async-signal-safe (close_range is a plain
+ * system call). */
+static void close_from(int lo, int keep_a, int keep_b)
 {
-	if (keep >= lo) {
-		if (keep > lo)
-			syscall(SYS_close_range, (unsigned)lo,
-				(unsigned)keep - 1, 0U);
-		syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U);
-	} else {
-		syscall(SYS_close_range, (unsigned)lo, ~0U, 0U);
+	int k1 = keep_a < keep_b ? keep_a : keep_b;
+	int k2 = keep_a < keep_b ? keep_b : keep_a;
+	if (k1 >= lo && k1 != k2) {
+		if (k1 > lo)
+			syscall(SYS_close_range, (unsigned)lo, (unsigned)k1 - 1,
+				0U);
+		lo = k1 + 1;
 	}
+	if (k2 >= lo) {
+		if (k2 > lo)
+			syscall(SYS_close_range, (unsigned)lo, (unsigned)k2 - 1,
+				0U);
+		lo = k2 + 1;
+	}
+	syscall(SYS_close_range, (unsigned)lo, ~0U, 0U);
 }
 
 /* What the child is given. It lives in the frame of the thread that
@@ -211,7 +219,10 @@ static void child(const struct child_args *ca)
 	fcntl(STDIN_FILENO, F_SETFD, 0);
 	fcntl(STDOUT_FILENO, F_SETFD, 0);
 	fcntl(STDERR_FILENO, F_SETFD, 0);
-	close_from(3, errfd);
+	/* the kept descriptor survives exec: no close-on-exec on it */
+	if (o->keep_fd > 2 && fcntl(o->keep_fd, F_SETFD, 0) < 0)
+		child_fail(errfd, errno);
+	close_from(3, errfd, o->keep_fd);
 	if (o->cwd && chdir(o->cwd) != 0)
 		child_fail(errfd, errno);
 	execve(ca->path, o->argv, o->envp ? o->envp : environ);

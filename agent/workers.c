@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "control_proto.h"
 #include "dlaunch/buf.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
@@ -115,6 +116,7 @@ struct pending {
 	struct spawn_opts o;
 	char **env;
 	int out_fd, err_fd; /* the child's ends of its output pipes */
+	int ctl_fd;	    /* the child's end of its control channel */
 	int ready;	    /* prepared: to be started */
 	char err[PATH_MAX + 256];
 };
@@ -125,7 +127,9 @@ static void pending_release(struct pending *p)
 		close(p->out_fd);
 	if (p->err_fd >= 0)
 		close(p->err_fd);
-	p->out_fd = p->err_fd = -1;
+	if (p->ctl_fd >= 0)
+		close(p->ctl_fd);
+	p->out_fd = p->err_fd = p->ctl_fd = -1;
 	agent_env_free(p->env);
 	p->env = NULL;
 }
@@ -147,10 +151,17 @@ static void prepare_one(struct agent *a, struct agent_worker *w,
 {
 	struct agent_worker_env e;
 
-	p->out_fd = p->err_fd = -1;
+	p->out_fd = p->err_fd = p->ctl_fd = -1;
 	if (worker_files(a, w, p->err, sizeof(p->err)) != 0)
 		goto fail;
 	worker_env(a, w, &e);
+	/* without a channel the worker is plain, as under torchrun */
+	if (control_open(w, &p->ctl_fd) != 0)
+		log_warn("rank %d: cannot make its control channel: %s; it "
+			 "runs without one",
+			 w->rank, strerror(errno));
+	e.control_fd = p->ctl_fd;
+	e.control_version = CONTROL_VERSION;
 	if (agent_env_build(environ, &e, &p->env) != 0) {
 		snprintf(p->err, sizeof(p->err), "out of memory");
 		goto fail;
@@ -169,6 +180,7 @@ static void prepare_one(struct agent *a, struct agent_worker *w,
 	p->o.stdout_fd = p->out_fd;
 	p->o.stderr_fd = p->err_fd;
 	p->o.watch = keeper_watch(a->keeper);
+	p->o.keep_fd = p->ctl_fd;
 	p->ready = 1;
 	return;
 fail:
@@ -236,11 +248,12 @@ static int start_all(struct agent *a, struct pending *pend)
 				 strerror(c[j].cgroup_errno));
 		}
 	}
-	for (int i = 0; i < n; i++)
-		finish_one(a, &a->workers[i]);
+	for (int j = 0; j < m; j++)
+		finish_one(a, &a->workers[idx[j]]);
+	/* the record holds every live group: kept workers' too */
 	m = 0;
 	for (int i = 0; i < n; i++)
-		if (a->workers[i].pid > 0)
+		if (a->workers[i].pid > 0 && !a->workers[i].reaped)
 			pgids[m++] = a->workers[i].pid;
 	keeper_record(a->keeper, pgids, m);
 out:
@@ -301,6 +314,7 @@ static void worker_finished(struct agent *a, struct agent_worker *w)
 	if (!w->spawn_failed)
 		a->n_live--;
 	log_finished(a, w);
+	control_worker_finished(w);
 	if (worker_failed(w)) {
 		struct agent_event ev;
 		memset(&ev, 0, sizeof(ev));
@@ -333,6 +347,7 @@ int workers_start(struct agent *a)
 {
 	struct pending *pend;
 	int i, n = a->cfg.nproc;
+	control_cancel(a);
 	workers_free(a);
 	a->gone = 0;
 	a->workers = calloc((size_t)n, sizeof(*a->workers));
@@ -357,6 +372,7 @@ int workers_start(struct agent *a)
 		w->rank = a->fsm.r.rank_offset + i;
 		w->out[0].fd = w->out[1].fd = -1;
 		w->out[0].file_fd = w->out[1].file_fd = -1;
+		w->ctl.fd = -1;
 	}
 	pend = calloc((size_t)n, sizeof(*pend));
 	if (!pend) {
@@ -378,6 +394,75 @@ int workers_start(struct agent *a)
 	if (a->n_live == 0)
 		workers_gone(a);
 	return 0;
+}
+
+/*
+ * workers_reform: the in-place path's new round. The live workers stay,
+ * renumbered for round a->fsm.r, and are sent its membership
+ * (control_membership); a worker that has finished (the one that failed)
+ * is started again as a new process with the round's environment.
+ */
+void workers_reform(struct agent *a)
+{
+	struct pending *pend;
+	int n = a->n_workers, n_new = 0;
+	for (int i = 0; i < n; i++) {
+		struct agent_worker *w = &a->workers[i];
+		w->rank = a->fsm.r.rank_offset + w->local_rank;
+		w->kept = w->pid > 0 && !w->reaped;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct agent_worker *w = &a->workers[i];
+		if (!w->kept && !w->finished) {
+			/* reaped, its output still draining: it cannot be
+			 * replaced yet, so the node cannot stay */
+			log_warn("rank %d has not finished yet; restarting "
+				 "this node's workers",
+				 w->rank);
+			agent_fsm_post_kind(&a->fsm, AGENT_EV_REFORM_MISSED, 0);
+			return;
+		}
+	}
+	control_membership(a);
+	pend = calloc((size_t)n, sizeof(*pend));
+	a->starting = 1;
+	for (int i = 0; i < n; i++) {
+		struct agent_worker *w = &a->workers[i];
+		if (w->kept)
+			continue;
+		output_close(&w->out[0]);
+		output_close(&w->out[1]);
+		control_close(w);
+		memset(w, 0, sizeof(*w));
+		w->a = a;
+		w->local_rank = i;
+		w->rank = a->fsm.r.rank_offset + i;
+		w->out[0].fd = w->out[1].fd = -1;
+		w->out[0].file_fd = w->out[1].file_fd = -1;
+		w->ctl.fd = -1;
+		if (!pend) {
+			start_failed(w, "out of memory");
+			continue;
+		}
+		log_info("starting rank %d again as a new process (the others "
+			 "of this node stay)",
+			 w->rank);
+		prepare_one(a, w, &pend[i]);
+		n_new++;
+	}
+	if (pend && n_new > 0) {
+		a->gone = 0;
+		start_all(a, pend);
+	}
+	free(pend);
+	/* a slot that could not start counts as failed, as in
+	 * workers_start (the slots kept were never spawn_failed) */
+	for (int i = 0; i < n; i++)
+		if (!a->workers[i].kept && a->workers[i].spawn_failed)
+			worker_finished(a, &a->workers[i]);
+	a->starting = 0;
+	if (a->n_live == 0)
+		workers_gone(a);
 }
 
 /* signal_group signals a worker's process group (pgid == the worker's
@@ -409,6 +494,7 @@ void workers_stop(struct agent *a, int sig)
 {
 	struct timeval tv;
 	int i;
+	control_cancel(a); /* no re-form is awaited from a stopping set */
 	if (a->n_live == 0)
 		return;
 	for (i = 0; i < a->n_workers; i++) {
@@ -599,6 +685,7 @@ void workers_free(struct agent *a)
 	for (int i = 0; i < a->n_workers; i++) {
 		output_close(&a->workers[i].out[0]);
 		output_close(&a->workers[i].out[1]);
+		control_close(&a->workers[i]);
 	}
 	free(a->workers);
 	a->workers = NULL;

@@ -457,8 +457,19 @@ static const struct opt_spec launcher_specs[] = {
      .unset = "0: off",
      .help = "take a worker that shows no progress for this long as hung: "
 	     "it is reported as failed, its group stopped and restarted; "
-	     "progress is any output on stdout/stderr or a touch of "
-	     "$DLAUNCH_PROGRESS_FILE"},
+	     "progress is any output on stdout/stderr, a touch of "
+	     "$DLAUNCH_PROGRESS_FILE or a step on the control channel"},
+    {.name = "reform-timeout",
+     .type = OPT_DURATION,
+     LO(cfg.reform_timeout_ms),
+     .min = 1,
+     .max = 86400000,
+     .env = "PET_REFORM_TIMEOUT",
+     .metavar = "DURATION",
+     .help = "bound of each step of an in-place re-form (abort to "
+	     "aborted, rejoin, membership to reformed) for workers that "
+	     "speak the control channel; a miss restarts the node's "
+	     "workers"},
     {.name = "monitor-interval",
      .type = OPT_DOUBLE,
      LO(monitor_interval_s),

@@ -20,6 +20,10 @@ FUZZ_etcd_proto_SRCS := agent/etcd_proto.c agent/etcd_answer.c \
 	agent/etcd_stream.c common/jsonh.c
 FUZZ_etcd_proto_LIBS := -Iagent $(JSON_LIBS) -lm
 FUZZ_etcd_proto_DEPS := agent/etcd_proto.h
+# the worker control channel's lines (agent/control_proto.h)
+FUZZ_control_proto_SRCS := agent/control_proto.c common/jsonh.c
+FUZZ_control_proto_LIBS := -Iagent $(JSON_LIBS) -lm
+FUZZ_control_proto_DEPS := agent/control_proto.h
 
 # $(call reader_fuzzer,NAME)
 define reader_fuzzer
@@ -38,4 +42,4 @@ fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
 		tests/fuzz/corpus/$(1)
 FUZZ_RUNS += fuzz-$(1)
 endef
-$(foreach f,ckpt idx journal etcd_proto,$(eval $(call reader_fuzzer,$(f))))
+$(foreach f,ckpt idx journal etcd_proto control_proto,$(eval $(call reader_fuzzer,$(f))))

@@ -67,6 +67,9 @@ struct agent_config {
 	/* a worker with no output and no touch of its DLAUNCH_PROGRESS_FILE
 	 * for this long is taken as hung (failed); 0: never */
 	uint64_t progress_timeout_ms;
+	/* each step of an in-place re-form (docs/worker-protocol.md): abort
+	 * to aborted, rejoin to the new round, membership to reformed */
+	uint64_t reform_timeout_ms;
 	const char *run_id; /* TORCHELASTIC_RUN_ID / job id */
 	const char *node_id;
 	/* static mode */
@@ -97,9 +100,9 @@ struct agent_config {
 };
 
 /* agent_config_init fills the defaults (static, 1 node, 1 worker, role
- * "default", shutdown 30 s, no progress timeout, heartbeat 1 s/5 s, join
- * 600 s, last call 5 s, read 60 s, master 127.0.0.1:29500). They are the
- * one source of dlaunch's defaults: the command line is parsed onto a
+ * "default", shutdown 30 s, no progress timeout, re-form 30 s, heartbeat 1 s/5
+ * s, join 600 s, last call 5 s, read 60 s, master 127.0.0.1:29500). They are
+ * the one source of dlaunch's defaults: the command line is parsed onto a
  * config this function filled, and `dlaunch --help` prints each default
  * from it (launcher_options_init). */
 void agent_config_init(struct agent_config *cfg);
@@ -168,6 +171,10 @@ struct agent_worker_env {
 	/* GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where base lacks
 	 * it (agent_addr_socket_ifname); NULL: neither */
 	const char *socket_ifname;
+	/* the worker's end of its control channel (DLAUNCH_CONTROL_FD and
+	 * DLAUNCH_CONTROL_VERSION); <= 2: no channel, neither is set */
+	int control_fd;
+	unsigned control_version;
 };
 
 /*
@@ -178,7 +185,10 @@ struct agent_worker_env {
  * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base lacks it and
  * OMP_NUM_THREADS=1 when base lacks it and local_world_size > 1, and
  * GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME = e->socket_ifname, each when
- * base lacks it and e->socket_ifname is set.
+ * base lacks it and e->socket_ifname is set, and DLAUNCH_CONTROL_FD /
+ * DLAUNCH_CONTROL_VERSION when e->control_fd > 2 (replacing inherited
+ * ones; removed from base otherwise, so a worker never takes its agent's
+ * channel for its own).
  * Free with agent_env_free. Returns 0 or DL_ENOMEM.
  */
 int agent_env_build(char *const *base, const struct agent_worker_env *e,

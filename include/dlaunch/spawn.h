@@ -4,7 +4,8 @@
  * The child gets default signal dispositions and an empty signal mask, its
  * own session and process group (setsid: pgid == pid), dies with the
  * process that spawned it (PR_SET_PDEATHSIG SIGKILL), the given descriptors
- * as stdin/stdout/stderr and no other descriptor. Between fork and exec it
+ * as stdin/stdout/stderr and no other descriptor but an optional
+ * keep_fd. Between fork and exec it
  * makes only async-signal-safe calls; an exec failure travels back to the
  * parent over a close-on-exec pipe, so spawn_process either returns a
  * running process or an error naming the program.
@@ -45,6 +46,9 @@ struct spawn_opts {
 	const char *cwd;   /* NULL: the caller's working directory */
 	const struct spawn_watch *watch; /* NULL: none; borrowed */
 	int flags;			 /* SPAWN_*; 0: a worker */
+	/* one more descriptor the child keeps, at the same number, open
+	 * across exec (a worker's control channel); <= 2: none */
+	int keep_fd;
 };
 
 /* flags for a helper of the caller's own rather than a worker: */

@@ -400,15 +400,40 @@ static void test_env_every_variable(void **state)
 	(void)state;
 	e.socket_ifname = "eth0";
 	e.progress_file = "/tmp/x/progress";
+	e.control_fd = 7;
+	e.control_version = 1;
 	assert_int_equal(agent_env_build(empty, &e, &env), 0);
 	while (env[n])
 		n++;
-	assert_int_equal(n, 25);
+	assert_int_equal(n, 27);
+	assert_string_equal(env_get(env, "DLAUNCH_CONTROL_FD"), "7");
+	assert_string_equal(env_get(env, "DLAUNCH_CONTROL_VERSION"), "1");
 	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "1");
 	assert_string_equal(env_get(env, "GLOO_SOCKET_IFNAME"), "eth0");
 	assert_string_equal(env_get(env, "DLAUNCH_PROGRESS_FILE"),
 			    "/tmp/x/progress");
 	assert_string_equal(env_get(env, "DLAUNCH_NODE_ID"), "nodeB");
+	agent_env_free(env);
+}
+
+/* no channel: neither variable, not even one the agent inherited (its
+ * own agent's, when dlaunch runs as a worker) */
+static void test_env_control_channel(void **state)
+{
+	char *base[] = {"DLAUNCH_CONTROL_FD=9", "DLAUNCH_CONTROL_VERSION=1",
+			"KEEP=1", NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	(void)state;
+	assert_int_equal(agent_env_build(base, &e, &env), 0);
+	assert_null(env_get(env, "DLAUNCH_CONTROL_FD"));
+	assert_null(env_get(env, "DLAUNCH_CONTROL_VERSION"));
+	assert_string_equal(env_get(env, "KEEP"), "1");
+	agent_env_free(env);
+	e.control_fd = 12;
+	e.control_version = 1;
+	assert_int_equal(agent_env_build(base, &e, &env), 0);
+	assert_string_equal(env_get(env, "DLAUNCH_CONTROL_FD"), "12");
 	agent_env_free(env);
 }
 
@@ -426,6 +451,7 @@ int main(void)
 	    cmocka_unit_test(test_addr_socket_ifname),
 	    cmocka_unit_test(test_env_socket_ifname),
 	    cmocka_unit_test(test_env_every_variable),
+	    cmocka_unit_test(test_env_control_channel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ struct rec {
 	int printed_n;	       /* failures in the printed report */
 	int printed_job;       /* the report was the job's, not our own */
 	int report_failures_n; /* failures in the last failure report */
+	int in_place;	       /* every worker declared abort+membership */
 };
 
 static void say(struct rec *r, const char *fmt, ...)
@@ -109,6 +110,22 @@ static void fx_finish(void *ctx)
 	say(ctx, "finish;");
 }
 
+static int fx_in_place(void *ctx)
+{
+	return ((struct rec *)ctx)->in_place;
+}
+
+static void fx_abort(void *ctx, uint64_t round, const char *reason)
+{
+	(void)reason;
+	say(ctx, "abort(%llu);", (unsigned long long)round);
+}
+
+static void fx_reform(void *ctx, const struct agent_round *rd)
+{
+	say(ctx, "reform(%llu);", (unsigned long long)rd->round);
+}
+
 static const struct agent_fsm_ops ops = {
     .start_workers = fx_start,
     .stop_workers = fx_stop,
@@ -122,6 +139,9 @@ static const struct agent_fsm_ops ops = {
     .status = fx_status,
     .print_report = fx_print,
     .finish = fx_finish,
+    .in_place = fx_in_place,
+    .abort_workers = fx_abort,
+    .reform_workers = fx_reform,
 };
 
 struct fixture {
@@ -291,22 +311,80 @@ static const struct cell cells[] = {
     {AGENT_FETCHING, AGENT_EV_STATUS, AGENT_EXITED, "print;finish;"},
     {AGENT_FETCHING, AGENT_EV_SIGNAL, AGENT_EXITED, "cancel;print;finish;"},
     {AGENT_LEAVING, AGENT_EV_LEFT, AGENT_EXITED, "finish;"},
+    /* the in-place states (their workers are kept) */
+    {AGENT_ABORTING, AGENT_EV_ABORTED, AGENT_JOINING_KEPT, "join;"},
+    {AGENT_ABORTING, AGENT_EV_REFORM_MISSED, AGENT_RESTARTING, "stop(15);"},
+    {AGENT_ABORTING, AGENT_EV_WORKER_FAILED, AGENT_RESTARTING, "stop(15);"},
+    {AGENT_ABORTING, AGENT_EV_WORKERS_GONE, AGENT_JOINING, "join;"},
+    {AGENT_ABORTING, AGENT_EV_STOP, AGENT_ENDING, "stop(15);"},
+    {AGENT_ABORTING, AGENT_EV_SIGNAL, AGENT_SIGNALLED, "cancel;stop(15);"},
+    {AGENT_FAILING_KEPT, AGENT_EV_ABORTED, AGENT_REPORTING_KEPT, ""},
+    {AGENT_FAILING_KEPT, AGENT_EV_REPORT_DONE, AGENT_ABORTING, ""},
+    {AGENT_FAILING_KEPT, AGENT_EV_REFORM_MISSED, AGENT_FAILING, "stop(15);"},
+    {AGENT_FAILING_KEPT, AGENT_EV_WORKER_FAILED, AGENT_FAILING, "stop(15);"},
+    {AGENT_FAILING_KEPT, AGENT_EV_WORKERS_GONE, AGENT_REPORTING, ""},
+    {AGENT_FAILING_KEPT, AGENT_EV_STOP, AGENT_FAILING_END, "stop(15);"},
+    {AGENT_FAILING_KEPT, AGENT_EV_SIGNAL, AGENT_SIGNALLED, "cancel;stop(15);"},
+    {AGENT_REPORTING_KEPT, AGENT_EV_REPORT_DONE, AGENT_JOINING_KEPT, "join;"},
+    {AGENT_REPORTING_KEPT, AGENT_EV_REFORM_MISSED, AGENT_FAILING, "stop(15);"},
+    {AGENT_REPORTING_KEPT, AGENT_EV_WORKER_FAILED, AGENT_FAILING, "stop(15);"},
+    {AGENT_REPORTING_KEPT, AGENT_EV_WORKERS_GONE, AGENT_REPORTING, ""},
+    {AGENT_REPORTING_KEPT, AGENT_EV_STOP, AGENT_FAILING_END, "stop(15);"},
+    {AGENT_REPORTING_KEPT, AGENT_EV_SIGNAL, AGENT_SIGNALLED,
+     "cancel;stop(15);"},
+    {AGENT_JOINING_KEPT, AGENT_EV_JOINED, AGENT_REFORMING,
+     "begin(6);reform(6);"},
+    {AGENT_JOINING_KEPT, AGENT_EV_JOIN_ENDED, AGENT_ENDING, "stop(15);"},
+    {AGENT_JOINING_KEPT, AGENT_EV_JOIN_FAILED, AGENT_ENDING, "stop(15);"},
+    {AGENT_JOINING_KEPT, AGENT_EV_REFORM_MISSED, AGENT_RESTARTING,
+     "end;stop(15);"},
+    {AGENT_JOINING_KEPT, AGENT_EV_WORKER_FAILED, AGENT_RESTARTING,
+     "end;stop(15);"},
+    {AGENT_JOINING_KEPT, AGENT_EV_WORKERS_GONE, AGENT_JOINING, ""},
+    {AGENT_JOINING_KEPT, AGENT_EV_SIGNAL, AGENT_SIGNALLED, "cancel;stop(15);"},
+    {AGENT_REFORMING, AGENT_EV_REFORMED, AGENT_RUNNING, ""},
+    {AGENT_REFORMING, AGENT_EV_REFORM_MISSED, AGENT_RESPAWNING, "stop(15);"},
+    {AGENT_REFORMING, AGENT_EV_WORKER_FAILED, AGENT_RESPAWNING, "stop(15);"},
+    {AGENT_REFORMING, AGENT_EV_WORKERS_GONE, AGENT_RUNNING, "start(5);"},
+    {AGENT_REFORMING, AGENT_EV_RESTART, AGENT_RESTARTING, "end;stop(15);"},
+    {AGENT_REFORMING, AGENT_EV_STOP, AGENT_ENDING, "end;stop(15);"},
+    {AGENT_REFORMING, AGENT_EV_SIGNAL, AGENT_SIGNALLED, "cancel;stop(15);"},
+    {AGENT_RESPAWNING, AGENT_EV_WORKERS_GONE, AGENT_RUNNING, "start(5);"},
+    {AGENT_RESPAWNING, AGENT_EV_RESTART, AGENT_RESTARTING, "end;"},
+    {AGENT_RESPAWNING, AGENT_EV_STOP, AGENT_ENDING, "end;"},
+    {AGENT_RESPAWNING, AGENT_EV_SIGNAL, AGENT_SIGNALLED, "cancel;stop(15);"},
 };
 
-static const struct cell *find_cell(enum agent_state s, enum agent_event_kind k)
+/* The cells that differ when every worker of the node declared abort and
+ * membership (the others are as above). */
+static const struct cell cells_in_place[] = {
+    {AGENT_RUNNING, AGENT_EV_WORKER_FAILED, AGENT_FAILING_KEPT,
+     "end;report(5,failed);abort(5);"},
+    {AGENT_RUNNING, AGENT_EV_RESTART, AGENT_ABORTING, "end;abort(5);"},
+    {AGENT_REFORMING, AGENT_EV_RESTART, AGENT_ABORTING, "end;abort(5);"},
+};
+
+static const struct cell *find_cell(enum agent_state s, enum agent_event_kind k,
+				    int in_place)
 {
+	for (size_t i = 0;
+	     in_place && i < sizeof(cells_in_place) / sizeof(cells_in_place[0]);
+	     i++)
+		if (cells_in_place[i].from == s && cells_in_place[i].ev == k)
+			return &cells_in_place[i];
 	for (size_t i = 0; i < sizeof(cells) / sizeof(cells[0]); i++)
 		if (cells[i].from == s && cells[i].ev == k)
 			return &cells[i];
 	return NULL;
 }
 
-static void test_every_cell(void **state)
+/* sweep posts every event in every state and compares with the tables */
+static void sweep(struct fixture *x, int in_place)
 {
-	struct fixture *x = *state;
+	x->r.in_place = in_place;
 	for (int s = 0; s < AGENT_N_STATES; s++) {
 		for (int k = 0; k < AGENT_N_EVENTS; k++) {
-			const struct cell *c = find_cell(s, k);
+			const struct cell *c = find_cell(s, k, in_place);
 			char what[96];
 			x->f.state = (enum agent_state)s;
 			x->f.r.round = 5;
@@ -314,8 +392,9 @@ static void test_every_cell(void **state)
 			x->f.report_on_exit = 1; /* as after a FAILED end */
 			clear_log(x);
 			post_any(x, (enum agent_event_kind)k);
-			snprintf(what, sizeof(what), "%s x %s",
-				 agent_state_name(s), agent_event_name(k));
+			snprintf(what, sizeof(what), "%s x %s%s",
+				 agent_state_name(s), agent_event_name(k),
+				 in_place ? " (in place)" : "");
 			if (!c) {
 				if (x->f.state != (enum agent_state)s ||
 				    x->r.log[0])
@@ -337,13 +416,23 @@ static void test_every_cell(void **state)
 	}
 }
 
+static void test_every_cell(void **state)
+{
+	sweep(*state, 0);
+}
+
+static void test_every_cell_in_place(void **state)
+{
+	sweep(*state, 1);
+}
+
 /* the states said to have workers are those WORKERS_GONE ends */
 static void test_worker_states(void **state)
 {
 	(void)state;
 	for (int s = 0; s < AGENT_N_STATES; s++) {
 		const struct cell *c =
-		    find_cell((enum agent_state)s, AGENT_EV_WORKERS_GONE);
+		    find_cell((enum agent_state)s, AGENT_EV_WORKERS_GONE, 0);
 		assert_int_equal(agent_fsm_has_workers((enum agent_state)s),
 				 c != NULL);
 	}
@@ -560,10 +649,118 @@ static void test_effects_post_in_order(void **state)
 	assert_int_equal(x->f.exit_status, 0);
 }
 
+/* the in-place path whole: a round ends elsewhere, the workers abort,
+ * the node rejoins, they re-form; a stale aborted/reformed changes
+ * nothing; recovery says how the round began */
+static void test_in_place_round(void **state)
+{
+	struct fixture *x = *state;
+	x->r.in_place = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	assert_string_equal(x->f.recovery, "started");
+	clear_log(x);
+	post_job(x, AGENT_EV_RESTART, 1, "RESTARTING");
+	expect(x, AGENT_ABORTING, "end;abort(1);");
+	post(x, AGENT_EV_ABORTED, 0); /* another round's: dropped */
+	expect(x, AGENT_ABORTING, "");
+	post(x, AGENT_EV_ABORTED, 1);
+	expect(x, AGENT_JOINING_KEPT, "join;");
+	post_joined(x, 2, 1);
+	expect(x, AGENT_REFORMING, "begin(2);reform(2);");
+	post(x, AGENT_EV_REFORMED, 1); /* stale */
+	expect(x, AGENT_REFORMING, "");
+	post(x, AGENT_EV_REFORMED, 2);
+	expect(x, AGENT_RUNNING, "");
+	assert_string_equal(x->f.recovery, "in_place");
+	/* and to the end as usual */
+	post(x, AGENT_EV_WORKERS_GONE, 0);
+	expect(x, AGENT_DONE, "report(2,ok);");
+}
+
+/* a worker of ours failed: the report and the others' abort run side by
+ * side, in either order, then the rejoin keeps the others */
+static void test_in_place_after_own_failure(void **state)
+{
+	struct fixture *x = *state;
+	x->r.in_place = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	clear_log(x);
+	post_failed(x, 1);
+	expect(x, AGENT_FAILING_KEPT, "end;report(1,failed);abort(1);");
+	assert_int_equal(x->r.report_failures_n, 1);
+	post(x, AGENT_EV_ABORTED, 1);
+	expect(x, AGENT_REPORTING_KEPT, "");
+	post(x, AGENT_EV_REPORT_DONE, 1);
+	expect(x, AGENT_JOINING_KEPT, "join;");
+	post_joined(x, 2, 1);
+	expect(x, AGENT_REFORMING, "begin(2);reform(2);");
+	post(x, AGENT_EV_REFORMED, 2);
+	expect(x, AGENT_RUNNING, "");
+	/* the other order */
+	post_failed(x, 1);
+	clear_log(x);
+	post(x, AGENT_EV_REPORT_DONE, 2);
+	expect(x, AGENT_ABORTING, "");
+	post(x, AGENT_EV_ABORTED, 2);
+	expect(x, AGENT_JOINING_KEPT, "join;");
+}
+
+/* every miss lands on the plain path and the job goes on */
+static void test_in_place_fallbacks(void **state)
+{
+	struct fixture *x = *state;
+	x->r.in_place = 1;
+	x->r.gone_on_stop = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	clear_log(x);
+	/* abort ignored: stop, rejoin, start afresh */
+	post_job(x, AGENT_EV_RESTART, 1, "RESTARTING");
+	post(x, AGENT_EV_REFORM_MISSED, 0);
+	expect(x, AGENT_JOINING, "end;abort(1);stop(15);join;");
+	post_joined(x, 2, 1);
+	expect(x, AGENT_RUNNING, "begin(2);start(2);");
+	assert_string_equal(x->f.recovery, "restarted");
+	/* no new round in time: the join is dropped, then made again */
+	post_job(x, AGENT_EV_RESTART, 2, "RESTARTING");
+	post(x, AGENT_EV_ABORTED, 2);
+	clear_log(x);
+	post(x, AGENT_EV_REFORM_MISSED, 0);
+	expect(x, AGENT_JOINING, "end;stop(15);join;");
+	post_joined(x, 3, 2);
+	clear_log(x);
+	/* a worker crashed during the re-form: new workers in the round */
+	post_job(x, AGENT_EV_RESTART, 3, "RESTARTING");
+	post(x, AGENT_EV_ABORTED, 3);
+	post_joined(x, 4, 3);
+	clear_log(x);
+	post_failed(x, 0);
+	expect(x, AGENT_RUNNING, "stop(15);start(4);");
+	assert_string_equal(x->f.recovery, "restarted");
+	assert_int_equal(x->f.r.round, 4);
+}
+
+/* without the declaration of every worker, the path is today's */
+static void test_not_in_place(void **state)
+{
+	struct fixture *x = *state;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	clear_log(x);
+	post_job(x, AGENT_EV_RESTART, 1, "RESTARTING");
+	expect(x, AGENT_RESTARTING, "end;stop(15);");
+	assert_string_equal(x->f.recovery_why,
+			    "not every worker declared abort and membership");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_every_cell, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_every_cell_in_place, setup,
+					    teardown),
 	    cmocka_unit_test(test_worker_states),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	    T(test_success),
@@ -577,6 +774,10 @@ int main(void)
 	    T(test_signal_before_joining),
 	    T(test_join_outcomes),
 	    T(test_effects_post_in_order),
+	    T(test_in_place_round),
+	    T(test_in_place_after_own_failure),
+	    T(test_in_place_fallbacks),
+	    T(test_not_in_place),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
