@@ -20,7 +20,7 @@
  * workers and wait for every answer naming the round, each step bounded
  * by --reform-timeout (one timer per agent); all answers in post ABORTED
  * or REFORMED, anything else REFORM_MISSED, once per step. Between the
- * two the same deadline bounds the rejoin.
+ * two a longer deadline bounds the rejoin (rejoin_ms).
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -86,6 +86,16 @@ static void miss(struct agent *a, const char *fmt, ...)
 	agent_fsm_post_kind(&a->fsm, AGENT_EV_REFORM_MISSED, 0);
 }
 
+/* rejoin_ms: how long the rejoin may take. The round waits for the other
+ * nodes, and a node falling back takes up to one deadline to notice, its
+ * grace to stop its workers and its own join; the round then closes
+ * after the last call at most. */
+static uint64_t rejoin_ms(const struct agent *a)
+{
+	return 2 * a->cfg.reform_timeout_ms + a->cfg.shutdown_timeout_ms +
+	       a->cfg.last_call_timeout_ms;
+}
+
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
@@ -93,13 +103,16 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (a->reform_step == STEP_REJOIN) {
-		miss(a, "no new round within %g s", s);
+		miss(a, "no new round within %g s",
+		     (double)rejoin_ms(a) / 1000);
 		return;
 	}
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
-		if (w->ctl.wait != AGENT_CONTROL_WAIT_NONE && !w->ctl.answered) {
-			miss(a, "rank %d (pid %ld) did not answer %s within %g s",
+		if (w->ctl.wait != AGENT_CONTROL_WAIT_NONE &&
+		    !w->ctl.answered) {
+			miss(a,
+			     "rank %d (pid %ld) did not answer %s within %g s",
 			     w->rank, (long)w->pid, step_names[a->reform_step],
 			     s);
 			return;
@@ -112,6 +125,8 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 static void arm(struct agent *a, int step)
 {
 	struct timeval tv;
+	uint64_t ms =
+	    step == STEP_REJOIN ? rejoin_ms(a) : a->cfg.reform_timeout_ms;
 	a->reform_step = step;
 	a->reform_missed = 0;
 	if (!a->reform_timer)
@@ -120,8 +135,8 @@ static void arm(struct agent *a, int step)
 		miss(a, "out of memory");
 		return;
 	}
-	tv.tv_sec = (time_t)(a->cfg.reform_timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)(a->cfg.reform_timeout_ms % 1000) * 1000;
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
 	evtimer_add(a->reform_timer, &tv);
 }
 
@@ -299,7 +314,8 @@ static void on_answer(struct agent_worker *w, const struct control_msg *m,
 
 static void on_message(struct agent_worker *w, const struct control_msg *m)
 {
-	if (m->type != CONTROL_MSG_HELLO && w->ctl.state != AGENT_CONTROL_SPEAKS) {
+	if (m->type != CONTROL_MSG_HELLO &&
+	    w->ctl.state != AGENT_CONTROL_SPEAKS) {
 		broken(w, 0, "\"%s\" before hello", control_msg_name(m->type));
 		return;
 	}
@@ -353,6 +369,38 @@ static void take_lines(struct agent_worker *w)
 	}
 }
 
+/* exiting: w's process is gone or a zombie, so a closed channel is just
+ * its exit (nothing to say); a live one closed it on purpose */
+static int exiting(const struct agent_worker *w)
+{
+	char path[64], stat[256], *rp;
+	ssize_t n;
+	int fd;
+	if (w->reaped)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)w->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	stat[n] = '\0';
+	rp = strrchr(stat, ')');
+	if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
+		return 1;
+	/* "S ppid pgrp session tty tpgid flags": a process in its exit
+	 * closes its files before it is a zombie (PF_EXITING, 0x4) */
+	rp += 2;
+	for (int field = 0; field < 6 && rp; field++) {
+		rp = strchr(rp, ' ');
+		if (rp)
+			rp++;
+	}
+	return rp && (strtoul(rp, NULL, 10) & 0x4u) != 0;
+}
+
 /* shut: the socket is closed and nothing more is read or written; the
  * events stay (freed by control_close) as this may run in their own
  * callback */
@@ -400,7 +448,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n <= 0) {
-			broken(w, 1, "the worker closed it");
+			broken(w, exiting(w), "the worker closed it");
 			shut(w);
 			return;
 		}

@@ -13,8 +13,8 @@ static const struct {
 	const char *name;
 	enum control_msg_type type;
 } msg_types[] = {
-    {"hello", CONTROL_MSG_HELLO},	{"step", CONTROL_MSG_STEP},
-    {"aborted", CONTROL_MSG_ABORTED},	{"reformed", CONTROL_MSG_REFORMED},
+    {"hello", CONTROL_MSG_HELLO},     {"step", CONTROL_MSG_STEP},
+    {"aborted", CONTROL_MSG_ABORTED}, {"reformed", CONTROL_MSG_REFORMED},
     {"dumped", CONTROL_MSG_DUMPED},
 };
 
@@ -38,8 +38,7 @@ const char *control_msg_name(enum control_msg_type t)
 
 /* read_handles: hello's "handles", an array of strings; names this
  * version does not know are skipped (a newer worker may list more) */
-static int read_handles(json_t *obj, unsigned *out, char *err,
-			size_t err_size)
+static int read_handles(json_t *obj, unsigned *out, char *err, size_t err_size)
 {
 	json_t *arr = json_object_get(obj, "handles"), *v;
 	size_t i;
@@ -57,8 +56,8 @@ static int read_handles(json_t *obj, unsigned *out, char *err,
 					 "\"handles\" holds a non-string");
 		for (size_t k = 0;
 		     k < sizeof(handle_names) / sizeof(handle_names[0]); k++)
-			if (strcmp(json_string_value(v), handle_names[k].name) ==
-			    0)
+			if (strcmp(json_string_value(v),
+				   handle_names[k].name) == 0)
 				*out |= handle_names[k].bit;
 	}
 	return 0;
@@ -208,19 +207,18 @@ int control_write_abort(struct buf *b, uint64_t round, const char *reason)
 				reason ? reason : ""));
 }
 
-int control_write_membership(struct buf *b,
-			     const struct control_membership *m)
+int control_write_membership(struct buf *b, const struct control_membership *m)
 {
-	return put(b,
-		   json_pack("{s:s,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,"
-			     "s:s}",
-			     "type", "membership", "round", (json_int_t)m->round,
-			     "rank", m->rank, "world_size", m->world_size,
-			     "local_rank", m->local_rank, "local_world_size",
-			     m->local_world_size, "node_rank", m->node_rank,
-			     "nnodes", m->nnodes, "master_addr",
-			     m->master_addr ? m->master_addr : "",
-			     "master_port", (int)m->master_port,
-			     "restart_count", m->restart_count, "store_prefix",
-			     m->store_prefix ? m->store_prefix : ""));
+	return put(
+	    b,
+	    json_pack("{s:s,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,"
+		      "s:s}",
+		      "type", "membership", "round", (json_int_t)m->round,
+		      "rank", m->rank, "world_size", m->world_size,
+		      "local_rank", m->local_rank, "local_world_size",
+		      m->local_world_size, "node_rank", m->node_rank, "nnodes",
+		      m->nnodes, "master_addr",
+		      m->master_addr ? m->master_addr : "", "master_port",
+		      (int)m->master_port, "restart_count", m->restart_count,
+		      "store_prefix", m->store_prefix ? m->store_prefix : ""));
 }

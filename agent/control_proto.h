@@ -39,10 +39,10 @@ enum control_msg_type {
 /* One worker message; which members are set depends on type. */
 struct control_msg {
 	enum control_msg_type type;
-	uint64_t version;	    /* HELLO */
-	unsigned handles;	    /* HELLO: CONTROL_HANDLES_* */
-	uint64_t round;		    /* ABORTED, REFORMED */
-	uint64_t step;		    /* STEP, ABORTED, REFORMED */
+	uint64_t version;	     /* HELLO */
+	unsigned handles;	     /* HELLO: CONTROL_HANDLES_* */
+	uint64_t round;		     /* ABORTED, REFORMED */
+	uint64_t step;		     /* STEP, ABORTED, REFORMED */
 	char id[CONTROL_ID_MAX + 1]; /* DUMPED */
 };
 
@@ -93,8 +93,7 @@ struct control_membership {
  * 0, or DL_ENOMEM / DL_ELIMIT (b unchanged). */
 int control_write_welcome(struct buf *b, unsigned version);
 int control_write_abort(struct buf *b, uint64_t round, const char *reason);
-int control_write_membership(struct buf *b,
-			     const struct control_membership *m);
+int control_write_membership(struct buf *b, const struct control_membership *m);
 
 const char *control_msg_name(enum control_msg_type t);
 

@@ -103,8 +103,8 @@ static void test_refused(void **state)
 		assert_true(err[0] != '\0');
 	}
 	/* a NUL inside a line */
-	assert_int_not_equal(control_parse_line("{\"type\":\"step\"\0}", 16,
-						&m, err, sizeof(err)),
+	assert_int_not_equal(control_parse_line("{\"type\":\"step\"\0}", 16, &m,
+						err, sizeof(err)),
 			     0);
 }
 
@@ -176,7 +176,8 @@ static void test_writers(void **state)
 	(void)state;
 	buf_init(&b, 1 << 16);
 	assert_int_equal(control_write_welcome(&b, 1), 0);
-	assert_string_equal(buf_cstr(&b), "{\"type\":\"welcome\",\"version\":1}\n");
+	assert_string_equal(buf_cstr(&b),
+			    "{\"type\":\"welcome\",\"version\":1}\n");
 	buf_reset(&b);
 	assert_int_equal(control_write_abort(&b, 1, "node n0 lost"), 0);
 	assert_non_null(strstr(buf_cstr(&b), "\"type\":\"abort\""));
