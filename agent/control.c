@@ -188,6 +188,38 @@ static void check_answers(struct agent *a)
 
 /* ------------------------------------------------------- the channel */
 
+/* exiting: w's process is gone or a zombie, so a closed channel is just
+ * its exit (nothing to say); a live one closed it on purpose */
+static int exiting(const struct agent_worker *w)
+{
+	char path[64], stat[256], *rp;
+	ssize_t n;
+	int fd;
+	if (w->reaped)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)w->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	stat[n] = '\0';
+	rp = strrchr(stat, ')');
+	if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
+		return 1;
+	/* "S ppid pgrp session tty tpgid flags": a process in its exit
+	 * closes its files before it is a zombie (PF_EXITING, 0x4) */
+	rp += 2;
+	for (int field = 0; field < 6 && rp; field++) {
+		rp = strchr(rp, ' ');
+		if (rp)
+			rp++;
+	}
+	return rp && (strtoul(rp, NULL, 10) & 0x4u) != 0;
+}
+
 /* broken: the channel is of no more use; w is plain from now on. Said
  * once (quietly when the socket just closed at a worker's exit). */
 static void broken(struct agent_worker *w, int quiet, const char *fmt, ...)
@@ -235,7 +267,7 @@ static void flush_out(struct agent_worker *w)
 			event_add(c->wev, NULL);
 			return;
 		}
-		broken(w, 1, "cannot write: %s",
+		broken(w, exiting(w), "cannot write: %s",
 		       n < 0 ? strerror(errno) : "closed");
 		return;
 	}
@@ -367,38 +399,6 @@ static void take_lines(struct agent_worker *w)
 		}
 		on_message(w, &m);
 	}
-}
-
-/* exiting: w's process is gone or a zombie, so a closed channel is just
- * its exit (nothing to say); a live one closed it on purpose */
-static int exiting(const struct agent_worker *w)
-{
-	char path[64], stat[256], *rp;
-	ssize_t n;
-	int fd;
-	if (w->reaped)
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)w->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	n = read(fd, stat, sizeof(stat) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	stat[n] = '\0';
-	rp = strrchr(stat, ')');
-	if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
-		return 1;
-	/* "S ppid pgrp session tty tpgid flags": a process in its exit
-	 * closes its files before it is a zombie (PF_EXITING, 0x4) */
-	rp += 2;
-	for (int field = 0; field < 6 && rp; field++) {
-		rp = strchr(rp, ' ');
-		if (rp)
-			rp++;
-	}
-	return rp && (strtoul(rp, NULL, 10) & 0x4u) != 0;
 }
 
 /* shut: the socket is closed and nothing more is read or written; the
