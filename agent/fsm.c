@@ -156,6 +156,15 @@ static void restarted(struct agent_fsm *f, const char *why)
 
 #define NOT_DECLARED "not every worker declared abort and membership"
 
+/* entered: this node's workers are running in the round; says how they
+ * came there (the rendezvous hears it with the next heartbeat) */
+static void entered(struct agent_fsm *f)
+{
+	log_info("job=%s round=%llu event=round_entered recovery=%s why=\"%s\"",
+		 f->job, (unsigned long long)f->r.round, f->recovery,
+		 f->recovery_why);
+}
+
 static void log_round_over(struct agent_fsm *f, const struct agent_event *ev)
 {
 	log_info("round %llu ended (job %s); stopping workers to rejoin",
@@ -190,6 +199,7 @@ static void joined(struct agent_fsm *f, struct agent_event *ev)
 	f->r = ev->assign;
 	f->joined = 1;
 	json_array_clear(f->failures);
+	entered(f);
 	enter(f, AGENT_RUNNING);
 	f->ops->round_begin(f->ctx, f->r.round);
 	f->ops->start_workers(f->ctx, &f->r);
@@ -439,6 +449,7 @@ static void joining_kept_joined(struct agent_fsm *f, struct agent_event *ev)
 {
 	f->r = ev->assign;
 	json_array_clear(f->failures);
+	set_recovery(f, "", ""); /* not known before the answers */
 	enter(f, AGENT_REFORMING);
 	f->ops->round_begin(f->ctx, f->r.round);
 	f->ops->reform_workers(f->ctx, &f->r);
@@ -484,6 +495,7 @@ static void reforming_reformed(struct agent_fsm *f, struct agent_event *ev)
 	set_recovery(f, "in_place", "every worker of this node re-formed");
 	log_info("round %llu: this node's workers re-formed in place",
 		 (unsigned long long)f->r.round);
+	entered(f);
 	enter(f, AGENT_RUNNING);
 }
 
@@ -499,6 +511,7 @@ static void respawn_gone(struct agent_fsm *f, struct agent_event *ev)
 	(void)ev;
 	if (strcmp(f->recovery, "restarted") != 0)
 		restarted(f, "no worker was left to keep");
+	entered(f);
 	enter(f, AGENT_RUNNING);
 	f->ops->start_workers(f->ctx, &f->r);
 }

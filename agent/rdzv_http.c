@@ -355,6 +355,13 @@ static void send_heartbeat(struct rdzv_http *h)
 	json_t *b = identity(h);
 	h->heartbeat.round = h->round;
 	json_object_set_new(b, "round", json_integer((json_int_t)h->round));
+	/* how this node's workers entered the round, once it is known */
+	if (h->base.fsm->recovery[0] && h->base.fsm->r.round == h->round) {
+		json_object_set_new(b, "recovery",
+				    json_string(h->base.fsm->recovery));
+		json_object_set_new(b, "recovery_why",
+				    json_string(h->base.fsm->recovery_why));
+	}
 	job_path(h, path, sizeof(path), "heartbeat");
 	op_call(&h->heartbeat, "POST", path, b, h->cfg->heartbeat_timeout_ms,
 		on_heartbeat);

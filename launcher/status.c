@@ -81,6 +81,15 @@ static void print_job(json_t *j)
 		       num(m, "node_rank"), str(m, "node_id"), str(m, "addr"),
 		       n, ranks, str(m, "status"), num(m, "last_seen_ms_ago"));
 	}
+	/* how each member's workers entered the round, where it said */
+	json_array_foreach(members, i, m)
+	{
+		json_t *rec = json_object_get(m, "recovery");
+		if (!json_is_object(rec))
+			continue;
+		printf("entered: %s %s (%s)\n", str(m, "node_id"),
+		       str(rec, "how"), str(rec, "why"));
+	}
 	if (json_array_size(waiting) > 0) {
 		printf("waiting:");
 		json_array_foreach(waiting, i, m)

@@ -271,6 +271,34 @@ static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
 	}
 }
 
+/* request_recovery reads a heartbeat's optional "recovery" (how the
+ * node's workers entered the round: started, in_place, restarted) and
+ * "recovery_why" (printable text). 0 with *how NONE when absent. */
+static int request_recovery(json_t *body, enum rdzv_recovery *how,
+			    const char **why, char *err, size_t err_size)
+{
+	const char *s = NULL;
+	*how = RDZV_RECOVERY_NONE;
+	*why = "";
+	if (jsonh_get_str(body, "recovery", 0, 32, &s, err, err_size) ||
+	    jsonh_get_str(body, "recovery_why", 0, RDZV_RECOVERY_WHY_MAX, why,
+			  err, err_size))
+		return DL_EINVAL;
+	if (!s)
+		return 0;
+	if (rdzv_recovery_parse(s, how) != 0)
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field 'recovery': '%s' is none of started, "
+				 "in_place, restarted",
+				 s);
+	for (const char *p = *why; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return dl_errorf(err, err_size, DL_EINVAL,
+					 "field 'recovery_why': a control "
+					 "character");
+	return 0;
+}
+
 static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
 			 const char *job, json_t *body,
 			 struct rdzv_response *resp)
@@ -278,15 +306,21 @@ static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
 	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
 	char err[512] = "";
 	struct rdzv_reply r;
+	enum rdzv_recovery how;
+	const char *why;
 	uint64_t round;
 	int rc;
 
-	if (request_node_round(body, node_id, inc, &round, err, sizeof(err))) {
+	if (request_node_round(body, node_id, inc, &round, err, sizeof(err)) ||
+	    request_recovery(body, &how, &why, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
 	rc = rdzv_heartbeat(api->st, job, node_id, inc, round, req->now_ms, &r,
 			    err, sizeof(err));
+	if (rc == 0 && how != RDZV_RECOVERY_NONE)
+		rc = rdzv_member_recovery(api->st, job, node_id, inc, round,
+					  how, why, err, sizeof(err));
 	if (rc < 0)
 		reply_state_error(resp, rc, err, &r);
 	else

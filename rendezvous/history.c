@@ -58,6 +58,13 @@ void history_end(struct job *j, uint64_t now_ms, const char *reason,
 	j->changed_ms = now_ms;
 }
 
+void history_recovery(struct job *j, enum rdzv_recovery how)
+{
+	struct round_rec *r = current(j);
+	if (r && r->round == j->round && (unsigned)how < RDZV_RECOVERY_N)
+		r->entered[how]++;
+}
+
 /* ago: milliseconds from t to now_ms as JSON, null when it never was */
 static json_t *ago(uint64_t t, uint64_t now_ms)
 {
@@ -91,6 +98,15 @@ json_t *history_json(const struct job *j, uint64_t now_ms)
 		json_object_set_new(o, "end_node",
 				    r->end_node[0] ? json_string(r->end_node)
 						   : json_null());
+		/* how its members entered it, as far as they said */
+		json_object_set_new(
+		    o, "entered",
+		    json_pack("{s:I, s:I, s:I}", "started",
+			      (json_int_t)r->entered[RDZV_RECOVERY_STARTED],
+			      "in_place",
+			      (json_int_t)r->entered[RDZV_RECOVERY_IN_PLACE],
+			      "restarted",
+			      (json_int_t)r->entered[RDZV_RECOVERY_RESTARTED]));
 		json_array_append_new(arr, o);
 	}
 	return arr;

@@ -95,6 +95,16 @@ static int render_state(const struct rdzv_metrics_src *src, struct buf *out)
 	rc |= one(out, "dlaunch_rdzv_evictions_total", "counter",
 		  "Nodes evicted: silent past the heartbeat timeout.",
 		  c.evictions_total);
+	rc |= head(out, "dlaunch_rdzv_round_entries_total", "counter",
+		   "Members entering a round, by how their workers did: "
+		   "started (first round), in_place (kept and re-formed), "
+		   "restarted (stopped and started again).");
+	for (int i = RDZV_RECOVERY_STARTED; i < RDZV_RECOVERY_N; i++)
+		rc |= buf_printf(out,
+				 "dlaunch_rdzv_round_entries_total{how=\"%s\"} "
+				 "%" PRIu64 "\n",
+				 rdzv_recovery_name((enum rdzv_recovery)i),
+				 c.recoveries_total[i]);
 	rc |= head(out, "dlaunch_rdzv_long_polls_parked", "gauge",
 		   "Long polls held open, by endpoint (join, watch, kv).");
 	rc |= buf_printf(out,

@@ -588,6 +588,56 @@ int rdzv_heartbeat(struct rdzv_state *st, const char *job, const char *node_id,
 	return 0;
 }
 
+static const char *const recovery_names[RDZV_RECOVERY_N] = {
+    [RDZV_RECOVERY_NONE] = "",
+    [RDZV_RECOVERY_STARTED] = "started",
+    [RDZV_RECOVERY_IN_PLACE] = "in_place",
+    [RDZV_RECOVERY_RESTARTED] = "restarted",
+};
+
+const char *rdzv_recovery_name(enum rdzv_recovery r)
+{
+	return (unsigned)r < RDZV_RECOVERY_N ? recovery_names[r] : "";
+}
+
+int rdzv_recovery_parse(const char *s, enum rdzv_recovery *out)
+{
+	for (int i = RDZV_RECOVERY_STARTED; i < RDZV_RECOVERY_N; i++)
+		if (strcmp(s, recovery_names[i]) == 0) {
+			*out = (enum rdzv_recovery)i;
+			return 0;
+		}
+	return DL_EINVAL;
+}
+
+int rdzv_member_recovery(struct rdzv_state *st, const char *job,
+			 const char *node_id, const char *incarnation,
+			 uint64_t round, enum rdzv_recovery how,
+			 const char *why, char *err, size_t err_size)
+{
+	struct job *j = state_find_job(st, job);
+	struct member *m = NULL;
+	struct rdzv_reply reply;
+	int rc;
+	if (!j)
+		return ERR(DL_ENOTFOUND, "no job %s", job);
+	if (job_is_ended(j) || (unsigned)how >= RDZV_RECOVERY_N ||
+	    how == RDZV_RECOVERY_NONE)
+		return 0;
+	rc = fence(j, node_id, incarnation, round, &m, &reply, err, err_size);
+	if (rc)
+		return rc;
+	/* once per member and round: the first word counts */
+	if (m->recovery == RDZV_RECOVERY_NONE) {
+		st->counters.recoveries_total[how]++;
+		history_recovery(j, how);
+	}
+	m->recovery = how;
+	snprintf(m->recovery_why, sizeof(m->recovery_why), "%s",
+		 why ? why : "");
+	return 0;
+}
+
 int rdzv_watch(struct rdzv_state *st, const char *job, const char *node_id,
 	       const char *incarnation, uint64_t round, uint64_t now_ms,
 	       struct rdzv_reply *reply, char *err, size_t err_size)

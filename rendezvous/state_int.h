@@ -22,6 +22,9 @@ struct member {
 	enum rdzv_member_status status;
 	uint64_t last_seen_ms;
 	int gone; /* marked for removal by the round that is ending */
+	/* how its workers entered the round (in memory only) */
+	enum rdzv_recovery recovery;
+	char recovery_why[RDZV_RECOVERY_WHY_MAX + 1];
 };
 
 /* A node waiting for the next round: a joiner or a spare. */
@@ -49,6 +52,7 @@ struct round_rec {
 	const char *end_reason; /* static string, NULL while not ended */
 	char end_node[RDZV_NAME_MAX + 1];
 	int recovered; /* opened when the server restored the job */
+	uint32_t entered[RDZV_RECOVERY_N]; /* members, by how they entered */
 };
 
 /* the newest rounds a job remembers for its timeline */
@@ -166,6 +170,8 @@ void history_formed(struct job *j, uint64_t now_ms);
  * node_id the node that caused it (NULL: none). */
 void history_end(struct job *j, uint64_t now_ms, const char *reason,
 		 const char *node_id);
+/* history_recovery: a member of the current round said how it entered */
+void history_recovery(struct job *j, enum rdzv_recovery how);
 /* history_json: the timeline as a JSON array, oldest first, with times
  * as milliseconds before now_ms; NULL when out of memory. */
 json_t *history_json(const struct job *j, uint64_t now_ms);

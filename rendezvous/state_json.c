@@ -81,6 +81,14 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 		    json_string(rdzv_member_status_name(m->status)));
 		json_object_set_new(o, "last_seen_ms_ago",
 				    json_integer((json_int_t)ago));
+		/* how its workers entered the round: null until it says */
+		json_object_set_new(
+		    o, "recovery",
+		    m->recovery == RDZV_RECOVERY_NONE
+			? json_null()
+			: json_pack("{s:s, s:s}", "how",
+				    rdzv_recovery_name(m->recovery), "why",
+				    m->recovery_why));
 		json_array_append_new(members, o);
 	}
 	for (size_t i = 0; waiting && i < j->nwaiters; i++)

@@ -122,12 +122,27 @@ struct rdzv_reply {
 	uint32_t restart_count;
 };
 
+/* How a member's workers entered its round (docs/worker-protocol.md):
+ * the node's first round, kept and re-formed in place, or stopped and
+ * started again. */
+enum rdzv_recovery {
+	RDZV_RECOVERY_NONE, /* not said (yet) */
+	RDZV_RECOVERY_STARTED,
+	RDZV_RECOVERY_IN_PLACE,
+	RDZV_RECOVERY_RESTARTED,
+	RDZV_RECOVERY_N
+};
+#define RDZV_RECOVERY_WHY_MAX 160 /* bytes of the reason */
+
 /* Counters for /metrics, monotonically increasing. */
 struct rdzv_counters {
 	uint64_t rounds_total;	 /* rounds closed */
 	uint64_t restarts_total; /* restarts charged */
 	uint64_t heartbeats_total;
 	uint64_t evictions_total;
+	/* members' entries into rounds, by rdzv_recovery (each member and
+	 * round counted once, when it first says) */
+	uint64_t recoveries_total[RDZV_RECOVERY_N];
 };
 
 struct rdzv_state;
@@ -186,6 +201,22 @@ void rdzv_join_poll_end(struct rdzv_state *st, const char *job,
 int rdzv_heartbeat(struct rdzv_state *st, const char *job, const char *node_id,
 		   const char *incarnation, uint64_t round, uint64_t now_ms,
 		   struct rdzv_reply *reply, char *err, size_t err_size);
+
+/* rdzv_recovery_parse maps "started", "in_place", "restarted" to a
+ * value (DL_EINVAL for anything else); rdzv_recovery_name the other way
+ * ("" for NONE). */
+int rdzv_recovery_parse(const char *s, enum rdzv_recovery *out);
+const char *rdzv_recovery_name(enum rdzv_recovery r);
+
+/* rdzv_member_recovery: member node_id says how its workers entered round
+ * (why: a short reason, at most RDZV_RECOVERY_WHY_MAX bytes, checked by
+ * the caller). Kept on the member (GET /v1/jobs/{job}), counted in the
+ * round's timeline and the counters. 0; errors as for heartbeats (an
+ * ended job: 0, nothing kept). */
+int rdzv_member_recovery(struct rdzv_state *st, const char *job,
+			 const char *node_id, const char *incarnation,
+			 uint64_t round, enum rdzv_recovery how,
+			 const char *why, char *err, size_t err_size);
 
 /* rdzv_watch: RDZV_DONE with reply when the job is no longer at round or
  * has ended, else RDZV_WAIT. node_id/incarnation may be NULL; when given

@@ -180,6 +180,13 @@ function renderJobs(data) {
 
 /* --- one job --- */
 
+/* how a member's workers entered the round (docs/worker-protocol.md) */
+const ENTERED = {
+  started: "started",
+  in_place: "kept, re-formed in place",
+  restarted: "stopped and started again",
+};
+
 function memberRows(job) {
   const stale = job.heartbeat_timeout_ms || 5000;
   return job.members.map((m) => {
@@ -195,6 +202,7 @@ function memberRows(job) {
       ["ranks", ranks],
       ["status", m.status],
       ["heartbeat", hb],
+      ["entered", m.recovery ? ENTERED[m.recovery.how] || m.recovery.how : "-"],
     ];
   });
 }
@@ -298,7 +306,7 @@ function renderJob(job, fetchedAt) {
       fact("round changed", age(job.last_change_ms_ago) + " ago", "job-changed")),
     el("h2", {}, "Members"),
     table("members", ["node rank", "node", "address", "ranks", "status",
-      "last heartbeat"], memberRows(job), "No members: the round is forming."),
+      "last heartbeat", "workers entered the round"], memberRows(job), "No members: the round is forming."),
     el("h2", {}, "Waiting and spare nodes"),
     table("spares", ["node", "address", "workers"], spares, "None."),
     el("h2", {}, "Failures"),

@@ -78,7 +78,22 @@ check_eq "$JOB: node ranks 0 and 1, one per node" "2 2" \
 check_eq "$JOB: one master and one store prefix for the round" 1 \
 	"$(grep -h '^membership' "$CW_DIR"/n[12].*.log | awk '{print $9, $10}' | sort -u | wc -l)"
 check "$JOB: the agents say the round re-formed in place" \
-	file_has "$TEST_TMP/$JOB.n1.log" "round 2: this node's workers re-formed in place"
+	file_has "$TEST_TMP/$JOB.n1.log" "round=2 event=round_entered recovery=in_place"
+if [ "$INPLACE_BACKEND" = http ]; then
+	# the rendezvous hears it with the next heartbeat
+	recovered() {
+		curl -sf "http://$EP/v1/jobs/$JOB" >"$TEST_TMP/job.json" &&
+			[ "$(jq -r '[.members[].recovery.how] | join(" ")' "$TEST_TMP/job.json")" = "in_place in_place" ]
+	}
+	check "$JOB: the job's record says both nodes entered round 2 in place" \
+		wait_for 10 recovered
+	check_eq "$JOB: ... and its timeline counts them" 2 \
+		"$(jq '.rounds[-1].entered.in_place' "$TEST_TMP/job.json")"
+	check "$JOB: dlaunch status shows it" \
+		bash -c "'$DL' status --rdzv-endpoint '$EP' --rdzv-id $JOB | grep -q '^entered: n1 in_place'"
+	check "$JOB: the metrics count it" \
+		bash -c "curl -sf http://$EP/metrics | grep -Eq '^dlaunch_rdzv_round_entries_total\{how=\"in_place\"\} ([2-9]|[0-9]{2,})$'"
+fi
 finish_job "$p1" "$p2"
 
 # -- one worker killed: only it is a new process
@@ -145,6 +160,15 @@ for mode in $FALLBACK_MODES; do
 	check_eq "$JOB: ... and is the same process" 1 "$(procs n1.0)"
 	check "$JOB: n2's agent says why" \
 		file_has "$TEST_TMP/$JOB.n2.log" "in-place re-form of round [0-9]+ failed"
+	check "$JOB: ... and that its workers restarted" \
+		file_has "$TEST_TMP/$JOB.n2.log" 'event=round_entered recovery=restarted why="the in-place re-form failed"'
+	if [ "$INPLACE_BACKEND" = http ]; then
+		restarted() {
+			curl -sf "http://$EP/v1/jobs/$JOB" >"$TEST_TMP/job.json" &&
+				[ "$(jq -r '.members[] | select(.node_id == "n2") | .recovery.how' "$TEST_TMP/job.json")" = restarted ]
+		}
+		check "$JOB: the job's record says n2 restarted" wait_for 10 restarted
+	fi
 	finish_job "$p1" "$p2"
 done
 

@@ -829,6 +829,62 @@ static void test_timeline_ring(void **state)
 	rdzv_state_free(st);
 }
 
+/* How members' workers entered the round: kept on the member, counted
+ * once per member and round in the timeline and the counters; stale or
+ * unknown values refused or ignored. */
+static void test_recovery(void **state)
+{
+	struct rdzv_state *st = running(2, 2, 1, 2);
+	enum rdzv_recovery how;
+	struct rdzv_counters c;
+	uint64_t by_state[RDZV_JOB_NSTATES], members;
+	json_t *d, *m, *rec;
+	(void)state;
+	assert_int_equal(rdzv_recovery_parse("in_place", &how), 0);
+	assert_int_equal(how, RDZV_RECOVERY_IN_PLACE);
+	assert_int_equal(rdzv_recovery_parse("kept", &how), DL_EINVAL);
+	assert_string_equal(rdzv_recovery_name(RDZV_RECOVERY_RESTARTED),
+			    "restarted");
+	assert_int_equal(rdzv_member_recovery(st, "job1", "n1", "inc-n1", 1,
+					      RDZV_RECOVERY_IN_PLACE, "kept",
+					      err, sizeof(err)),
+			 0);
+	/* said again: counted once */
+	assert_int_equal(rdzv_member_recovery(st, "job1", "n1", "inc-n1", 1,
+					      RDZV_RECOVERY_IN_PLACE, "kept",
+					      err, sizeof(err)),
+			 0);
+	assert_int_equal(rdzv_member_recovery(st, "job1", "n2", "inc-n2", 1,
+					      RDZV_RECOVERY_RESTARTED,
+					      "not declared", err, sizeof(err)),
+			 0);
+	/* fenced: another round, another incarnation */
+	assert_int_equal(rdzv_member_recovery(st, "job1", "n2", "inc-n2", 7,
+					      RDZV_RECOVERY_IN_PLACE, "x", err,
+					      sizeof(err)),
+			 DL_ESTALE);
+	assert_int_equal(rdzv_member_recovery(st, "job1", "n2", "inc-old", 1,
+					      RDZV_RECOVERY_IN_PLACE, "x", err,
+					      sizeof(err)),
+			 DL_ESTALE);
+	rdzv_state_stats(st, by_state, &members, &c);
+	assert_int_equal(c.recoveries_total[RDZV_RECOVERY_IN_PLACE], 1);
+	assert_int_equal(c.recoveries_total[RDZV_RECOVERY_RESTARTED], 1);
+	d = rdzv_job_detail_json(st, "job1", 2000);
+	m = json_array_get(json_object_get(d, "members"), 1);
+	rec = json_object_get(m, "recovery");
+	assert_string_equal(json_string_value(json_object_get(m, "node_id")),
+			    "n2");
+	assert_string_equal(json_string_value(json_object_get(rec, "how")),
+			    "restarted");
+	assert_string_equal(json_string_value(json_object_get(rec, "why")),
+			    "not declared");
+	rec = json_object_get(round_field(d, 0, "entered"), "in_place");
+	assert_int_equal(json_integer_value(rec), 1);
+	json_decref(d);
+	rdzv_state_free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -853,6 +909,7 @@ int main(void)
 	    cmocka_unit_test(test_deadline_never_past),
 	    cmocka_unit_test(test_timeline),
 	    cmocka_unit_test(test_timeline_ring),
+	    cmocka_unit_test(test_recovery),
 	};
 	log_set_level(LOG_WARN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
