@@ -5,7 +5,7 @@ channel (docs/worker-protocol.md, version 1) for the agent's tests.
 It steps every CW_STEP_MS milliseconds (sending `step`), answers `abort`
 with `aborted` and `membership` with `reformed`, keeps to the fencing rule
 (never acts on a round lower than one it has seen in a membership), and
-exits 0 once the file $CW_DIR/stop exists. What happens to it is appended
+exits 0 once the file $CW_DIR/stop (or $FAULT_DIR/done) exists. What happens to it is appended
 to $CW_DIR/<node>.<local rank>.<pid>.log, one event a line:
 
     start <pid> <rank> <world size> <round>
@@ -45,12 +45,35 @@ def record(*words):
         f.write(" ".join(str(w) for w in words) + "\n")
 
 
+def ranks_record(round_, rank, world, restart, master):
+    """with FAULT_DIR (the reliability suite), the record of
+    tests/faults/worker.sh, at start and at each membership: the checker
+    proves no rank was held twice in a round, kept workers included"""
+    d = os.environ.get("FAULT_DIR")
+    if not d:
+        return
+    line = "%s %s %d %s %d %s %s %s %s\n" % (
+        round_, rank, os.getpid(), os.environ.get("FAULT_NODE", NODE), LOCAL,
+        world, restart, master, os.environ.get("DLAUNCH_JOB_ID", "none"))
+    fd = os.open(os.path.join(d, "ranks.log"),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, line.encode())
+    os.close(fd)
+
+
 def stop_requested():
-    return os.path.exists(os.path.join(D, "stop"))
+    return os.path.exists(os.path.join(D, "stop")) or (
+        "FAULT_DIR" in os.environ and
+        os.path.exists(os.path.join(os.environ["FAULT_DIR"], "done")))
 
 
 record("start", os.getpid(), os.environ["RANK"], os.environ["WORLD_SIZE"],
        os.environ.get("DLAUNCH_ROUND", "?"))
+ranks_record(os.environ.get("DLAUNCH_ROUND", "none"), os.environ["RANK"],
+             os.environ["WORLD_SIZE"],
+             os.environ.get("TORCHELASTIC_RESTART_COUNT", "none"),
+             "%s:%s" % (os.environ.get("MASTER_ADDR", "none"),
+                        os.environ.get("MASTER_PORT", "none")))
 fd = int(os.environ.get("DLAUNCH_CONTROL_FD", "-1"))
 if fd < 0 or MODE == "plain":
     while not stop_requested():
@@ -121,6 +144,10 @@ while not stop_requested():
                        msg["restart_count"],
                        "%s:%d" % (msg["master_addr"], msg["master_port"]),
                        msg["store_prefix"])
+                ranks_record(msg["round"], msg["rank"], msg["world_size"],
+                             msg["restart_count"],
+                             "%s:%d" % (msg["master_addr"],
+                                        msg["master_port"]))
                 if MODE == "crash_reform":
                     sys.exit(3)
                 aborted = False
