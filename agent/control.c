@@ -188,65 +188,42 @@ static void check_answers(struct agent *a)
 
 /* ------------------------------------------------------- the channel */
 
-/* exiting: w's process is gone or a zombie, so a closed channel is just
- * its exit (nothing to say); a live one closed it on purpose */
-static int exiting(const struct agent_worker *w)
+/* say_plain: the one line about w's turning plain */
+static void say_plain(struct agent_worker *w)
 {
-	char path[64], stat[256], *rp;
-	ssize_t n;
-	int fd;
-	if (w->reaped)
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)w->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	n = read(fd, stat, sizeof(stat) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	stat[n] = '\0';
-	rp = strrchr(stat, ')');
-	if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
-		return 1;
-	/* "S ppid pgrp session tty tpgid flags": a process in its exit
-	 * closes its files before it is a zombie (PF_EXITING, 0x4) */
-	rp += 2;
-	for (int field = 0; field < 6 && rp; field++) {
-		rp = strchr(rp, ' ');
-		if (rp)
-			rp++;
-	}
-	return rp && (strtoul(rp, NULL, 10) & 0x4u) != 0;
+	if (w->ctl.plain_said || !w->ctl.plain_why[0])
+		return;
+	w->ctl.plain_said = 1;
+	log_warn("rank %d (pid %ld), control channel: %s; treating it as a "
+		 "plain worker from now on",
+		 w->rank, (long)w->pid, w->ctl.plain_why);
 }
 
 /* broken: the channel is of no more use; w is plain from now on. Said
- * once (quietly when the socket just closed at a worker's exit). */
+ * once: at once, or for a close (which is also how a worker exits)
+ * only when it matters, at the next re-form (control_in_place). */
 static void broken(struct agent_worker *w, int quiet, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void broken(struct agent_worker *w, int quiet, const char *fmt, ...)
 {
 	struct agent *a = w->a;
-	char why[512];
 	va_list ap;
 	int waited = w->ctl.wait != AGENT_CONTROL_WAIT_NONE && !w->ctl.answered;
 	if (w->ctl.state == AGENT_CONTROL_PLAIN ||
 	    w->ctl.state == AGENT_CONTROL_NONE)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
+	vsnprintf(w->ctl.plain_why, sizeof(w->ctl.plain_why), fmt, ap);
 	va_end(ap);
-	log_msg(quiet && !waited ? LOG_DEBUG : LOG_WARN,
-		"rank %d (pid %ld): %s on its control channel; treating it as "
-		"a plain worker from now on",
-		w->rank, (long)w->pid, why);
 	w->ctl.state = AGENT_CONTROL_PLAIN;
 	w->ctl.handles = 0;
 	buf_release(&w->ctl.out);
 	if (w->ctl.wev)
 		event_del(w->ctl.wev);
+	if (!quiet || waited)
+		say_plain(w);
 	if (waited)
-		miss(a, "rank %d: %s", w->rank, why);
+		miss(a, "rank %d: %s", w->rank, w->ctl.plain_why);
 }
 
 static void flush_out(struct agent_worker *w)
@@ -267,7 +244,7 @@ static void flush_out(struct agent_worker *w)
 			event_add(c->wev, NULL);
 			return;
 		}
-		broken(w, exiting(w), "cannot write: %s",
+		broken(w, 1, "cannot write: %s",
 		       n < 0 ? strerror(errno) : "closed");
 		return;
 	}
@@ -448,7 +425,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n <= 0) {
-			broken(w, exiting(w), "the worker closed it");
+			broken(w, 1, "closed by the worker");
 			shut(w);
 			return;
 		}
@@ -523,17 +500,19 @@ void control_worker_finished(struct agent_worker *w)
 
 /* ------------------------------------------------------- the re-form */
 
-int control_in_place(const struct agent *a)
+int control_in_place(struct agent *a)
 {
 	int n = 0;
 	for (int i = 0; i < a->n_workers; i++) {
-		const struct agent_worker *w = &a->workers[i];
+		struct agent_worker *w = &a->workers[i];
 		if (!worker_alive(w))
 			continue;
 		if (w->ctl.state != AGENT_CONTROL_SPEAKS ||
 		    (w->ctl.handles & CONTROL_HANDLES_IN_PLACE) !=
-			CONTROL_HANDLES_IN_PLACE)
+			CONTROL_HANDLES_IN_PLACE) {
+			say_plain(w);
 			return 0;
+		}
 		n++;
 	}
 	return n > 0;

@@ -57,6 +57,10 @@ struct agent_control {
 	unsigned handles;	   /* CONTROL_HANDLES_* from hello */
 	enum agent_control_wait wait;
 	int answered; /* the awaited answer came */
+	/* why it became plain, said once: at once for bad input, at the
+	 * next re-form for a close (which is also how a worker exits) */
+	char plain_why[160];
+	int plain_said;
 	/* progress: the last step it reported and when (monotonic) */
 	int has_step;
 	uint64_t step;
@@ -151,7 +155,7 @@ void control_close(struct agent_worker *w);
 void control_worker_finished(struct agent_worker *w);
 /* control_in_place: every live worker said hello with abort and
  * membership (and there is one) */
-int control_in_place(const struct agent *a);
+int control_in_place(struct agent *a);
 /* control_abort sends abort for round to every live worker and waits for
  * their aborted (AGENT_EV_ABORTED) within --reform-timeout */
 void control_abort(struct agent *a, uint64_t round, const char *reason);

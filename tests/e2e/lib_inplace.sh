@@ -40,6 +40,8 @@ at_least() { [ "$(count "$2" "$3")" -ge "$1" ]; }
 # procs NODE: the worker processes a node has had, one per log file
 procs() { ls "$CW_DIR" | grep -c "^$1\."; }
 procs_are() { [ "$(procs "$1")" = "$2" ]; }
+# all_welcomed: n1's worker 0 and both of n2's got welcome
+all_welcomed() { at_least 1 '^welcome' "n1.0.*.log" && at_least 2 '^welcome' "n2.*.log"; }
 # said N REGEX: n1's agent has logged REGEX N times
 said() { [ "$(grep -Ec -- "$2" "$TEST_TMP/$JOB.n1.log")" = "$1" ]; }
 pid_of() { awk 'NR == 1 {print $2}' "$1"; }
@@ -179,19 +181,26 @@ for mode in $BAD_MODES; do
 	new_job "bad_$mode"
 	agent n1 $JOB 2 CW_MODE_1=$mode; p1=$LAST_PID
 	agent n2 $JOB 2; p2=$LAST_PID
+	check "$JOB: the 4 workers said hello" \
+		wait_for 30 at_least 4 '^hello' "*.log"
 	check "$JOB: the 3 others welcomed" \
-		wait_for 30 at_least 3 '^welcome' "*.log"
+		wait_for 30 all_welcomed
 	case $mode in
 	version2) what='speaks control protocol version 2' ;;
 	*) what='treating it as a plain worker from now on' ;;
 	esac
-	check "$JOB: said" wait_for 10 said 1 "rank [0-9]+ .*$what"
+	# a close is also how a worker exits: said when it matters, at the
+	# re-form; the others at once
+	[ $mode = close ] ||
+		check "$JOB: said" wait_for 10 said 1 "rank [0-9]+ .*$what"
 	[ $mode = version2 ] && check_eq "$JOB: worker 1 got no welcome" 0 "$(count "^welcome" "n1.1.*.log")"
 	kill -KILL "$(pid_of "$(ls "$CW_DIR"/n2.0.*.log)")"
 	check "$JOB: n1 restarts both its workers" \
 		wait_for 30 procs_are n1 4
 	check "$JOB: n2's other worker stays" \
 		wait_for 30 at_least 1 '^membership' "n2.1.*.log"
+	[ $mode = close ] &&
+		check "$JOB: said" wait_for 10 said 1 "rank [0-9]+ .*closed by the worker.*$what"
 	first=$(pid_of "$(ls -tr "$CW_DIR"/n1.1.*.log | head -n 1)")
 	check_eq "$JOB: said once for that process" 1 \
 		"$(grep -Ec "rank [0-9]+ \(pid $first\).*$what" "$TEST_TMP/$JOB.n1.log")"
