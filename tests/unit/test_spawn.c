@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +307,54 @@ static void test_own_group_and_fds(void **state)
 	assert_non_null(strstr(out, "\n4\n"));
 }
 
+/* keep_fd: that one descriptor (close-on-exec in the parent, as the
+ * agent's are) reaches the program at its number, and nothing else does;
+ * the program can write to the other end through it */
+static void test_keep_fd(void **state)
+{
+	struct spawn_opts o;
+	char err[256], cmd[160], got[64] = "";
+	int sv[2], status, p[2];
+	pid_t pid;
+	ssize_t n;
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+			 0);
+	if (sv[1] <= 2) { /* never here: the test's stdio is open */
+		int hi = fcntl(sv[1], F_DUPFD_CLOEXEC, 3);
+		close(sv[1]);
+		sv[1] = hi;
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "echo kept >&%d; ls /proc/self/fd | wc -l | tr -d ' \n'",
+		 sv[1]);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	memset(&o, 0, sizeof(o));
+	o.file = argv[0];
+	o.argv = argv;
+	o.stdin_fd = -1;
+	o.stdout_fd = p[1];
+	o.stderr_fd = -1;
+	o.keep_fd = sv[1];
+	assert_int_equal(spawn_process(&o, &pid, err, sizeof(err)), 0);
+	close(p[1]);
+	close(sv[1]);
+	n = read(sv[0], got, sizeof(got) - 1);
+	assert_true(n > 0);
+	got[n] = '\0';
+	assert_string_equal(got, "kept\n");
+	n = read(p[0], got, sizeof(got) - 1);
+	assert_true(n > 0);
+	got[n] = '\0';
+	/* 0, 1, 2, the kept one and ls's own directory */
+	assert_string_equal(got, "5");
+	close(p[0]);
+	close(sv[0]);
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void test_signals_reset(void **state)
 {
 	char out[256];
@@ -355,6 +404,7 @@ int main(void)
 	    cmocka_unit_test(test_missing_program),
 	    cmocka_unit_test(test_exec_error_reported),
 	    cmocka_unit_test(test_own_group_and_fds),
+	    cmocka_unit_test(test_keep_fd),
 	    cmocka_unit_test(test_start_then_finish),
 	    cmocka_unit_test(test_start_many),
 	    cmocka_unit_test(test_start_in_cgroup),
