@@ -8,11 +8,11 @@ with `aborted` and `membership` with `reformed`, keeps to the fencing rule
 exits 0 once the file $CW_DIR/stop (or $FAULT_DIR/done) exists. What happens to it is appended
 to $CW_DIR/<node>.<local rank>.<pid>.log, one event a line:
 
-    start <pid> <rank> <world size> <round>
+    start <pid> <rank> <world size> <round> <wall ns>
     hello
     welcome
     abort <round>
-    membership <round> <rank> <world size> <local rank> <node rank> <nnodes> <restart count> <master addr>:<port> <store prefix>
+    membership <round> <rank> <world size> <local rank> <node rank> <nnodes> <restart count> <master addr>:<port> <store prefix> <wall ns>
 
 CW_MODE (or CW_MODE_<local rank>, which wins) picks a behaviour:
     normal        as above
@@ -68,7 +68,7 @@ def stop_requested():
 
 
 record("start", os.getpid(), os.environ["RANK"], os.environ["WORLD_SIZE"],
-       os.environ.get("DLAUNCH_ROUND", "?"))
+       os.environ.get("DLAUNCH_ROUND", "?"), time.time_ns())
 ranks_record(os.environ.get("DLAUNCH_ROUND", "none"), os.environ["RANK"],
              os.environ["WORLD_SIZE"],
              os.environ.get("TORCHELASTIC_RESTART_COUNT", "none"),
@@ -143,7 +143,7 @@ while not stop_requested():
                        msg["node_rank"], msg["nnodes"],
                        msg["restart_count"],
                        "%s:%d" % (msg["master_addr"], msg["master_port"]),
-                       msg["store_prefix"])
+                       msg["store_prefix"], time.time_ns())
                 ranks_record(msg["round"], msg["rank"], msg["world_size"],
                              msg["restart_count"],
                              "%s:%d" % (msg["master_addr"],
