@@ -2,8 +2,9 @@
  * progress.c - hung-worker detection (--progress-timeout).
  *
  * A worker shows progress by writing to its stdout or stderr (output.c
- * notes the time of every read) or, when it is quiet or buffers its
- * output, by touching its progress file: DLAUNCH_PROGRESS_FILE, in its
+ * notes the time of every read), by a `step` on its control channel
+ * (control.c) or, when it is quiet or buffers its output, by touching
+ * its progress file: DLAUNCH_PROGRESS_FILE, in its
  * attempt's log directory. One timer per agent, every min(timeout / 4,
  * 1 s), looks at the files: an mtime other than the one seen last time is
  * progress. The mtime is only compared with its previous value, never with
@@ -71,7 +72,8 @@ static void report_hung(struct agent *a, struct agent_worker **hung, int n)
 		struct agent_worker *w = hung[i];
 		json_t *f = report_hang(w, a->cfg.progress_timeout_ms);
 		log_warn("rank %d (pid %ld) showed no progress for %g s (no "
-			 "output, progress file untouched): taking it as hung",
+			 "output, no step, progress file untouched): taking it "
+			 "as hung",
 			 w->rank, (long)w->pid,
 			 (double)a->cfg.progress_timeout_ms / 1000);
 		if (f) {

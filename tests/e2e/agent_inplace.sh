@@ -22,4 +22,31 @@ INPLACE_BACKEND=http
 FALLBACK_MODES="ignore_abort hang crash_reform"
 BAD_MODES="garbage huge close version2"
 source "$(dirname "$0")/lib_inplace.sh"
+
+# -- a step on the channel is progress (--progress-timeout): quiet workers
+#    that step run on; one that says hello and then nothing is hung
+export CW_DIR=$TEST_TMP/progress
+mkdir -p "$CW_DIR"
+spawn_bg "$TEST_TMP/progress.log" env DLAUNCH_NODE_ID=p "$DL" --standalone \
+	--nproc-per-node 2 --progress-timeout 1 --max-restarts 0 "$W"
+pp=$LAST_PID
+# 60 steps of 50 ms: three times the timeout without a line of output
+check "progress: quiet workers that step for 3 s" \
+	wait_for 30 at_least 2 '^step 60$' "p.*.log"
+check "progress: ... are not taken as hung" \
+	bash -c "! grep -q 'showed no progress' '$TEST_TMP/progress.log'"
+touch "$CW_DIR/stop"
+check "progress: the job succeeds" wait_for 30 dl_exited "$pp"
+check_eq "progress: exit 0" 0 "$DL_RC"
+export CW_DIR=$TEST_TMP/progress_hang
+mkdir -p "$CW_DIR"
+spawn_bg "$TEST_TMP/progress_hang.log" env DLAUNCH_NODE_ID=p CW_MODE_1=hang \
+	"$DL" --standalone --nproc-per-node 2 --progress-timeout 1 \
+	--max-restarts 0 "$W"
+pp=$LAST_PID
+check "progress: a worker with no step is taken as hung" wait_for 30 \
+	file_has "$TEST_TMP/progress_hang.log" 'rank 1 .*showed no progress.*no step'
+check "progress: the job fails" wait_for 30 dl_exited "$pp"
+check_eq "progress: exit 1" 1 "$DL_RC"
+check "no process of the progress cases is left" wait_for 10 no_marked_left
 finish

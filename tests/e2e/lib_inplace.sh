@@ -200,7 +200,7 @@ for mode in $BAD_MODES; do
 	check "$JOB: n2's other worker stays" \
 		wait_for 30 at_least 1 '^membership' "n2.1.*.log"
 	[ $mode = close ] &&
-		check "$JOB: said" wait_for 10 said 1 "rank [0-9]+ .*closed by the worker.*$what"
+		check "$JOB: said" wait_for 10 said 1 "rank [0-9]+ .*(closed by the worker|cannot write).*$what"
 	first=$(pid_of "$(ls -tr "$CW_DIR"/n1.1.*.log | head -n 1)")
 	check_eq "$JOB: said once for that process" 1 \
 		"$(grep -Ec "rank [0-9]+ \(pid $first\).*$what" "$TEST_TMP/$JOB.n1.log")"

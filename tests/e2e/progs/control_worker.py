@@ -11,6 +11,7 @@ to $CW_DIR/<node>.<local rank>.<pid>.log, one event a line:
     start <pid> <rank> <world size> <round> <wall ns>
     hello
     welcome
+    step <n>       (every 20th step)
     abort <round>
     membership <round> <rank> <world size> <local rank> <node rank> <nnodes> <restart count> <master addr>:<port> <store prefix> <wall ns>
 
@@ -22,7 +23,7 @@ CW_MODE (or CW_MODE_<local rank>, which wins) picks a behaviour:
     crash_reform  exits 3 on membership
     garbage       says hello, then a line that is not JSON
     huge          says hello, then a line of 70000 bytes
-    close         says hello, then closes its end
+    close         says hello, reads the welcome, then closes its end
     version2      says hello with version 2
 """
 import json
@@ -99,6 +100,8 @@ if MODE == "garbage":
 elif MODE == "huge":
     sock.sendall(b'{"type":"step","step":1,"pad":"' + b"x" * 70000 + b'"}\n')
 elif MODE == "close":
+    sock.recv(65536)  # the welcome: the agent has taken the hello
+    record("welcome")
     sock.close()
     sock = None
 
@@ -157,6 +160,8 @@ while not stop_requested():
         next_step += STEP_S
         if not aborted or MODE == "ignore_abort":
             step += 1
+            if step % 20 == 0:
+                record("step", step)
             if sock and MODE not in ("garbage", "huge"):
                 try:
                     send({"type": "step", "step": step})
