@@ -290,6 +290,7 @@ static void run_stop(struct agent_fsm *f, struct agent_event *ev)
 static void done_restart(struct agent_fsm *f, struct agent_event *ev)
 {
 	log_round_over(f, ev);
+	restarted(f, "its workers had finished");
 	f->ops->round_end(f->ctx);
 	rejoin(f);
 }
