@@ -33,8 +33,8 @@ struct control {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* under mu */
-	int dead;     /* the channel is over (logged once) */
-	int welcomed; /* the agent answered hello with welcome */
+	int dead;	      /* the channel is over (logged once) */
+	int welcomed;	      /* the agent answered hello with welcome */
 	uint64_t fence_round; /* highest round seen in a membership */
 	int abort_pending;
 	uint64_t abort_round;
@@ -88,7 +88,8 @@ static void handle(struct control *c, const struct control_msg *m)
 		break;
 	case CONTROL_MEMBERSHIP:
 		if (m->round < c->fence_round ||
-		    (c->membership_pending && m->round <= c->membership.round)) {
+		    (c->membership_pending &&
+		     m->round <= c->membership.round)) {
 			log_info("control channel: ignoring the membership of "
 				 "round %llu (already saw round %llu)",
 				 (unsigned long long)m->round,
@@ -115,8 +116,8 @@ static void *reader_main(void *arg)
 	if (buf == NULL)
 		why = "out of memory";
 	while (why == NULL) {
-		ssize_t n = read(c->fd, buf + have,
-				 CONTROL_MAX_LINE_BYTES - have);
+		ssize_t n =
+		    read(c->fd, buf + have, CONTROL_MAX_LINE_BYTES - have);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -207,8 +208,7 @@ int control_open(struct control **out, char *err, size_t err_size)
 		return dl_errorf(err, err_size, DL_EINVAL,
 				 "DLAUNCH_CONTROL_FD=%d is not a stream socket "
 				 "(%s)",
-				 fd,
-				 errno ? strerror(errno) : "another type");
+				 fd, errno ? strerror(errno) : "another type");
 	/* programs this worker starts must not inherit the channel */
 	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -216,8 +216,18 @@ int control_open(struct control **out, char *err, size_t err_size)
 	if (c == NULL)
 		return DL_ENOMEM;
 	c->fd = fd;
+	/* the round this worker was started in fences older messages */
+	v = getenv("DLAUNCH_ROUND");
+	if (v && *v && parse_u64(v, 0, INT64_MAX, &c->fence_round) != 0)
+		c->fence_round = 0;
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	{ /* deadlines are CLOCK_MONOTONIC, like every timeout here */
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	send_line(c, line, control_format_hello(line, sizeof(line)));
 	if (pthread_create(&c->thread, NULL, reader_main, c) != 0) {
 		close(fd);
@@ -234,7 +244,11 @@ void control_close(struct control *c)
 {
 	if (c == NULL)
 		return;
-	/* the reader sees EOF of its own read once the socket is shut */
+	/* the reader sees EOF of its own read once the socket is shut;
+	 * quietly: this is the end, not a broken channel */
+	pthread_mutex_lock(&c->mu);
+	c->dead = 1;
+	pthread_mutex_unlock(&c->mu);
 	shutdown(c->fd, SHUT_RDWR);
 	if (c->thread_started)
 		pthread_join(c->thread, NULL);
@@ -303,8 +317,7 @@ static int wait_for(struct control *c, const int *flag,
 	return *flag ? 0 : DL_ECLOSED;
 }
 
-int control_wait_abort(struct control *c, uint64_t timeout_ms,
-		       uint64_t *round)
+int control_wait_abort(struct control *c, uint64_t timeout_ms, uint64_t *round)
 {
 	struct timespec deadline;
 	int rc;

@@ -105,8 +105,7 @@ int control_abort_pending(struct control *c, uint64_t *round);
 
 /* control_wait_abort: waits (at most timeout_ms) for an abort; 0 with its
  * round, DL_ETIMEDOUT, or DL_ECLOSED when the channel is gone. */
-int control_wait_abort(struct control *c, uint64_t timeout_ms,
-		       uint64_t *round);
+int control_wait_abort(struct control *c, uint64_t timeout_ms, uint64_t *round);
 
 /* control_take_abort: consumes the pending abort (after answering it). */
 void control_take_abort(struct control *c);
@@ -122,7 +121,6 @@ int control_wait_membership(struct control *c, uint64_t after_round,
 void control_send_step(struct control *c, uint64_t step);
 void control_send_aborted(struct control *c, uint64_t round, uint64_t step);
 void control_send_reformed(struct control *c, uint64_t round, uint64_t step);
-
 
 /*
  * State agreement after a group forms (control_state.c), the commit rule

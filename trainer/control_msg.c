@@ -110,24 +110,12 @@ static int parse_string(struct cursor *c, char *out, size_t size)
 		switch (ch) {
 		case '"':
 		case '\\':
-		case '/':
-			cp = ch;
-			break;
-		case 'b':
-			cp = '\b';
-			break;
-		case 'f':
-			cp = '\f';
-			break;
-		case 'n':
-			cp = '\n';
-			break;
-		case 'r':
-			cp = '\r';
-			break;
-		case 't':
-			cp = '\t';
-			break;
+		case '/': cp = ch; break;
+		case 'b': cp = '\b'; break;
+		case 'f': cp = '\f'; break;
+		case 'n': cp = '\n'; break;
+		case 'r': cp = '\r'; break;
+		case 't': cp = '\t'; break;
 		case 'u':
 			if (read_hex4(c, &cp) != 0)
 				return fail(c, DL_EINVAL, "bad \\u escape");
@@ -148,10 +136,10 @@ static int parse_string(struct cursor *c, char *out, size_t size)
 				return fail(c, DL_EINVAL, "lone surrogate");
 			}
 			if (cp == 0 && out != NULL)
-				return fail(c, DL_EINVAL, "\\u0000 in a string");
+				return fail(c, DL_EINVAL,
+					    "\\u0000 in a string");
 			break;
-		default:
-			return fail(c, DL_EINVAL, "bad escape");
+		default: return fail(c, DL_EINVAL, "bad escape");
 		}
 		unsigned char b[4];
 		int k;
@@ -252,14 +240,10 @@ static int skip_value(struct cursor *c, int depth)
 	if (depth > MAX_DEPTH)
 		return fail(c, DL_ELIMIT, "nested too deep");
 	switch (*c->p) {
-	case '"':
-		return parse_string(c, NULL, 0);
-	case 't':
-		return skip_literal(c, "true");
-	case 'f':
-		return skip_literal(c, "false");
-	case 'n':
-		return skip_literal(c, "null");
+	case '"': return parse_string(c, NULL, 0);
+	case 't': return skip_literal(c, "true");
+	case 'f': return skip_literal(c, "false");
+	case 'n': return skip_literal(c, "null");
 	case '[':
 	case '{': {
 		char close = *c->p == '[' ? ']' : '}';
@@ -297,8 +281,7 @@ static int skip_value(struct cursor *c, int depth)
 			return fail(c, DL_EINVAL, "expected ',' or a close");
 		}
 	}
-	default:
-		return parse_number(c, &is_uint, &v);
+	default: return parse_number(c, &is_uint, &v);
 	}
 }
 
@@ -559,11 +542,10 @@ static int fmt(size_t size, int n)
 
 int control_format_hello(char *buf, size_t size)
 {
-	return fmt(size,
-		   snprintf(buf, size,
-			    "{\"type\":\"hello\",\"version\":%d,"
-			    "\"handles\":[\"abort\",\"membership\"]}\n",
-			    CONTROL_VERSION));
+	return fmt(size, snprintf(buf, size,
+				  "{\"type\":\"hello\",\"version\":%d,"
+				  "\"handles\":[\"abort\",\"membership\"]}\n",
+				  CONTROL_VERSION));
 }
 
 int control_format_step(char *buf, size_t size, uint64_t step)
@@ -576,21 +558,19 @@ int control_format_step(char *buf, size_t size, uint64_t step)
 int control_format_aborted(char *buf, size_t size, uint64_t round,
 			   uint64_t step)
 {
-	return fmt(size,
-		   snprintf(buf, size,
-			    "{\"type\":\"aborted\",\"round\":%llu,"
-			    "\"step\":%llu}\n",
-			    (unsigned long long)round,
-			    (unsigned long long)step));
+	return fmt(size, snprintf(buf, size,
+				  "{\"type\":\"aborted\",\"round\":%llu,"
+				  "\"step\":%llu}\n",
+				  (unsigned long long)round,
+				  (unsigned long long)step));
 }
 
 int control_format_reformed(char *buf, size_t size, uint64_t round,
 			    uint64_t step)
 {
-	return fmt(size,
-		   snprintf(buf, size,
-			    "{\"type\":\"reformed\",\"round\":%llu,"
-			    "\"step\":%llu}\n",
-			    (unsigned long long)round,
-			    (unsigned long long)step));
+	return fmt(size, snprintf(buf, size,
+				  "{\"type\":\"reformed\",\"round\":%llu,"
+				  "\"step\":%llu}\n",
+				  (unsigned long long)round,
+				  (unsigned long long)step));
 }

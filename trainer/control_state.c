@@ -113,11 +113,11 @@ int control_agree(struct dist *d, struct ckpt_state *st,
 		rc = dist_recv(d, &len, 1, DIST_INT64, leader);
 		/* the same model encodes to the same size everywhere */
 		if (rc == 0 && len != img_len) {
-			rc = dl_errorf(err, err_size, DL_EPROTO,
-				       "rank %d sent a state of %llu bytes, "
-				       "not %zu",
-				       leader, (unsigned long long)len,
-				       img_len);
+			rc =
+			    dl_errorf(err, err_size, DL_EPROTO,
+				      "rank %d sent a state of %llu bytes, "
+				      "not %zu",
+				      leader, (unsigned long long)len, img_len);
 			goto out;
 		}
 		if (rc == 0)
@@ -137,8 +137,9 @@ int control_agree(struct dist *d, struct ckpt_state *st,
 		}
 	}
 	if (rc != 0) {
-		dl_errorf(err, err_size, rc, "cannot transfer the state of "
-					     "rank %d",
+		dl_errorf(err, err_size, rc,
+			  "cannot transfer the state of "
+			  "rank %d",
 			  leader);
 		goto out;
 	}
@@ -157,13 +158,13 @@ int control_agree(struct dist *d, struct ckpt_state *st,
 	}
 	for (int p = 0; p < world; p++)
 		if (all[2 * p] != all[2 * leader]) {
-			rc = dl_errorf(err, err_size, DL_ECONFLICT,
-				       "after the state transfer rank %d's "
-				       "state (digest %016llx) differs from "
-				       "rank %d's (%016llx)",
-				       p, (unsigned long long)all[2 * p],
-				       leader,
-				       (unsigned long long)all[2 * leader]);
+			rc =
+			    dl_errorf(err, err_size, DL_ECONFLICT,
+				      "after the state transfer rank %d's "
+				      "state (digest %016llx) differs from "
+				      "rank %d's (%016llx)",
+				      p, (unsigned long long)all[2 * p], leader,
+				      (unsigned long long)all[2 * leader]);
 			goto out;
 		}
 	out->digest = all[2 * leader];

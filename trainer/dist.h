@@ -47,9 +47,10 @@
  *   rank leaving). Free the group afterwards and form a new one.
  * - DLAUNCH_DIST_FAULT=CALL:STEP[:kill] (tests only): on the rank named by
  *   DLAUNCH_DIST_FAULT_RANK (default 0), the CALL-th ring all-reduce
- *   (1-based, counted per process) fails when it starts receiving its
- *   plan step STEP (one round: steps 0..world-2 are the reduce-scatter,
- *   world-1..2*world-3 the all-gather), as dist_abort would, or with
+ *   (1-based, counted per process) fails once it has sent its plan step
+ *   STEP, even if all its bytes have arrived (one round: steps
+ *   0..world-2 are the reduce-scatter, world-1..2*world-3 the
+ *   all-gather), as dist_abort would, or with
  *   ":kill" the process kills itself there. It fires once per process.
  * - Limits: world size at most 1024 (the TCP backend keeps one socket per
  *   peer).

@@ -121,19 +121,21 @@ static void reduce_piece(const struct ring_run *rr, const struct ring_step *s,
 				  rr->d->world);
 }
 
-/* fault_due: the DLAUNCH_DIST_FAULT hook (dist.h) at plan step tr of
- * a ring all-reduce; fires once per process */
-static int fault_due(const struct ring_run *rr, int tr)
+/* fault_due: the DLAUNCH_DIST_FAULT hook (dist.h): a ring all-reduce
+ * whose sends have passed its plan step d->fault_step (ts: the step being
+ * sent), whatever it has received; fires once per process */
+static int fault_due(const struct ring_run *rr, int ts)
 {
 	static atomic_int fired;
 	struct dist *d = rr->d;
 
 	if (!rr->count_fault || d->fault_call != d->ring_calls ||
-	    d->fault_step != tr || atomic_exchange(&fired, 1))
+	    ts <= d->fault_step || atomic_exchange(&fired, 1))
 		return 0;
 	log_warn("dist: rank %d: DLAUNCH_DIST_FAULT: failing ring all-reduce "
-		 "%d at step %d%s",
-		 d->rank, d->ring_calls, tr, d->fault_kill ? " (kill)" : "");
+		 "%d after sending its step %d%s",
+		 d->rank, d->ring_calls, d->fault_step,
+		 d->fault_kill ? " (kill)" : "");
 	if (d->fault_kill)
 		raise(SIGKILL);
 	dist_abort(d);
@@ -159,7 +161,7 @@ static int ring_exec(const struct ring_run *rr)
 			tr++;
 			ro = rq = 0;
 		}
-		if (rr->count_fault && tr < n && ro == 0 && fault_due(rr, tr))
+		if (rr->count_fault && fault_due(rr, ts))
 			return dist_io_fail(d, DL_ECLOSED, rr->peer_in,
 					    rr->what);
 		if (ts == n && tr == n)
