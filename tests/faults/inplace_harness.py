@@ -7,6 +7,8 @@ socket pairs, and drives one membership change:
   shrink    at step K, SIGKILL rank X; the others re-form without it
   respawn   at step K, SIGKILL rank X; the others re-form, and a new
             process takes rank X, its checkpoint directory removed
+  garbage   at step K, send rank X a line that is not JSON: it must go
+            on as a plain worker and the job end normally
   fault     rank X fails its ring all-reduce (DLAUNCH_DIST_FAULT, set by
             the caller); when it logs so, abort every rank and re-form
             with the same ranks
@@ -225,7 +227,11 @@ class Harness:
             for kind, w in self.pump(min(0.5, self.left())):
                 if done:
                     break
-                if a.mode == "fault" and kind == "fault":
+                if (a.mode == "garbage" and kind == "step"
+                        and w.rank == a.victim and w.steps[-1] >= a.at_step):
+                    w.sock.sendall(b"this is not json\n")
+                    done = True
+                elif a.mode == "fault" and kind == "fault":
                     self.reform(first)
                     done = True
                 elif (kind == "step" and a.mode != "fault"
@@ -251,10 +257,11 @@ class Harness:
                 break
         codes = {w.rank: w.proc.returncode for w in live}
         self.result["exit_codes"] = codes
-        self.result["kept_pids"] = all(
-            w.proc.pid == pids[r] for r, w in
-            ((w0.rank, w0) for w0 in first) if w.proc in
-            [x.proc for x in live]) if a.mode != "fault" else True
+        # the survivors are the processes started at the beginning
+        self.result["survivor_pids_kept"] = sorted(
+            w.proc.pid for w in first if w.proc.returncode == 0)
+        self.result["new_processes"] = len(live) - len(
+            [w for w in first if w in live])
         rank0 = [w for w in live if w.rank == 0]
         self.result["summary"] = rank0[0].summary if rank0 else None
         ok = all(c == 0 for c in codes.values()) and self.result["summary"]
@@ -267,7 +274,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--train", required=True)
     p.add_argument("--mode", required=True,
-                   choices=["abort", "shrink", "respawn", "fault"])
+                   choices=["abort", "shrink", "respawn", "fault",
+                            "garbage"])
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--at-step", type=int, default=3)
     p.add_argument("--victim", type=int, default=1)
