@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -112,6 +113,7 @@ static void *reader_main(void *arg)
 	char *buf = malloc(CONTROL_MAX_LINE_BYTES);
 	size_t have = 0;
 	const char *why = NULL;
+	char bad[300];
 
 	if (buf == NULL)
 		why = "out of memory";
@@ -139,9 +141,9 @@ static void *reader_main(void *arg)
 			used = (size_t)(nl - buf) + 1;
 			if (control_parse(buf, used - 1, &msg, err,
 					  sizeof(err)) != 0) {
-				log_warn("control channel: bad message: %s",
+				snprintf(bad, sizeof(bad), "bad message (%s)",
 					 err);
-				why = "bad message";
+				why = bad;
 				break;
 			}
 			pthread_mutex_lock(&c->mu);
