@@ -164,18 +164,18 @@ static void test_parse_bad(void **state)
 			 DL_ELIMIT);
 	/* a master_addr longer than its buffer */
 	char *big = malloc(2048);
-	snprintf(big, 2048,
-		 "{\"type\":\"membership\",\"round\":2,\"rank\":0,"
-		 "\"world_size\":2,\"local_rank\":0,\"local_world_size\":1,"
-		 "\"node_rank\":0,\"nnodes\":1,\"master_addr\":\"%0600d\","
-		 "\"master_port\":1,\"restart_count\":0,\"store_prefix\":\"p\"}",
-		 0);
+	snprintf(
+	    big, 2048,
+	    "{\"type\":\"membership\",\"round\":2,\"rank\":0,"
+	    "\"world_size\":2,\"local_rank\":0,\"local_world_size\":1,"
+	    "\"node_rank\":0,\"nnodes\":1,\"master_addr\":\"%0600d\","
+	    "\"master_port\":1,\"restart_count\":0,\"store_prefix\":\"p\"}",
+	    0);
 	assert_int_not_equal(parse(big, &m), 0);
 	free(big);
 	/* the parser never reads past len: a valid line cut short */
-	assert_int_not_equal(control_parse(membership_line, 40, &m, err,
-					   sizeof(err)),
-			     0);
+	assert_int_not_equal(
+	    control_parse(membership_line, 40, &m, err, sizeof(err)), 0);
 }
 
 static void test_format(void **state)
