@@ -12,6 +12,8 @@
 #   respawn      kill -9 of rank 2 at step 4: a new process takes rank 2
 #                with its checkpoint directory removed, and gets the state
 #                from a peer
+#   grow         a new process joins as a third rank, with no checkpoint
+#                directory: it gets the state from a peer
 #   fault        a rank fails in the middle of the gradient all-reduce at
 #                every stage of the ring (DLAUNCH_DIST_FAULT), some ranks
 #                having finished it and others not: the survivors agree on
@@ -118,6 +120,26 @@ if harness respawn --mode respawn --world 3 --victim 2 --at-step 4; then
 		"$plain" "$(digest "$TEST_TMP/respawn.ck.rank0")"
 else
 	not_ok "respawn: $(cat "$TEST_TMP/respawn.json")"
+fi
+
+# --- grow: a new process joins as rank 2 of 3, with no checkpoint at all
+if harness grow --mode grow --world 2 --at-step 4; then
+	j=$TEST_TMP/grow.json
+	at=$(field "$j" reformed_steps 0)
+	ok "grow: the job ran to its end with a third rank (joined at step $at)"
+	check_eq "grow: world size 3 after the re-form" 3 \
+		"$(field "$j" summary world_size)"
+	check "grow: the new rank took the state from a peer" \
+		grep -q "rank 2: took the state of step $at" "$TEST_TMP/grow.rank2.2"
+	ref 2 "$TEST_TMP/grow_ref" "$TEST_TMP/grow_ref1.log" \
+		--max-steps "$at" &&
+		ref 3 "$TEST_TMP/grow_ref" "$TEST_TMP/grow_ref2.log" ||
+		not_ok "grow: the reference run failed"
+	check_eq "grow: final parameters equal the checkpoint-and-restart run's" \
+		"$(digest "$TEST_TMP/grow_ref")" \
+		"$(digest "$TEST_TMP/grow.ck.rank0")"
+else
+	not_ok "grow: $(cat "$TEST_TMP/grow.json")"
 fi
 
 # --- fault in the all-reduce at every stage: 3 ranks, one ring all-reduce

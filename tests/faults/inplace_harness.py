@@ -7,6 +7,8 @@ socket pairs, and drives one membership change:
   shrink    at step K, SIGKILL rank X; the others re-form without it
   respawn   at step K, SIGKILL rank X; the others re-form, and a new
             process takes rank X, its checkpoint directory removed
+  grow      at step K, abort every rank and re-form with one more: a new
+            process without a checkpoint directory (a node joining)
   garbage   at step K, send rank X a line that is not JSON: it must go
             on as a plain worker and the job end normally
   fault     rank X fails its ring all-reduce (DLAUNCH_DIST_FAULT, set by
@@ -172,9 +174,10 @@ class Harness:
         print(json.dumps(self.result))
         sys.exit(status)
 
-    def reform(self, survivors, respawn_rank=None):
+    def reform(self, survivors, respawn_rank=None, grow=0):
         """abort the survivors, re-form them (ranks in list order) and a
-        respawned process at respawn_rank"""
+        respawned process at respawn_rank, or grow new processes at the
+        highest ranks"""
         old_round = self.round
         for w in survivors:
             self.send(w, {"type": "abort", "round": old_round,
@@ -185,6 +188,7 @@ class Harness:
         self.round += 1
         self.port = free_port()
         world = len(survivors) + (1 if respawn_rank is not None else 0)
+        world += grow
         ranks = [r for r in range(world) if r != respawn_rank]
         for w, r in zip(survivors, ranks):
             w.rank = r
@@ -200,6 +204,9 @@ class Harness:
             subprocess.run(["rm", "-rf", d], check=True)
             self.workers.append(self.spawn(respawn_rank, world, self.round,
                                            d, False))
+        for r in range(world - grow, world):
+            self.workers.append(self.spawn(r, world, self.round, None,
+                                           False))
         self.wait_until(lambda: all(w.reformed for w in survivors),
                         "reformed")
         steps = sorted({w.reformed["step"] for w in survivors})
@@ -238,6 +245,8 @@ class Harness:
                       and w.rank == a.victim and w.steps[-1] >= a.at_step):
                     if a.mode == "abort":
                         self.reform(first)
+                    elif a.mode == "grow":
+                        self.reform(first, grow=1)
                     else:
                         os.killpg(w.proc.pid, signal.SIGKILL)
                         w.proc.wait()
@@ -275,7 +284,7 @@ def main():
     p.add_argument("--train", required=True)
     p.add_argument("--mode", required=True,
                    choices=["abort", "shrink", "respawn", "fault",
-                            "garbage"])
+                            "garbage", "grow"])
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--at-step", type=int, default=3)
     p.add_argument("--victim", type=int, default=1)
