@@ -9,6 +9,8 @@ socket pairs, and drives one membership change:
             process takes rank X, its checkpoint directory removed
   grow      at step K, abort every rank and re-form with one more: a new
             process without a checkpoint directory (a node joining)
+  restart   at step K, SIGKILL rank X and every other process (today's
+            path), start world - 1 new ones from rank 0's checkpoints
   garbage   at step K, send rank X a line that is not JSON: it must go
             on as a plain worker and the job end normally
   fault     rank X fails its ring all-reduce (DLAUNCH_DIST_FAULT, set by
@@ -63,6 +65,7 @@ class Harness:
         self.deadline = time.monotonic() + a.deadline
         self.round = 1
         self.port = free_port()
+        self.t_change = None  # when the membership change began
         self.result = {"mode": a.mode}
 
     def spawn(self, rank, world, round_, ckpt_dir, fault_env):
@@ -179,6 +182,8 @@ class Harness:
         respawned process at respawn_rank, or grow new processes at the
         highest ranks"""
         old_round = self.round
+        if self.t_change is None:
+            self.t_change = time.monotonic()
         for w in survivors:
             self.send(w, {"type": "abort", "round": old_round,
                           "reason": "harness: " + self.a.mode})
@@ -217,8 +222,43 @@ class Harness:
             "reformed_rounds": sorted({w.reformed["round"]
                                        for w in survivors}),
             "reform_ms": round((time.monotonic() - t_abort) * 1e3, 1),
+            "change_to_reformed_ms": round(
+                (time.monotonic() - self.t_change) * 1e3, 1),
             "world_after": world,
         })
+
+    def restart(self, first, victim):
+        """today's path: every process stopped, world - 1 new ones resume
+        from rank 0's checkpoint directory"""
+        self.t_change = time.monotonic()
+        for w in first:
+            if w.proc.poll() is None:
+                os.killpg(w.proc.pid, signal.SIGKILL)
+            w.proc.wait()
+            self.sel.unregister(w.sock)
+            if w.proc.stdout in self.sel.get_map():
+                self.sel.unregister(w.proc.stdout)
+        self.round += 1
+        self.port = free_port()
+        d = self.a.ckpt_dir + ".rank0"
+        for r in range(len(first) - 1):
+            self.workers.append(self.spawn(r, len(first) - 1, self.round,
+                                           d, False))
+        self.result["world_after"] = len(first) - 1
+
+    def first_step_after(self, top):
+        """time from the change to the first step taken after it"""
+        new = [w for w in self.workers if w.proc.poll() is None]
+        base = {id(w): len(w.steps) for w in new}
+        self.wait_until(lambda: any(len(w.steps) > base[id(w)]
+                                    for w in new), "a step after the change")
+        t = time.monotonic()
+        step = min(w.steps[base[id(w)]] for w in new
+                   if len(w.steps) > base[id(w)])
+        self.result["change_to_step_ms"] = round(
+            (t - self.t_change) * 1e3, 1)
+        self.result["steps_before"] = top
+        self.result["steps_lost"] = top - (step - 1)
 
     def run(self):
         a = self.a
@@ -243,8 +283,11 @@ class Harness:
                     done = True
                 elif (kind == "step" and a.mode != "fault"
                       and w.rank == a.victim and w.steps[-1] >= a.at_step):
+                    top = max(max(x.steps or [0]) for x in first)
                     if a.mode == "abort":
                         self.reform(first)
+                    elif a.mode == "restart":
+                        self.restart(first, w)
                     elif a.mode == "grow":
                         self.reform(first, grow=1)
                     else:
@@ -255,6 +298,7 @@ class Harness:
                         self.reform(survivors, a.victim
                                     if a.mode == "respawn" else None)
                     done = True
+                    self.first_step_after(top)
             if not done and all(w.proc.poll() is not None for w in first):
                 self.fail("the job ended before the membership change")
         # to the end
@@ -284,7 +328,7 @@ def main():
     p.add_argument("--train", required=True)
     p.add_argument("--mode", required=True,
                    choices=["abort", "shrink", "respawn", "fault",
-                            "garbage", "grow"])
+                            "garbage", "grow", "restart"])
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--at-step", type=int, default=3)
     p.add_argument("--victim", type=int, default=1)
