@@ -946,10 +946,11 @@ int main(int argc, char **argv)
 		uint64_t round = 0;
 		const char *v = getenv("DLAUNCH_ROUND");
 
-		if (control_open(&r.ctl, err, sizeof(err)) != 0) {
-			log_error("%s", err);
-			return EXIT_USAGE;
-		}
+		/* a channel that cannot be used leaves a plain worker, which
+		 * is what the agent makes of one that never says hello */
+		if (control_open(&r.ctl, err, sizeof(err)) != 0)
+			log_warn("%s; going on without the control channel",
+				 err);
 		if (v && *v && parse_u64(v, 0, INT64_MAX, &round) == 0)
 			r.round = round;
 	}
