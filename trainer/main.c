@@ -66,6 +66,11 @@ struct run {
 	uint64_t wait_ms;    /* bound on waiting for the agent */
 	int max_local_alloc; /* rows the batch buffers and model hold */
 	unsigned reforms;    /* in-place re-forms done */
+	/* with a control channel and batch norm: the running statistics
+	 * before the step in progress (backend memory), put back when the
+	 * step is dropped, since its forward pass has already updated them */
+	float *bn_before;
+	size_t bn_bytes;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -503,6 +508,10 @@ static int train_step(struct run *r, float lr, size_t *local_n,
 	uint64_t offset = r->offset;
 	int rc, rc2;
 
+	if (r->bn_before)
+		r->be.copy(r->be.ctx, r->bn_before, mlp_buffers(r->model),
+			   r->bn_bytes);
+
 	r->offset =
 	    train_sampler_batch(&r->sampler, r->offset, o->global_batch,
 				r->rank, r->world, r->idx, local_n, global_n);
@@ -513,8 +522,11 @@ static int train_step(struct run *r, float lr, size_t *local_n,
 	if (rc == 0)
 		rc = rc2;
 	if (rc != 0) {
-		/* the step is dropped: nothing of it was applied */
+		/* the step is dropped: nothing of it stays applied */
 		r->offset = offset;
+		if (r->bn_before)
+			r->be.copy(r->be.ctx, mlp_buffers(r->model),
+				   r->bn_before, r->bn_bytes);
 		if (!control_in_place(r->ctl))
 			log_error("rank %d: step %llu failed: %s", r->rank,
 				  (unsigned long long)r->step + 1,
@@ -811,6 +823,8 @@ static void release_run(struct run *r)
 	train_ddp_free(r->ddp);
 	mlp_free(r->model);
 	train_optim_release(&r->optim);
+	if (r->bn_before)
+		r->be.release(r->be.ctx, r->bn_before);
 	if (r->be.release)
 		train_backend_release(&r->be);
 	dist_free(r->dist);
@@ -845,6 +859,12 @@ static int setup_model(struct run *r)
 				   &r->ddp);
 	if (rc == 0) /* checkpoints and the state agreement */
 		rc = ckpt_state_alloc(&r->ck, &r->o.shape);
+	r->bn_bytes = mlp_buffer_count(&r->o.shape) * sizeof(float);
+	if (rc == 0 && r->ctl && r->bn_bytes) {
+		r->bn_before = r->be.alloc(r->be.ctx, r->bn_bytes);
+		if (r->bn_before == NULL)
+			rc = DL_ENOMEM;
+	}
 	if (rc != 0) {
 		log_error("cannot set up the model: %s", dl_strerror(rc));
 		return rc;

@@ -18,6 +18,8 @@
 #                every stage of the ring (DLAUNCH_DIST_FAULT), some ranks
 #                having finished it and others not: the survivors agree on
 #                the step and parameters, 20 of 20 trials
+#   batch norm   the same faults with --batch-norm: the running statistics
+#                the dropped step updated are put back
 #   garbage      a line that is not JSON on the channel: that worker goes
 #                on as a plain one, the job ends normally
 source "$(dirname "$0")/lib_faults.sh"
@@ -58,7 +60,7 @@ harness() {
 	local name=$1
 	shift
 	marked timeout -k 5 90 $HARNESS --log "$TEST_TMP/$name" \
-		--ckpt-dir "$TEST_TMP/$name.ck" "$@" -- "${ARGS[@]}" \
+		--ckpt-dir "$TEST_TMP/$name.ck" "$@" -- "${ARGS[@]}" ${EXTRA:-} \
 		>"$TEST_TMP/$name.json" 2>"$TEST_TMP/$name.err"
 }
 
@@ -174,6 +176,27 @@ check_eq "fault: survivors agreed on step and parameters in every trial" \
 	"$trials of $trials" "$good of $trials"
 check "fault: some trials struck when ranks had finished the step and others not ($mixed)" \
 	test "$mixed" -gt 0
+
+# --- batch norm: the forward pass of the dropped step has updated the
+# running statistics on some ranks; they are put back, so the replicas still
+# agree, bit for bit with an uninterrupted run
+ref 3 "$TEST_TMP/bn_plain" "$TEST_TMP/bn_plain.log" --batch-norm ||
+	not_ok "batch norm: the reference run failed"
+bn_plain=$(digest "$TEST_TMP/bn_plain")
+good=0
+for stage in 0 1 2 3; do
+	name=bn$stage
+	if EXTRA=--batch-norm DLAUNCH_DIST_FAULT=4:$stage \
+		DLAUNCH_DIST_FAULT_RANK=$((stage % 3)) \
+		harness "$name" --mode fault --world 3 &&
+		[ "$(digest "$TEST_TMP/$name.ck.rank0")" = "$bn_plain" ]; then
+		good=$((good + 1))
+	else
+		echo "# batch norm, stage $stage: $(cat "$TEST_TMP/$name.json")"
+	fi
+done
+check_eq "batch norm: a fault at every stage, the replicas agree and match the uninterrupted run" \
+	"4 of 4" "$good of 4"
 
 # --- garbage on the channel
 if harness garbage --mode garbage --world 2 --victim 1 --at-step 2; then
