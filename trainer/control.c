@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ struct control {
 	int welcomed;	      /* the agent answered hello with welcome */
 	uint64_t fence_round; /* highest round seen in a membership */
 	int abort_pending;
+	atomic_int abort_raised; /* abort_pending, for lock-free readers */
 	uint64_t abort_round;
 	int membership_pending;
 	struct control_membership membership;
@@ -80,6 +82,7 @@ static void handle(struct control *c, const struct control_msg *m)
 			 (unsigned long long)m->round,
 			 m->reason[0] ? m->reason : "no reason given");
 		c->abort_pending = 1;
+		atomic_store(&c->abort_raised, 1);
 		c->abort_round = m->round;
 		if (c->abort_fn) {
 			c->in_hook = 1;
@@ -340,7 +343,13 @@ void control_take_abort(struct control *c)
 		return;
 	pthread_mutex_lock(&c->mu);
 	c->abort_pending = 0;
+	atomic_store(&c->abort_raised, 0);
 	pthread_mutex_unlock(&c->mu);
+}
+
+const atomic_int *control_abort_flag(struct control *c)
+{
+	return c ? &c->abort_raised : NULL;
 }
 
 int control_wait_membership(struct control *c, uint64_t after_round,

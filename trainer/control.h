@@ -12,6 +12,7 @@
 #ifndef DLAUNCH_TRAIN_CONTROL_H
 #define DLAUNCH_TRAIN_CONTROL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,6 +110,12 @@ int control_wait_abort(struct control *c, uint64_t timeout_ms, uint64_t *round);
 
 /* control_take_abort: consumes the pending abort (after answering it). */
 void control_take_abort(struct control *c);
+
+/* control_abort_flag: non-zero while an abort is pending, readable from
+ * any thread without the channel's lock (dist_config.cancel: an abort
+ * cancels the bootstrap of a group); NULL for a NULL c. Valid while c
+ * lives. */
+const atomic_int *control_abort_flag(struct control *c);
 
 /* control_wait_membership: waits (at most timeout_ms) for a membership of
  * a round above after_round; 0 with it in *m (consumed), DL_ETIMEDOUT or

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dist_priv.h"
+#include "dist_sock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
@@ -290,8 +291,16 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 	if (rc != 0)
 		goto fail;
 	if (d->world > 1) {
+		dist_sock_set_cancel(cfg->cancel);
 		rc = dist_net_connect(d, listen_fd, err, err_size);
 		listen_fd = -1; /* owned by dist_net_connect */
+		if (rc != 0 && dist_sock_cancelled()) {
+			rc = DL_ECLOSED;
+			set_err(err, err_size,
+				"rank %d: forming the group was cancelled",
+				cfg->rank);
+		}
+		dist_sock_set_cancel(NULL);
 		if (rc != 0)
 			goto fail;
 	}

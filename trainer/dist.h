@@ -58,6 +58,7 @@
 #ifndef DLAUNCH_DIST_H
 #define DLAUNCH_DIST_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,10 @@ struct dist_config {
 	int cuda_device;     /* NCCL: the device to use; from_env: LOCAL_RANK
 			      * (dlaunch-train sets the one its kernels use) */
 	uint64_t timeout_ms; /* bound on every wait; default 300000 */
+	/* when not NULL and non-zero, the bootstrap in dist_init gives up
+	 * (within about 50 ms) with DL_ECLOSED: another thread raises it to
+	 * cancel the forming of a group no longer wanted. NULL: none. */
+	const atomic_int *cancel;
 };
 
 struct dist;

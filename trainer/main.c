@@ -201,8 +201,11 @@ static int setup_dist(struct run *r, const struct control_membership *m)
 	cfg.cuda_device = r->gpu; /* the kernels' device (setup_device) */
 	if (r->o.timeout_ms)
 		cfg.timeout_ms = r->o.timeout_ms;
+	cfg.cancel = control_abort_flag(r->ctl); /* a newer round */
 	rc = dist_init(&cfg, &r->dist, err, sizeof(err));
-	if (rc != 0)
+	if (rc != 0 && cfg.cancel && atomic_load(cfg.cancel))
+		log_info("rank %d: %s (an abort came)", r->rank, err);
+	else if (rc != 0)
 		log_error("rank %d: cannot form the process group: %s", r->rank,
 			  err);
 	return rc;

@@ -12,6 +12,8 @@
 #   respawn      kill -9 of rank 2 at step 4: a new process takes rank 2
 #                with its checkpoint directory removed, and gets the state
 #                from a peer
+#   double       a worker dies during the re-form: a second abort reaches
+#                the others inside the new group's bootstrap
 #   grow         a new process joins as a third rank, with no checkpoint
 #                directory: it gets the state from a peer
 #   fault        a rank fails in the middle of the gradient all-reduce at
@@ -33,6 +35,7 @@ ARGS=(--data synthetic:2048 --model 256-256-10 --global-batch 96 --seed 7
 	--max-steps 12 --log-every 4)
 
 digest() { $CK digest "$($CK newest "$1")" 2>/dev/null | sed 's/.*params=//'; }
+below() { $PY -c 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$1" "$2"; }
 field() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d
 for k in sys.argv[2:]: v=v[int(k)] if isinstance(v, list) else v[k]
 print(json.dumps(v) if isinstance(v, (list, dict)) else v)' "$@"; }
@@ -122,6 +125,28 @@ if harness respawn --mode respawn --world 3 --victim 2 --at-step 4; then
 		"$plain" "$(digest "$TEST_TMP/respawn.ck.rank0")"
 else
 	not_ok "respawn: $(cat "$TEST_TMP/respawn.json")"
+fi
+
+# --- double: a worker dies while the others form the new group; the
+# second abort must reach them inside the bootstrap (their --timeout is
+# 30 s: waiting it out fails the check), and they re-form without it
+if harness double --mode double --world 3 --at-step 3 --timeout 30; then
+	j=$TEST_TMP/double.json
+	at=$(field "$j" reformed_steps 0)
+	ok "double: the two others finished the job (resumed at step $at)"
+	check_eq "double: they answered the second abort (round 2)" "[2, 2]" \
+		"$(field "$j" aborted_rounds)"
+	check "double: the second abort cut the bootstrap short ($(field "$j" second_abort_to_reformed_ms) ms)" \
+		below "$(field "$j" second_abort_to_reformed_ms)" 10000
+	ref 3 "$TEST_TMP/double_ref" "$TEST_TMP/double_ref1.log" \
+		--max-steps "$at" &&
+		ref 2 "$TEST_TMP/double_ref" "$TEST_TMP/double_ref2.log" ||
+		not_ok "double: the reference run failed"
+	check_eq "double: final parameters equal the checkpoint-and-restart run's" \
+		"$(digest "$TEST_TMP/double_ref")" \
+		"$(digest "$TEST_TMP/double.ck.rank0")"
+else
+	not_ok "double: $(cat "$TEST_TMP/double.json")"
 fi
 
 # --- grow: a new process joins as rank 2 of 3, with no checkpoint at all

@@ -11,6 +11,9 @@ socket pairs, and drives one membership change:
             process without a checkpoint directory (a node joining)
   restart   at step K, SIGKILL rank X and every other process (today's
             path), start world - 1 new ones from rank 0's checkpoints
+  double    at step K, abort every rank; while they form the new group the
+            last rank is killed; a second abort must reach the others in
+            the bootstrap, and they re-form without it
   garbage   at step K, send rank X a line that is not JSON: it must go
             on as a plain worker and the job end normally
   fault     rank X fails its ring all-reduce (DLAUNCH_DIST_FAULT, set by
@@ -227,6 +230,36 @@ class Harness:
             "world_after": world,
         })
 
+    def double(self, first):
+        """a worker crashes during the re-form: the others are forming a
+        group that will never be whole; a second abort must reach them
+        inside the bootstrap, and they re-form without it"""
+        self.t_change = time.monotonic()
+        for w in first:
+            self.send(w, {"type": "abort", "round": 1, "reason": "first"})
+        self.wait_until(lambda: all(w.aborted for w in first), "aborted")
+        victim = first[-1]
+        others = first[:-1]
+        self.port = free_port()
+        for w in others:
+            self.send(w, {
+                "type": "membership", "round": 2, "rank": w.rank,
+                "world_size": len(first), "local_rank": w.rank,
+                "local_world_size": len(first), "node_rank": 0,
+                "nnodes": 1, "master_addr": "127.0.0.1",
+                "master_port": self.port, "restart_count": 1,
+                "store_prefix": "harness/2/"})
+        os.killpg(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait()
+        self.sel.unregister(victim.sock)
+        for w in others:
+            w.aborted = None
+        self.round = 2
+        t0 = time.monotonic()
+        self.reform(others)
+        self.result["second_abort_to_reformed_ms"] = round(
+            (time.monotonic() - t0) * 1e3, 1)
+
     def restart(self, first, victim):
         """today's path: every process stopped, world - 1 new ones resume
         from rank 0's checkpoint directory"""
@@ -286,6 +319,8 @@ class Harness:
                     top = max(max(x.steps or [0]) for x in first)
                     if a.mode == "abort":
                         self.reform(first)
+                    elif a.mode == "double":
+                        self.double(first)
                     elif a.mode == "restart":
                         self.restart(first, w)
                     elif a.mode == "grow":
@@ -328,7 +363,7 @@ def main():
     p.add_argument("--train", required=True)
     p.add_argument("--mode", required=True,
                    choices=["abort", "shrink", "respawn", "fault",
-                            "garbage", "grow", "restart"])
+                            "garbage", "grow", "restart", "double"])
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--at-step", type=int, default=3)
     p.add_argument("--victim", type=int, default=1)

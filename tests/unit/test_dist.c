@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1797,6 +1798,58 @@ static int body_abort(struct dist *d, void *arg)
 	return 0;
 }
 
+/* a bootstrap no longer wanted is cancelled through cfg.cancel: rank 0
+ * waiting for a peer that never comes, and a rank retrying a master that
+ * is not there, both give up at once (the timeout is 60 s) */
+struct raise_after {
+	atomic_int *flag;
+	uint64_t at_ms;
+};
+
+static void *raise_thread(void *arg)
+{
+	struct raise_after *a = arg;
+	struct timespec ts = {0, 200000000L};
+
+	nanosleep(&ts, NULL);
+	a->at_ms = clock_now_ms();
+	atomic_store(a->flag, 1);
+	return NULL;
+}
+
+static void cancel_case(int rank, int listen_fd, uint16_t port)
+{
+	atomic_int flag = 0;
+	struct raise_after a = {&flag, 0};
+	struct dist_config cfg = make_cfg(port, rank, 2, 60000);
+	struct dist *d = NULL;
+	char err[512] = "";
+	pthread_t th;
+
+	cfg.cancel = &flag;
+	assert_int_equal(pthread_create(&th, NULL, raise_thread, &a), 0);
+	int rc = dist_init_listener(&cfg, listen_fd, &d, err, sizeof(err));
+	uint64_t returned = clock_now_ms();
+	pthread_join(th, NULL);
+	assert_int_equal(rc, DL_ECLOSED);
+	assert_null(d);
+	assert_non_null(strstr(err, "cancelled"));
+	assert_true(returned - a.at_ms < 1000);
+}
+
+static void test_init_cancel(void **state)
+{
+	uint16_t port;
+	int lfd;
+
+	(void)state;
+	lfd = listen_loopback(&port);
+	cancel_case(0, lfd, port); /* owns lfd */
+	lfd = listen_loopback(&port);
+	close(lfd); /* nothing listens there now */
+	cancel_case(1, -1, port);
+}
+
 static void test_abort(void **state)
 {
 	(void)state;
@@ -1816,6 +1869,7 @@ int main(void)
 	    cmocka_unit_test(test_isend_irecv),
 	    cmocka_unit_test(test_async),
 	    cmocka_unit_test(test_abort),
+	    cmocka_unit_test(test_init_cancel),
 	    cmocka_unit_test(test_barrier),
 	    cmocka_unit_test(test_config_from_env),
 	    cmocka_unit_test(test_world_one_and_bad_args),
