@@ -10,6 +10,8 @@ FUZZ_COMMON := $(filter-out common/jsonh.c,$(wildcard common/*.c))
 
 FUZZ_ckpt_SRCS := trainer/ckpt.c trainer/mlp.c trainer/rng.c
 FUZZ_ckpt_LIBS := $(BLAS_LIBS) -lm
+FUZZ_control_SRCS := trainer/control_msg.c
+FUZZ_control_LIBS :=
 FUZZ_idx_SRCS := trainer/data.c trainer/rng.c
 FUZZ_idx_LIBS := $(ZLIB_LIBS) -lm
 FUZZ_journal_SRCS := rendezvous/journal.c $(RDZV_STATE_SRCS) common/jsonh.c
@@ -42,4 +44,4 @@ fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
 		tests/fuzz/corpus/$(1)
 FUZZ_RUNS += fuzz-$(1)
 endef
-$(foreach f,ckpt idx journal etcd_proto control_proto,$(eval $(call reader_fuzzer,$(f))))
+$(foreach f,ckpt idx journal etcd_proto control_proto control,$(eval $(call reader_fuzzer,$(f))))

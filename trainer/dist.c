@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "dist_priv.h"
+#include "dist_sock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
@@ -206,6 +208,43 @@ static int pick_ops(enum dist_backend backend, const struct dist_ops **out,
 	return 0;
 }
 
+/* fault_config: DLAUNCH_DIST_FAULT=CALL:STEP[:kill] for this rank (dist.h);
+ * anything malformed is reported and ignored (it is a test hook). */
+static void fault_config(struct dist *d)
+{
+	const char *v = getenv("DLAUNCH_DIST_FAULT");
+	const char *who = getenv("DLAUNCH_DIST_FAULT_RANK");
+	char buf[64], *colon, *kill_at;
+	int call, step, rank = 0;
+
+	if (v == NULL || *v == '\0')
+		return;
+	if (who && *who && parse_int(who, 0, DIST_MAX_WORLD, &rank) != 0)
+		rank = -1;
+	snprintf(buf, sizeof(buf), "%s", v);
+	kill_at = strstr(buf, ":kill");
+	if (kill_at && kill_at[5] == '\0')
+		*kill_at = '\0';
+	else
+		kill_at = NULL;
+	colon = strchr(buf, ':');
+	if (colon)
+		*colon = '\0';
+	if (rank < 0 || colon == NULL ||
+	    parse_int(buf, 1, INT32_MAX, &call) != 0 ||
+	    parse_int(colon + 1, 0, INT32_MAX, &step) != 0) {
+		log_warn("dist: ignoring DLAUNCH_DIST_FAULT='%s' (want "
+			 "CALL:STEP[:kill] and DLAUNCH_DIST_FAULT_RANK)",
+			 v);
+		return;
+	}
+	if (rank != d->rank)
+		return;
+	d->fault_call = call;
+	d->fault_step = step;
+	d->fault_kill = kill_at != NULL;
+}
+
 /* group_new: a group with its configuration and no connections yet */
 static struct dist *group_new(const struct dist_config *cfg,
 			      const struct dist_ops *ops)
@@ -221,6 +260,7 @@ static struct dist *group_new(const struct dist_config *cfg,
 	d->timeout_ms =
 	    cfg->timeout_ms ? cfg->timeout_ms : DIST_DEFAULT_TIMEOUT_MS;
 	d->wake_fds[0] = d->wake_fds[1] = -1;
+	fault_config(d);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	return d;
@@ -251,8 +291,16 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 	if (rc != 0)
 		goto fail;
 	if (d->world > 1) {
+		dist_sock_set_cancel(cfg->cancel);
 		rc = dist_net_connect(d, listen_fd, err, err_size);
 		listen_fd = -1; /* owned by dist_net_connect */
+		if (rc != 0 && dist_sock_cancelled()) {
+			rc = DL_ECLOSED;
+			set_err(err, err_size,
+				"rank %d: forming the group was cancelled",
+				cfg->rank);
+		}
+		dist_sock_set_cancel(NULL);
 		if (rc != 0)
 			goto fail;
 	}
@@ -268,6 +316,24 @@ fail:
 		close(listen_fd);
 	dist_free(d);
 	return rc;
+}
+
+void dist_abort(struct dist *d)
+{
+	if (d == NULL || atomic_exchange(&d->aborted, 1))
+		return;
+	/* shutdown, not close: the descriptors stay valid (no reuse race
+	 * with the thread inside the operation), and every poll on them
+	 * wakes with an end of stream at once */
+	if (d->fds != NULL)
+		for (int p = 0; p < d->world; p++)
+			if (d->fds[p] >= 0)
+				shutdown(d->fds[p], SHUT_RDWR);
+}
+
+int dist_aborted(const struct dist *d)
+{
+	return d != NULL && atomic_load(&d->aborted);
 }
 
 int dist_init(const struct dist_config *cfg, struct dist **out, char *err,

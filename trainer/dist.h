@@ -41,12 +41,24 @@
  *   do not start before that.
  * - DLAUNCH_DIST_TIMEOUT (a duration: "300", "30s", "500ms") sets
  *   timeout_ms in dist_config_from_env.
+ * - dist_abort (any thread) cancels the operations in flight without
+ *   waiting for peers: they and every later one fail with DL_ECLOSED
+ *   (TCP: the mesh's sockets are shut down, which the peers see as this
+ *   rank leaving). Free the group afterwards and form a new one.
+ * - DLAUNCH_DIST_FAULT=CALL:STEP[:kill] (tests only): on the rank named by
+ *   DLAUNCH_DIST_FAULT_RANK (default 0), the CALL-th ring all-reduce
+ *   (1-based, counted per process) fails once it has sent its plan step
+ *   STEP, even if all its bytes have arrived (one round: steps
+ *   0..world-2 are the reduce-scatter, world-1..2*world-3 the
+ *   all-gather), as dist_abort would, or with
+ *   ":kill" the process kills itself there. It fires once per process.
  * - Limits: world size at most 1024 (the TCP backend keeps one socket per
  *   peer).
  */
 #ifndef DLAUNCH_DIST_H
 #define DLAUNCH_DIST_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +81,10 @@ struct dist_config {
 	int cuda_device;     /* NCCL: the device to use; from_env: LOCAL_RANK
 			      * (dlaunch-train sets the one its kernels use) */
 	uint64_t timeout_ms; /* bound on every wait; default 300000 */
+	/* when not NULL and non-zero, the bootstrap in dist_init gives up
+	 * (within about 50 ms) with DL_ECLOSED: another thread raises it to
+	 * cancel the forming of a group no longer wanted. NULL: none. */
+	const atomic_int *cancel;
 };
 
 struct dist;
@@ -92,6 +108,12 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 /* dist_free closes connections and frees the group; pending requests must
  * have been waited for. NULL is allowed. */
 void dist_free(struct dist *d);
+
+/* dist_abort: see above. Safe from another thread while an operation
+ * runs, as long as d is not being freed; idempotent. */
+void dist_abort(struct dist *d);
+/* dist_aborted: dist_abort was called on d */
+int dist_aborted(const struct dist *d);
 
 int dist_rank(const struct dist *d);
 int dist_world_size(const struct dist *d);

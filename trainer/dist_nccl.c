@@ -106,6 +106,9 @@ static int settle(struct dist *d, ncclResult_t res, const char *what)
 	uint64_t deadline = clock_now_ms() + d->timeout_ms;
 	char buf[128];
 	while (res == ncclInProgress) {
+		if (atomic_load(&d->aborted))
+			return fail_abort(d, DL_ECLOSED, what,
+					  "the group was aborted");
 		if (clock_now_ms() >= deadline)
 			return fail_abort(d, DL_ETIMEDOUT, what,
 					  timeout_detail(d, "settling the call",
@@ -134,6 +137,11 @@ static int wait_done(struct dist *d, cudaEvent_t ev, const char *what)
 			return nccl_fail(d, DL_EIO, what,
 					 cudaGetErrorString(ce));
 		ncclResult_t async = ncclSuccess;
+		/* dist_abort (another thread) only raises the flag: the
+		 * communicator is aborted here, by the thread using it */
+		if (atomic_load(&d->aborted))
+			return fail_abort(d, DL_ECLOSED, what,
+					  "the group was aborted");
 		if (n->comm &&
 		    ncclCommGetAsyncError(n->comm, &async) == ncclSuccess &&
 		    async != ncclSuccess && async != ncclInProgress)
@@ -156,6 +164,9 @@ static int wait_done(struct dist *d, cudaEvent_t ev, const char *what)
  * failure (or DL_ECLOSED once the communicator is gone). */
 static int usable(struct dist *d)
 {
+	if (atomic_load(&d->aborted) && d->nccl && d->nccl->comm)
+		return fail_abort(d, DL_ECLOSED, "operation",
+				  "the group was aborted");
 	if (d->failed)
 		return d->failed;
 	if (d->nccl == NULL || d->nccl->comm == NULL)

@@ -299,6 +299,8 @@ static int accept_peers(struct dist *d, int lfd, uint32_t kind, uint64_t nonce,
 			rc = DL_ESYS;
 			goto out;
 		}
+		if (n == 0 && dist_sock_remaining_ms(deadline_ms) > 0)
+			continue; /* a slice of the wait, not its end */
 		if (n == 0) {
 			report_missing(d, kind, first, fds, need, err,
 				       err_size);

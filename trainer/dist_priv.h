@@ -11,6 +11,7 @@
 #define DLAUNCH_DIST_PRIV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,7 +78,12 @@ struct dist {
 	/* TCP: fds[peer] is the connection to peer (-1 for self). */
 	int *fds;
 	unsigned char *scratch; /* DIST_SCRATCH_BYTES, one user at a time */
-	int failed; /* sticky: the first error that broke the group */
+	int failed;	    /* sticky: the first error that broke the group */
+	atomic_int aborted; /* dist_abort was called (any thread) */
+	/* the fault-injection hook of the ring all-reduce (dist_tcp.c):
+	 * DLAUNCH_DIST_FAULT, read once in dist_init */
+	int fault_call, fault_step, fault_kill;
+	int ring_calls; /* ring all-reduces run so far */
 
 	/* Asynchronous operations: a FIFO run by one progress thread. */
 	pthread_mutex_t mu;

@@ -24,11 +24,28 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
+/* the bootstrap runs on the thread that called dist_init */
+static _Thread_local const atomic_int *thread_cancel;
+
+#define CANCEL_SLICE_MS 50
+
+void dist_sock_set_cancel(const atomic_int *cancel)
+{
+	thread_cancel = cancel;
+}
+
+int dist_sock_cancelled(void)
+{
+	return thread_cancel != NULL && atomic_load(thread_cancel) != 0;
+}
+
 int dist_sock_remaining_ms(uint64_t deadline_ms)
 {
 	uint64_t now = clock_now_ms();
-	if (now >= deadline_ms)
+	if (now >= deadline_ms || dist_sock_cancelled())
 		return 0;
+	if (thread_cancel != NULL && deadline_ms - now > CANCEL_SLICE_MS)
+		return CANCEL_SLICE_MS;
 	return deadline_ms - now > 1000000000 ? 1000000000
 					      : (int)(deadline_ms - now);
 }
@@ -125,8 +142,8 @@ static int wait_ready(int fd, short events, uint64_t deadline_ms)
 	if (left == 0)
 		return DL_ETIMEDOUT;
 	rc = poll(&pfd, 1, left);
-	if (rc == 0)
-		return DL_ETIMEDOUT;
+	if (rc == 0) /* a slice (see dist_sock_remaining_ms) or the end */
+		return dist_sock_remaining_ms(deadline_ms) ? 0 : DL_ETIMEDOUT;
 	if (rc < 0 && errno != EINTR)
 		return DL_ESYS;
 	return 0;
@@ -205,7 +222,8 @@ int dist_sock_connect_once(const struct sockaddr *sa, socklen_t len,
 	int rc;
 	do {
 		rc = poll(&pfd, 1, dist_sock_remaining_ms(deadline_ms));
-	} while (rc < 0 && errno == EINTR);
+	} while ((rc < 0 && errno == EINTR) ||
+		 (rc == 0 && dist_sock_remaining_ms(deadline_ms) > 0));
 	if (rc <= 0) {
 		close(fd);
 		return rc == 0 ? DL_ETIMEDOUT : DL_ESYS;
@@ -292,7 +310,8 @@ int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
 				 "more. %s",
 				 d->rank, d->cfg.master_addr,
 				 d->cfg.master_port, MASTER_WARN_MS / 1000, why,
-				 left / 1000, origin);
+				 (int)((deadline_ms - clock_now_ms()) / 1000),
+				 origin);
 		}
 		sleep_ms(backoff_ms < left ? backoff_ms : left);
 		backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;

@@ -8,6 +8,7 @@
 #ifndef DLAUNCH_DIST_SOCK_H
 #define DLAUNCH_DIST_SOCK_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -15,8 +16,14 @@
 struct dist;
 
 /* dist_sock_remaining_ms: milliseconds left until deadline_ms, 0 when
- * past, capped to fit poll's int. */
+ * past, capped to fit poll's int. While a cancel flag is set for this
+ * thread (dist_sock_set_cancel), at most 50 ms, and 0 once it is raised:
+ * every bootstrap wait then ends as at its deadline. */
 int dist_sock_remaining_ms(uint64_t deadline_ms);
+/* dist_sock_set_cancel: the calling thread's cancel flag (NULL: none). */
+void dist_sock_set_cancel(const atomic_int *cancel);
+/* dist_sock_cancelled: the calling thread's flag is raised */
+int dist_sock_cancelled(void);
 
 /* dist_sock_addr_pack/unpack: a socket address as (family 4 or 6, 16
  * address bytes, port), the form the group table carries. DL_EINVAL for

@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -66,6 +67,7 @@ struct ring_run {
 	int nsteps;
 	enum dist_dtype dtype;
 	enum dist_op op;
+	int count_fault; /* a ring all-reduce: the fault hook applies */
 };
 
 int dist_io_fail(struct dist *d, int rc, int peer, const char *what)
@@ -73,7 +75,10 @@ int dist_io_fail(struct dist *d, int rc, int peer, const char *what)
 	if (d->failed)
 		return rc;
 	d->failed = rc;
-	if (rc == DL_ECLOSED)
+	if (atomic_load(&d->aborted))
+		log_info("dist: rank %d: %s cancelled: the group was aborted",
+			 d->rank, what);
+	else if (rc == DL_ECLOSED)
 		log_error("dist: rank %d: %s: rank %d closed its connection "
 			  "(did it exit?)",
 			  d->rank, what, peer);
@@ -116,6 +121,27 @@ static void reduce_piece(const struct ring_run *rr, const struct ring_step *s,
 				  rr->d->world);
 }
 
+/* fault_due: the DLAUNCH_DIST_FAULT hook (dist.h): a ring all-reduce
+ * whose sends have passed its plan step d->fault_step (ts: the step being
+ * sent), whatever it has received; fires once per process */
+static int fault_due(const struct ring_run *rr, int ts)
+{
+	static atomic_int fired;
+	struct dist *d = rr->d;
+
+	if (!rr->count_fault || d->fault_call != d->ring_calls ||
+	    ts <= d->fault_step || atomic_exchange(&fired, 1))
+		return 0;
+	log_warn("dist: rank %d: DLAUNCH_DIST_FAULT: failing ring all-reduce "
+		 "%d after sending its step %d%s",
+		 d->rank, d->ring_calls, d->fault_step,
+		 d->fault_kill ? " (kill)" : "");
+	if (d->fault_kill)
+		raise(SIGKILL);
+	dist_abort(d);
+	return 1;
+}
+
 static int ring_exec(const struct ring_run *rr)
 {
 	struct dist *d = rr->d;
@@ -135,6 +161,9 @@ static int ring_exec(const struct ring_run *rr)
 			tr++;
 			ro = rq = 0;
 		}
+		if (rr->count_fault && fault_due(rr, ts))
+			return dist_io_fail(d, DL_ECLOSED, rr->peer_in,
+					    rr->what);
 		if (ts == n && tr == n)
 			return 0;
 		int progress = 0, want_out = 0, want_in = 0;
@@ -403,8 +432,11 @@ static int allreduce_ring(struct dist *d, const unsigned char *send,
 {
 	struct ring_run rr;
 	int rc = ring_plan(d, send, recv, count, dtype, op, 0, &rr);
-	if (rc == 0)
+	if (rc == 0) {
+		d->ring_calls++;
+		rr.count_fault = d->fault_call > 0;
 		rc = ring_exec(&rr);
+	}
 	free(rr.steps);
 	return rc;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "control.h"
 #include "data.h"
 #include "dist.h"
 #include "mlp.h"
@@ -60,6 +61,16 @@ struct run {
 	char ckpt_file[PATH_MAX];
 	double last_loss, last_accuracy, last_test_loss;
 	int evaluated_at_end;
+	struct control *ctl; /* the agent's control channel, or NULL */
+	uint64_t round;	     /* the round of the membership we are in */
+	uint64_t wait_ms;    /* bound on waiting for the agent */
+	int max_local_alloc; /* rows the batch buffers and model hold */
+	unsigned reforms;    /* in-place re-forms done */
+	/* with a control channel and batch norm: the running statistics
+	 * before the step in progress (backend memory), put back when the
+	 * step is dropped, since its forward pass has already updated them */
+	float *bn_before;
+	size_t bn_bytes;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -160,7 +171,9 @@ static int setup_device(struct run *r)
 	return rc;
 }
 
-static int setup_dist(struct run *r)
+/* setup_dist forms the group from the environment, or (m != NULL) from
+ * the agent's membership of a new round, which replaces it. */
+static int setup_dist(struct run *r, const struct control_membership *m)
 {
 	struct dist_config cfg;
 	char err[256];
@@ -171,8 +184,16 @@ static int setup_dist(struct run *r)
 		log_error("%s", err);
 		return rc;
 	}
+	if (m != NULL) {
+		snprintf(cfg.master_addr, sizeof(cfg.master_addr), "%s",
+			 m->master_addr);
+		cfg.master_port = m->master_port;
+		cfg.rank = m->rank;
+		cfg.world_size = m->world_size;
+	}
 	r->rank = cfg.rank;
 	r->world = cfg.world_size;
+	r->wait_ms = r->o.timeout_ms ? r->o.timeout_ms : cfg.timeout_ms;
 	if (r->world == 1)
 		return 0; /* one process: no group needed */
 	cfg.backend =
@@ -180,11 +201,77 @@ static int setup_dist(struct run *r)
 	cfg.cuda_device = r->gpu; /* the kernels' device (setup_device) */
 	if (r->o.timeout_ms)
 		cfg.timeout_ms = r->o.timeout_ms;
+	cfg.cancel = control_abort_flag(r->ctl); /* a newer round */
 	rc = dist_init(&cfg, &r->dist, err, sizeof(err));
-	if (rc != 0)
+	if (rc != 0 && cfg.cancel && atomic_load(cfg.cancel))
+		log_info("rank %d: %s (an abort came)", r->rank, err);
+	else if (rc != 0)
 		log_error("rank %d: cannot form the process group: %s", r->rank,
 			  err);
 	return rc;
+}
+
+/* on_abort: the control channel's reader thread cancels the collective
+ * in flight (the main thread may be inside it) */
+static void on_abort(void *ctx)
+{
+	dist_abort(ctx);
+}
+
+/* size_for_world: the batch buffers and the model hold this world
+ * size's largest slice of the global batch. On a re-form to a smaller
+ * world the slice grows: the model is rebuilt around its parameters
+ * (the optimizer state lives apart and stays). */
+static int size_for_world(struct run *r)
+{
+	int need = (int)((r->o.global_batch + (uint32_t)r->world - 1) /
+			 (uint32_t)r->world);
+	void *x, *y, *idx;
+	int rc = 0;
+
+	r->max_local = need;
+	if (need <= r->max_local_alloc)
+		return 0;
+	x = realloc(r->x, (size_t)need * r->train.dim * sizeof(float));
+	if (x)
+		r->x = x;
+	y = realloc(r->y, (size_t)need * sizeof(int32_t));
+	if (y)
+		r->y = y;
+	idx = realloc(r->idx, (size_t)(need + 1) * sizeof(uint32_t));
+	if (idx)
+		r->idx = idx;
+	if (!x || !y || !idx) {
+		log_error("out of memory for the batch buffers");
+		return DL_ENOMEM;
+	}
+	if (r->model != NULL) {
+		struct mlp *m = NULL;
+
+		rc = mlp_get_params(r->model, r->ck.params, r->ck.buffers);
+		if (rc == 0)
+			rc = mlp_new(&r->o.shape, &r->be, need, &m);
+		if (rc == 0)
+			rc = mlp_set_params(m, r->ck.params, r->ck.buffers);
+		if (rc != 0) {
+			mlp_free(m);
+			log_error("cannot resize the model: %s",
+				  dl_strerror(rc));
+			return rc;
+		}
+		mlp_free(r->model);
+		r->model = m;
+	}
+	r->max_local_alloc = need;
+	return 0;
+}
+
+/* is_group_failure: an error of the group (a peer gone, an abort), after
+ * which the agent may re-form it in place; others end the worker. */
+static int is_group_failure(const struct run *r, int rc)
+{
+	return dist_aborted(r->dist) || rc == DL_ECLOSED ||
+	       rc == DL_ETIMEDOUT || rc == DL_EPROTO;
 }
 
 /* fill_state copies the model, optimizer and position into r->ck. */
@@ -233,76 +320,81 @@ static int save_checkpoint(struct run *r)
 	return 0;
 }
 
-/* resume: rank 0 picks the newest valid checkpoint and tells the others
- * its step, so every rank loads the same one. */
-static int resume(struct run *r)
+/* apply_state: the model, optimizer and position from st */
+static int apply_state(struct run *r, const struct ckpt_state *st)
+{
+	int rc = mlp_set_params(r->model, st->params, st->buffers);
+
+	if (rc == 0)
+		rc = train_optim_set(&r->optim, st->momentum,
+				     (int)st->has_momentum);
+	if (rc != 0)
+		return rc;
+	r->o.seed = st->seed;
+	r->step = st->step;
+	r->epoch = st->epoch;
+	r->offset = st->epoch_offset;
+	r->rng.key = st->rng_key;
+	r->rng.counter = st->rng_counter;
+	return 0;
+}
+
+/* load_local: this rank's newest valid checkpoint, if any. Ranks need
+ * not see the same files (a node may have none): the agreement that
+ * follows (agree) hands the most advanced state to the ranks behind. */
+static int load_local(struct run *r)
 {
 	struct ckpt_state st;
 	char err[PATH_MAX + 512], path[PATH_MAX];
-	uint64_t chosen = UINT64_MAX;
-	int rc = 0;
+	int rc;
 
 	memset(&st, 0, sizeof(st));
-	if (r->rank == 0) {
-		rc = ckpt_load_latest(r->o.checkpoint_dir, &r->o.shape, &st,
-				      path, sizeof(path), err, sizeof(err));
-		if (rc == 0)
-			chosen = st.step;
-		else if (rc == DL_ENOTFOUND)
-			rc = 0;
-		else
-			log_error("%s", err);
-		if (rc != 0)
-			chosen = UINT64_MAX - 1; /* tells the others to stop */
-	}
-	if (train_ddp_broadcast_host(r->ddp, &chosen, 1) != 0) {
-		log_error("rank %d: cannot agree on a checkpoint", r->rank);
-		ckpt_state_release(&st);
-		return DL_ECLOSED;
-	}
-	if (chosen == UINT64_MAX - 1)
-		return rc ? rc : DL_ECONFLICT;
-	if (chosen == UINT64_MAX)
+	rc = ckpt_load_latest(r->o.checkpoint_dir, &r->o.shape, &st, path,
+			      sizeof(path), err, sizeof(err));
+	if (rc == DL_ENOTFOUND)
 		return 0;
-	if (r->rank != 0) {
-		ckpt_path(r->o.checkpoint_dir, chosen, path, sizeof(path));
-		rc = ckpt_load(path, &st, err, sizeof(err));
-		if (rc == 0 && !mlp_shape_equal(&st.shape, &r->o.shape)) {
-			snprintf(err, sizeof(err),
-				 "checkpoint %s is for another model", path);
-			rc = DL_ECONFLICT;
-		}
-		if (rc != 0) {
-			log_error("rank %d: %s", r->rank, err);
-			ckpt_state_release(&st);
-			return rc;
-		}
+	if (rc != 0) {
+		log_error("rank %d: %s", r->rank, err);
+		return rc;
 	}
-	rc = mlp_set_params(r->model, st.params, st.buffers);
-	if (rc == 0)
-		rc = train_optim_set(&r->optim, st.momentum,
-				     (int)st.has_momentum);
+	if (st.seed != r->o.seed && r->rank == 0)
+		log_warn("checkpoint %s was trained with --seed %llu; "
+			 "continuing with it",
+			 path, (unsigned long long)st.seed);
+	rc = apply_state(r, &st);
 	if (rc == 0) {
-		if (st.seed != r->o.seed && r->rank == 0)
-			log_warn("checkpoint %s was trained with --seed %llu; "
-				 "continuing with it",
-				 path, (unsigned long long)st.seed);
-		r->o.seed = st.seed;
-		r->step = r->resumed_from = r->saved_step = st.step;
-		r->epoch = st.epoch;
-		r->offset = st.epoch_offset;
-		r->rng.key = st.rng_key;
-		r->rng.counter = st.rng_counter;
+		r->saved_step = st.step;
 		snprintf(r->ckpt_file, sizeof(r->ckpt_file), "%s", path);
-		if (r->rank == 0)
-			printf("resumed from %s: step %llu, epoch %llu, "
-			       "sample %llu of the epoch\n",
-			       path, (unsigned long long)st.step,
-			       (unsigned long long)st.epoch + 1,
-			       (unsigned long long)st.epoch_offset);
 	}
 	ckpt_state_release(&st);
 	return rc;
+}
+
+/* agree: the group's state agreement (control_agree): afterwards every
+ * rank holds the state of the lowest rank at the highest committed
+ * step, checked by digest. */
+static int agree(struct run *r, struct control_agreement *ag)
+{
+	char err[512];
+	int rc = fill_state(r);
+
+	if (rc == 0)
+		rc = control_agree(r->dist, &r->ck, ag, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "cannot copy the model: %s",
+			 dl_strerror(rc));
+	if (rc == 0 && ag->received)
+		rc = apply_state(r, &r->ck);
+	if (rc != 0) {
+		if (!dist_aborted(r->dist))
+			log_error("rank %d: state agreement failed: %s",
+				  r->rank, err);
+		return rc;
+	}
+	if (ag->received)
+		log_info("rank %d: took the state of step %llu from rank %d",
+			 r->rank, (unsigned long long)ag->step, ag->leader);
+	return 0;
 }
 
 /* evaluate: each rank scores its slice of the test set; sums are
@@ -416,7 +508,12 @@ static int train_step(struct run *r, float lr, size_t *local_n,
 		      size_t *global_n, double stats[2])
 {
 	const struct train_options *o = &r->o;
+	uint64_t offset = r->offset;
 	int rc, rc2;
+
+	if (r->bn_before)
+		r->be.copy(r->be.ctx, r->bn_before, mlp_buffers(r->model),
+			   r->bn_bytes);
 
 	r->offset =
 	    train_sampler_batch(&r->sampler, r->offset, o->global_batch,
@@ -428,8 +525,15 @@ static int train_step(struct run *r, float lr, size_t *local_n,
 	if (rc == 0)
 		rc = rc2;
 	if (rc != 0) {
-		log_error("rank %d: step %llu failed: %s", r->rank,
-			  (unsigned long long)r->step + 1, dl_strerror(rc));
+		/* the step is dropped: nothing of it stays applied */
+		r->offset = offset;
+		if (r->bn_before)
+			r->be.copy(r->be.ctx, mlp_buffers(r->model),
+				   r->bn_before, r->bn_bytes);
+		if (!control_in_place(r->ctl))
+			log_error("rank %d: step %llu failed: %s", r->rank,
+				  (unsigned long long)r->step + 1,
+				  dl_strerror(rc));
 		return rc;
 	}
 	train_optim_step(&r->optim, mlp_params(r->model), mlp_grads(r->model),
@@ -493,6 +597,138 @@ static int report_progress(struct run *r, struct loss_window *w,
 	return 0;
 }
 
+/* sampler_for_state: the sampler follows the seed and epoch of the state
+ * (a state taken from a checkpoint or a peer may have another seed) */
+static int sampler_for_state(struct run *r)
+{
+	if (r->sampler.seed != r->o.seed || r->sampler.perm == NULL) {
+		train_sampler_release(&r->sampler);
+		int rc = train_sampler_init(&r->sampler, r->train.n, r->o.seed);
+		if (rc != 0) {
+			log_error("cannot set up the sampler: %s",
+				  dl_strerror(rc));
+			return rc;
+		}
+	}
+	train_sampler_set_epoch(&r->sampler, r->epoch);
+	return 0;
+}
+
+/* leave_group: the group is over (aborted); its state stays */
+static void leave_group(struct run *r)
+{
+	control_set_abort_hook(r->ctl, NULL, NULL);
+	train_ddp_free(r->ddp);
+	r->ddp = NULL;
+	dist_free(r->dist);
+	r->dist = NULL;
+}
+
+/* join_group: a new group (from m, or the environment when m is NULL),
+ * cancelled by the agent's aborts from now on, with DDP over it */
+static int join_group(struct run *r, const struct control_membership *m)
+{
+	int rc = setup_dist(r, m);
+
+	if (rc != 0)
+		return rc;
+	control_set_abort_hook(r->ctl, on_abort, r->dist);
+	if (m != NULL) {
+		rc = size_for_world(r);
+		if (rc == 0)
+			rc = train_ddp_new(r->dist, r->model, &r->be,
+					   r->o.bucket_bytes, &r->ddp);
+	}
+	return rc;
+}
+
+/*
+ * reform: the in-place path of docs/worker-protocol.md. For each pending
+ * abort: leave the group keeping the committed state (the unfinished step
+ * was dropped where it failed), answer `aborted`, wait for the round's
+ * `membership`, form the new group, agree on the state (control_agree)
+ * and answer `reformed`. A newer abort during any of it starts over. 0:
+ * training goes on; an error ends the worker, which sends its node to
+ * the agent's restart path.
+ */
+static int reform(struct run *r)
+{
+	struct control_membership m;
+	struct control_agreement ag;
+	uint64_t round;
+	int rc = DL_ECLOSED;
+
+	while (control_abort_pending(r->ctl, &round)) {
+		uint64_t t0 = clock_now_ms();
+
+		leave_group(r);
+		control_take_abort(r->ctl);
+		/* an end of epoch cut short: its evaluation is skipped, its
+		 * move to the next epoch is not (all ranks must agree) */
+		if (r->offset >= r->train.n) {
+			r->epoch++;
+			r->offset = 0;
+		}
+		control_send_aborted(r->ctl, round, r->step);
+		rc = control_wait_membership(r->ctl, round, r->wait_ms, &m);
+		if (rc != 0) {
+			log_error("rank %d: no membership from the agent after "
+				  "the abort of round %llu: %s",
+				  r->rank, (unsigned long long)round,
+				  dl_strerror(rc));
+			return rc;
+		}
+		r->round = m.round;
+		r->local_rank = m.local_rank;
+		r->local_world = m.local_world_size;
+		rc = join_group(r, &m);
+		if (rc == 0)
+			rc = agree(r, &ag);
+		if (rc != 0) {
+			if (control_abort_pending(r->ctl, &round))
+				continue; /* a newer round: start over */
+			return rc;
+		}
+		rc = sampler_for_state(r);
+		if (rc != 0)
+			return rc;
+		r->reforms++;
+		r->evaluated_at_end = 0; /* the same on every rank */
+		log_info("rank %d of %d: re-formed in place for round %llu in "
+			 "%llu ms, resuming after step %llu%s",
+			 r->rank, r->world, (unsigned long long)r->round,
+			 (unsigned long long)(clock_now_ms() - t0),
+			 (unsigned long long)r->step,
+			 ag.received ? " (state received)" : "");
+		control_send_reformed(r->ctl, r->round, r->step);
+		return 0;
+	}
+	return rc;
+}
+
+/* recover: what follows a failed collective. A plain worker (no channel,
+ * or not welcomed) fails as it always did; an in-place one waits for its
+ * agent's abort (bounded) and re-forms. */
+static int recover(struct run *r, int rc)
+{
+	uint64_t round;
+
+	if (!control_in_place(r->ctl) || !is_group_failure(r, rc))
+		return rc;
+	if (!control_abort_pending(r->ctl, &round)) {
+		log_info("rank %d: the group failed (%s); waiting for the "
+			 "agent's abort",
+			 r->rank, dl_strerror(rc));
+		if (control_wait_abort(r->ctl, r->wait_ms, &round) != 0) {
+			log_error("rank %d: the group failed (%s) and no abort "
+				  "came from the agent",
+				  r->rank, dl_strerror(rc));
+			return rc;
+		}
+	}
+	return reform(r);
+}
+
 static int train(struct run *r, double *train_secs, uint64_t *samples)
 {
 	const struct train_options *o = &r->o;
@@ -507,20 +743,32 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 
 	if (o->max_steps && o->max_steps < total_steps)
 		total_steps = o->max_steps;
-	*samples = 0;
 	window_reset(&w);
 	train_sampler_set_epoch(&r->sampler, r->epoch);
 	while (r->step < total_steps && r->epoch < o->epochs) {
 		size_t local_n, global_n;
 		double stats[2] = {0, 0};
-		uint64_t t0 = clock_now_ns();
+		uint64_t t0 = clock_now_ns(), round;
 
 		if (stop_signal)
 			break;
+		if (control_abort_pending(r->ctl, &round)) {
+			rc = reform(r);
+			if (rc != 0)
+				return rc;
+			window_reset(&w);
+			continue;
+		}
 		rc = train_step(r, lr_at(o, r->step, schedule_steps), &local_n,
 				&global_n, stats);
-		if (rc != 0)
-			return rc;
+		if (rc != 0) {
+			rc = recover(r, rc);
+			if (rc != 0)
+				return rc;
+			window_reset(&w);
+			continue;
+		}
+		control_send_step(r->ctl, r->step);
 		t_train_ns += clock_now_ns() - t0;
 		*samples += global_n;
 		w.sum[0] += stats[0];
@@ -535,6 +783,10 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 			if (w.steps >= o->log_every)
 				rc = report_progress(r, &w, total_steps);
 		}
+		if (rc != 0) { /* the step stands; its report is lost */
+			rc = recover(r, rc);
+			window_reset(&w);
+		}
 		if (rc == 0 && o->checkpoint_every &&
 		    r->step % o->checkpoint_every == 0)
 			rc = save_checkpoint(r);
@@ -544,9 +796,11 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 	if (w.steps && !stop_signal) {
 		rc = window_reduce(r, &w);
 		if (rc != 0)
+			rc = recover(r, rc);
+		if (rc != 0)
 			return rc;
 	}
-	*train_secs = (double)t_train_ns / 1e9;
+	*train_secs += (double)t_train_ns / 1e9;
 	return 0;
 }
 
@@ -568,9 +822,12 @@ static void json_string(FILE *f, const char *s)
 
 static void release_run(struct run *r)
 {
+	control_set_abort_hook(r->ctl, NULL, NULL);
 	train_ddp_free(r->ddp);
 	mlp_free(r->model);
 	train_optim_release(&r->optim);
+	if (r->bn_before)
+		r->be.release(r->be.ctx, r->bn_before);
 	if (r->be.release)
 		train_backend_release(&r->be);
 	dist_free(r->dist);
@@ -581,25 +838,19 @@ static void release_run(struct run *r)
 	free(r->x);
 	free(r->y);
 	free(r->idx);
+	control_close(r->ctl);
 }
 
 /* setup_model: the batch buffers, the model, its optimiser and DDP (and
- * rank 0's checkpoint buffer), with parameters initialised identically
+ * the host copy of the state), with parameters initialised identically
  * on every rank from the seed. */
 static int setup_model(struct run *r)
 {
 	struct ckpt_state init;
-	int rc;
+	int rc = size_for_world(r);
 
-	r->max_local = (int)((r->o.global_batch + (uint32_t)r->world - 1) /
-			     (uint32_t)r->world);
-	r->x = malloc((size_t)r->max_local * r->train.dim * sizeof(float));
-	r->y = malloc((size_t)r->max_local * sizeof(int32_t));
-	r->idx = malloc((size_t)(r->max_local + 1) * sizeof(uint32_t));
-	if (!r->x || !r->y || !r->idx) {
-		log_error("out of memory for the batch buffers");
-		return DL_ENOMEM;
-	}
+	if (rc != 0)
+		return rc;
 	rc = mlp_new(&r->o.shape, &r->be, r->max_local, &r->model);
 	if (rc == 0)
 		rc = train_optim_init(&r->optim, &r->be,
@@ -609,8 +860,14 @@ static int setup_model(struct run *r)
 	if (rc == 0)
 		rc = train_ddp_new(r->dist, r->model, &r->be, r->o.bucket_bytes,
 				   &r->ddp);
-	if (rc == 0 && r->rank == 0)
+	if (rc == 0) /* checkpoints and the state agreement */
 		rc = ckpt_state_alloc(&r->ck, &r->o.shape);
+	r->bn_bytes = mlp_buffer_count(&r->o.shape) * sizeof(float);
+	if (rc == 0 && r->ctl && r->bn_bytes) {
+		r->bn_before = r->be.alloc(r->be.ctx, r->bn_bytes);
+		if (r->bn_before == NULL)
+			rc = DL_ENOMEM;
+	}
 	if (rc != 0) {
 		log_error("cannot set up the model: %s", dl_strerror(rc));
 		return rc;
@@ -643,21 +900,26 @@ static void print_banner(const struct run *r)
 }
 
 /* print_summary: the run's one-line JSON summary on stdout */
-static void print_summary(const struct run *r, double train_secs,
-			  uint64_t samples, double wall_secs)
+static void print_summary(struct run *r, double train_secs, uint64_t samples,
+			  double wall_secs)
 {
+	int rc = fill_state(r);
+	uint64_t digest = rc == 0 ? control_state_digest(&r->ck, &rc) : 0;
+
 	printf("{\"summary\": {\"steps\": %llu, \"epochs\": %llu, "
 	       "\"resumed_from_step\": %llu, \"world_size\": %d, "
 	       "\"global_batch\": %u, \"samples_per_s\": %.1f, "
 	       "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, "
 	       "\"final_loss\": %.6f, \"test_loss\": %.6f, "
 	       "\"test_accuracy\": %.4f, \"device\": \"%s\", "
-	       "\"checkpoint\": ",
+	       "\"round\": %llu, \"reforms\": %u, \"state_digest\": "
+	       "\"%016llx\", \"checkpoint\": ",
 	       (unsigned long long)r->step, (unsigned long long)r->epoch,
 	       (unsigned long long)r->resumed_from, r->world, r->o.global_batch,
 	       train_secs > 0 ? (double)samples / train_secs : 0.0, train_secs,
 	       wall_secs, r->last_loss, r->last_test_loss, r->last_accuracy,
-	       r->be.name);
+	       r->be.name, (unsigned long long)r->round, r->reforms,
+	       (unsigned long long)digest);
 	if (r->ckpt_file[0])
 		json_string(stdout, r->ckpt_file);
 	else
@@ -701,6 +963,20 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	if (r.o.device != DEVICE_CUDA)
 		pick_blas_kernels(argv);
+	/* after the re-exec above, which must not lose the descriptor */
+	{
+		char err[256];
+		uint64_t round = 0;
+		const char *v = getenv("DLAUNCH_ROUND");
+
+		/* a channel that cannot be used leaves a plain worker, which
+		 * is what the agent makes of one that never says hello */
+		if (control_open(&r.ctl, err, sizeof(err)) != 0)
+			log_warn("%s; going on without the control channel",
+				 err);
+		if (v && *v && parse_u64(v, 0, INT64_MAX, &round) == 0)
+			r.round = round;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop_signal;
 	sigaction(SIGTERM, &sa, NULL);
@@ -710,7 +986,7 @@ int main(int argc, char **argv)
 
 	rc = setup_device(&r);
 	if (rc == 0)
-		rc = setup_dist(&r);
+		rc = join_group(&r, NULL);
 	if (rc == 0)
 		rc = load_data(&r);
 	if (rc != 0)
@@ -719,25 +995,47 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		goto out;
 	train_rng_seed(&r.rng, r.o.seed, 0x747261696eULL /* "train" */);
-	if (r.o.checkpoint_dir)
-		rc = resume(&r);
+	rc = sampler_for_state(&r);
+	if (rc == 0 && r.o.checkpoint_dir)
+		rc = load_local(&r);
+	if (rc == 0) {
+		struct control_agreement ag;
+
+		rc = agree(&r, &ag);
+		if (rc == 0) {
+			r.resumed_from = r.step;
+			if (r.rank == 0 && r.step > 0)
+				printf("resumed from %s: step %llu, epoch "
+				       "%llu, sample %llu of the epoch\n",
+				       ag.received ? "a peer's state"
+						   : r.ckpt_file,
+				       (unsigned long long)r.step,
+				       (unsigned long long)r.epoch + 1,
+				       (unsigned long long)r.offset);
+		} else {
+			rc = recover(&r, rc);
+		}
+	}
 	if (rc == 0)
-		rc = train_ddp_broadcast_model(r.ddp);
-	if (rc == 0)
-		rc = train_sampler_init(&r.sampler, r.train.n, r.o.seed);
+		rc = sampler_for_state(&r);
 	if (rc != 0)
 		goto out;
 	if (r.rank == 0)
 		print_banner(&r);
 
-	rc = train(&r, &train_secs, &samples);
+	for (;;) { /* again when a re-form interrupts the last evaluation */
+		rc = train(&r, &train_secs, &samples);
+		if (rc != 0 || r.evaluated_at_end || stop_signal)
+			break;
+		rc = evaluate(&r);
+		if (rc == 0)
+			break;
+		rc = recover(&r, rc);
+		if (rc != 0)
+			break;
+	}
 	if (rc != 0)
 		goto out;
-	if (!r.evaluated_at_end && !stop_signal) {
-		rc = evaluate(&r);
-		if (rc != 0)
-			goto out;
-	}
 	rc = save_checkpoint(&r);
 	if (rc != 0)
 		goto out;

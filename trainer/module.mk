@@ -7,7 +7,8 @@
 # and backend_nocuda.c stands in for them otherwise.
 TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
 	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c \
-	trainer/options.c trainer/device.c
+	trainer/options.c trainer/device.c trainer/control.c \
+	trainer/control_msg.c trainer/control_state.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
 TRAIN_MAIN_OBJS := $(call objs,trainer/main.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
@@ -44,13 +45,15 @@ $(eval $(call unit_test,test_data,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_sampler,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_ckpt,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
 $(eval $(call unit_test,test_device,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS)))
+$(eval $(call unit_test,test_control,$(TRAIN_TEST_LIBS),$(TRAIN_TEST_LDLIBS) -pthread))
 # the GPU backend against the CPU's: skipped without a GPU (and built
 # against backend_nocuda.c where there is no CUDA)
 $(eval $(call unit_test,test_mlp_cuda,$(TRAIN_GPU_OBJS) $(TRAIN_TEST_LIBS),$(TRAIN_GPU_LIBS) $(TRAIN_TEST_LDLIBS)))
 $(BUILD)/obj/tests/unit/test_mlp_cuda.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
 TRAIN_TESTS := $(BUILD)/tests/test_mlp $(BUILD)/tests/test_data \
 	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt \
-	$(BUILD)/tests/test_device $(BUILD)/tests/test_mlp_cuda
+	$(BUILD)/tests/test_device $(BUILD)/tests/test_mlp_cuda \
+	$(BUILD)/tests/test_control
 ifneq ($(wildcard trainer/dist.mk),)
 $(eval $(call unit_test,test_train_ddp,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_TEST_LDLIBS) $(CUDA_LIBS)))
 # the NCCL backend behind the GPU backend's stream, and its peer failures

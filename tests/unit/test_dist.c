@@ -25,6 +25,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1734,6 +1736,126 @@ static void test_ipv6(void **state)
 		assert_int_equal(codes[r], 0);
 }
 
+/* ---- dist_abort: cancels what is in flight, from another thread ---- */
+
+struct abort_after {
+	struct dist *d;
+	int delay_ms;
+	uint64_t at_ms; /* when dist_abort was called */
+};
+
+static void *abort_thread(void *arg)
+{
+	struct abort_after *a = arg;
+	struct timespec ts = {a->delay_ms / 1000,
+			      (long)(a->delay_ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+	a->at_ms = clock_now_ms();
+	dist_abort(a->d);
+	return NULL;
+}
+
+/* Rank 2 never joins the all-reduce, so ranks 0 and 1 block in it (the
+ * group's timeout is 60 s). Rank 0 aborts from another thread: its
+ * all-reduce returns DL_ECLOSED at once (whenever the abort came: before
+ * the operation starts or during it), every later operation too, and the
+ * peers' operations fail as well, since rank 0's sockets are gone. */
+static int body_abort(struct dist *d, void *arg)
+{
+	size_t n = 1u << 20; /* a ring all-reduce */
+	float *buf = calloc(n, sizeof(float));
+	int rc, token = 0;
+	(void)arg;
+	if (buf == NULL)
+		return 1;
+	if (dist_rank(d) == 2) {
+		/* never sent: this fails when rank 0 leaves */
+		rc = dist_recv(d, &token, 1, DIST_INT32, 0);
+		free(buf);
+		return rc == DL_ECLOSED ? 0 : 2;
+	}
+	if (dist_rank(d) == 1) {
+		rc = dist_all_reduce(d, buf, buf, n, DIST_FLOAT32, DIST_SUM);
+		free(buf);
+		return rc == DL_ECLOSED && !dist_aborted(d) ? 0 : 3;
+	}
+	struct abort_after a = {d, 200, 0};
+	pthread_t th;
+	if (pthread_create(&th, NULL, abort_thread, &a) != 0)
+		return 4;
+	rc = dist_all_reduce(d, buf, buf, n, DIST_FLOAT32, DIST_SUM);
+	uint64_t returned = clock_now_ms();
+	pthread_join(th, NULL);
+	free(buf);
+	if (rc != DL_ECLOSED || !dist_aborted(d))
+		return 5;
+	if (returned - a.at_ms > 2000) /* bounded: far below the timeout */
+		return 6;
+	dist_abort(d); /* idempotent */
+	if (dist_barrier(d) != DL_ECLOSED)
+		return 7;
+	return 0;
+}
+
+/* a bootstrap no longer wanted is cancelled through cfg.cancel: rank 0
+ * waiting for a peer that never comes, and a rank retrying a master that
+ * is not there, both give up at once (the timeout is 60 s) */
+struct raise_after {
+	atomic_int *flag;
+	uint64_t at_ms;
+};
+
+static void *raise_thread(void *arg)
+{
+	struct raise_after *a = arg;
+	struct timespec ts = {0, 200000000L};
+
+	nanosleep(&ts, NULL);
+	a->at_ms = clock_now_ms();
+	atomic_store(a->flag, 1);
+	return NULL;
+}
+
+static void cancel_case(int rank, int listen_fd, uint16_t port)
+{
+	atomic_int flag = 0;
+	struct raise_after a = {&flag, 0};
+	struct dist_config cfg = make_cfg(port, rank, 2, 60000);
+	struct dist *d = NULL;
+	char err[512] = "";
+	pthread_t th;
+
+	cfg.cancel = &flag;
+	assert_int_equal(pthread_create(&th, NULL, raise_thread, &a), 0);
+	int rc = dist_init_listener(&cfg, listen_fd, &d, err, sizeof(err));
+	uint64_t returned = clock_now_ms();
+	pthread_join(th, NULL);
+	assert_int_equal(rc, DL_ECLOSED);
+	assert_null(d);
+	assert_non_null(strstr(err, "cancelled"));
+	assert_true(returned - a.at_ms < 1000);
+}
+
+static void test_init_cancel(void **state)
+{
+	uint16_t port;
+	int lfd;
+
+	(void)state;
+	lfd = listen_loopback(&port);
+	cancel_case(0, lfd, port); /* owns lfd */
+	lfd = listen_loopback(&port);
+	close(lfd); /* nothing listens there now */
+	cancel_case(1, -1, port);
+}
+
+static void test_abort(void **state)
+{
+	(void)state;
+	run_group(3, 60000, body_abort, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1746,6 +1868,8 @@ int main(void)
 	    cmocka_unit_test(test_send_recv),
 	    cmocka_unit_test(test_isend_irecv),
 	    cmocka_unit_test(test_async),
+	    cmocka_unit_test(test_abort),
+	    cmocka_unit_test(test_init_cancel),
 	    cmocka_unit_test(test_barrier),
 	    cmocka_unit_test(test_config_from_env),
 	    cmocka_unit_test(test_world_one_and_bad_args),
