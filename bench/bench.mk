@@ -68,13 +68,13 @@ $(BENCH_DIR)/ckpt_bench: $(call objs,bench/ckpt_bench.c) $(TRAIN_LIB) \
 endif
 
 .PHONY: bench-build bench-suite bench-launch bench-restart bench-nodeloss \
-	bench-reform bench-rdzv bench-etcd bench-dist bench-train bench-ckpt bench-report
+	bench-reform bench-trainloss bench-rdzv bench-etcd bench-dist bench-train bench-ckpt bench-report
 all: $(BENCH_BINS)
 bench-build: $(BENCH_BINS)
 
 # Every run first builds everything (a sub-make: $(BINS) is not complete
 # yet where this fragment is read, since bench/ sorts before the others).
-BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-reform bench-rdzv bench-etcd \
+BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-reform bench-trainloss bench-rdzv bench-etcd \
 	bench-dist bench-train bench-ckpt
 $(BENCH_ONE):
 	@$(MAKE) --no-print-directory all
