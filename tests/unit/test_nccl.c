@@ -6,7 +6,11 @@
  *    (out of place) and asynchronous (in place, as the gradient buckets);
  *  - a peer that dies, or stalls, ends the survivor's collective within
  *    the group's timeout with an error that says the communicator was
- *    aborted, instead of a hang.
+ *    aborted, instead of a hang;
+ *  - dist_abort from another thread cancels an all-reduce a peer never
+ *    joins, and both ranks then form a new communicator and reduce on it
+ *    (the in-place re-form of dlaunch-train, docs/worker-protocol.md);
+ *    the abort and re-create times are printed.
  * One rank per GPU (world 1 needs one GPU, the peer cases two); every rank
  * is a forked child, since CUDA initialised in this process would not
  * survive a fork. Elsewhere each case is skipped with one line saying why.
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -388,12 +393,132 @@ static void test_nccl_peer_stalls(void **state)
 	peer_case("test_nccl_peer_stalls", PEER_STALLS);
 }
 
+/* The abort-and-re-create case: a second listening socket made before
+ * the fork, so that both children know the new group's port. */
+struct recreate {
+	int lfd2;
+	uint16_t port2;
+};
+
+#ifdef DLAUNCH_HAVE_CUDA
+struct aborter {
+	struct dist *d;
+	uint64_t delay_ms;
+};
+
+static void *abort_later(void *arg)
+{
+	struct aborter *a = arg;
+	struct timespec ts = {(time_t)(a->delay_ms / 1000),
+			      (long)(a->delay_ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+	dist_abort(a->d);
+	return NULL;
+}
+#endif
+
+/* rank_recreate: one good all-reduce; rank 0 then issues another that
+ * rank 1 never joins, and a thread of rank 0 aborts the group 200 ms
+ * later: the call must fail at once (well before the group's timeout).
+ * Rank 1 aborts its own group. Both form a new group on the second port
+ * and all-reduce on it correctly. */
+static int rank_recreate(struct dist_config *cfg, int listen_fd, void *arg)
+{
+#ifdef DLAUNCH_HAVE_CUDA
+	struct recreate *rc2 = arg;
+	struct dist *d = NULL;
+	struct aborter ab;
+	pthread_t th;
+	char err[512];
+	float *buf, host[1024];
+	uint64_t t0, abort_ms, recreate_ms;
+	int rc;
+
+	if (cfg->rank != 0)
+		close(rc2->lfd2); /* rank 0's alone */
+	if (dist_init_listener(cfg, listen_fd, &d, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rank %d: dist_init: %s\n", cfg->rank, err);
+		return 1;
+	}
+	CHECK(cudaMalloc((void **)&buf, 1024 * sizeof(float)) == cudaSuccess);
+	CHECK(cudaMemset(buf, 0, 1024 * sizeof(float)) == cudaSuccess);
+	CHECK(cudaDeviceSynchronize() == cudaSuccess);
+	CHECK(dist_all_reduce(d, buf, buf, 1024, DIST_FLOAT32, DIST_SUM) == 0);
+	if (cfg->rank == 0) {
+		ab.d = d;
+		ab.delay_ms = 200;
+		CHECK(pthread_create(&th, NULL, abort_later, &ab) == 0);
+		t0 = clock_now_ms();
+		rc = dist_all_reduce(d, buf, buf, 1024, DIST_FLOAT32, DIST_SUM);
+		abort_ms = clock_now_ms() - t0;
+		pthread_join(th, NULL);
+		CHECK(rc == DL_ECLOSED);
+		/* cancelled by the abort, not by the group's timeout */
+		CHECK(abort_ms < PEER_TIMEOUT);
+		fprintf(stderr,
+			"rank 0: all-reduce cancelled %llu ms after "
+			"it started (abort at 200 ms)\n",
+			(unsigned long long)abort_ms);
+	} else {
+		struct timespec ts = {0, 500000000};
+
+		nanosleep(&ts, NULL); /* rank 0 waits in vain meanwhile */
+		dist_abort(d);
+	}
+	t0 = clock_now_ms();
+	dist_free(d);
+	d = NULL;
+	cfg->master_port = rc2->port2;
+	if (dist_init_listener(cfg, cfg->rank == 0 ? rc2->lfd2 : -1, &d, err,
+			       sizeof(err)) != 0) {
+		fprintf(stderr, "rank %d: new group: %s\n", cfg->rank, err);
+		return 1;
+	}
+	recreate_ms = clock_now_ms() - t0;
+	for (int i = 0; i < 1024; i++)
+		host[i] = (float)(cfg->rank + 1);
+	CHECK(cudaMemcpy(buf, host, sizeof(host), cudaMemcpyHostToDevice) ==
+	      cudaSuccess);
+	CHECK(dist_all_reduce(d, buf, buf, 1024, DIST_FLOAT32, DIST_SUM) == 0);
+	CHECK(cudaMemcpy(host, buf, sizeof(host), cudaMemcpyDeviceToHost) ==
+	      cudaSuccess);
+	for (int i = 0; i < 1024; i++)
+		CHECK(host[i] == 3.0f);
+	fprintf(stderr, "rank %d: free and new communicator in %llu ms\n",
+		cfg->rank, (unsigned long long)recreate_ms);
+	dist_free(d);
+	cudaFree(buf);
+	return 0;
+#else
+	(void)cfg;
+	(void)listen_fd;
+	(void)arg;
+	return 1;
+#endif
+}
+
+static void test_nccl_abort_recreate(void **state)
+{
+	struct recreate rc2;
+	int codes[2];
+
+	(void)state;
+	need_gpus("test_nccl_abort_recreate", 2);
+	rc2.lfd2 = listen_loopback(&rc2.port2);
+	run_ranks(2, PEER_TIMEOUT, rank_recreate, &rc2, codes, 30000);
+	close(rc2.lfd2);
+	assert_int_equal(codes[0], 0);
+	assert_int_equal(codes[1], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_nccl_ordered_behind_compute),
 	    cmocka_unit_test(test_nccl_peer_dies),
 	    cmocka_unit_test(test_nccl_peer_stalls),
+	    cmocka_unit_test(test_nccl_abort_recreate),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
