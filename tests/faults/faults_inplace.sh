@@ -22,6 +22,8 @@
 #                the step and parameters, 20 of 20 trials
 #   batch norm   the same faults with --batch-norm: the running statistics
 #                the dropped step updated are put back
+#   diverged     two ranks at the same step with different states (seeds):
+#                an error on every rank, not a silent choice
 #   garbage      a line that is not JSON on the channel: that worker goes
 #                on as a plain one, the job ends normally
 source "$(dirname "$0")/lib_faults.sh"
@@ -222,6 +224,27 @@ for stage in 0 1 2 3; do
 done
 check_eq "batch norm: a fault at every stage, the replicas agree and match the uninterrupted run" \
 	"4 of 4" "$good of 4"
+
+# --- replicas that differ at the same step are an error, never merged:
+# two ranks started with different seeds both stand at step 0
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=()
+for r in 0 1; do
+	RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 \
+		MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+		marked timeout -k 5 60 "$BIN/dlaunch-train" --device cpu \
+		--timeout 10s --data synthetic:512 --model 16-16-4 \
+		--max-steps 2 --seed $((r + 1)) >"$TEST_TMP/diverged$r.log" 2>&1 &
+	pids+=($!)
+done
+codes=""
+for p in "${pids[@]}"; do
+	wait "$p"
+	codes="$codes $?"
+done
+check_eq "diverged replicas: both ranks exit with status 1" " 1 1" "$codes"
+check "diverged replicas: the message says the replicas diverged" \
+	grep -q "replicas diverged" "$TEST_TMP/diverged0.log"
 
 # --- garbage on the channel
 if harness garbage --mode garbage --world 2 --victim 1 --at-step 2; then
