@@ -65,24 +65,37 @@ static int read_hex4(struct cursor *c, unsigned *out)
 	return 0;
 }
 
-/* put: appends one byte to out (NULL: only validating); *n counts them */
-static int put(char *out, size_t size, size_t *n, unsigned char b)
+/* put: appends one byte to out (NULL: only validating); *n counts them.
+ * A full out is an error, or (cut) the rest is dropped, never splitting
+ * a UTF-8 sequence: a cut string stays valid UTF-8. */
+static int put(char *out, size_t size, size_t *n, unsigned char b, int cut,
+	       int *full)
 {
-	if (out != NULL) {
-		if (*n + 1 >= size)
-			return -1;
-		out[*n] = (char)b;
+	if (out != NULL && !*full) {
+		if (*n + 1 >= size) {
+			if (!cut)
+				return -1;
+			*full = 1;
+			while (*n > 0 &&
+			       ((unsigned char)out[*n - 1] & 0xc0) == 0x80)
+				(*n)--; /* continuation bytes */
+			if (*n > 0 && ((unsigned char)out[*n - 1] & 0x80))
+				(*n)--; /* their lead byte */
+			return 0;
+		}
+		out[(*n)++] = (char)b;
 	}
-	(*n)++;
 	return 0;
 }
 
 /* parse_string: a JSON string at c->p (the opening quote) decoded as
- * UTF-8 into out (size bytes, NUL-terminated; NULL: skip). \u0000 is
- * refused when stored (the value is a C string). */
-static int parse_string(struct cursor *c, char *out, size_t size)
+ * UTF-8 into out (size bytes, NUL-terminated; NULL: skip); a value too
+ * long is an error, or cut to fit when cut is set. \u0000 is refused
+ * when stored (the value is a C string). */
+static int parse_string_cut(struct cursor *c, char *out, size_t size, int cut)
 {
 	size_t n = 0;
+	int full = 0;
 
 	if (c->p >= c->end || *c->p != '"')
 		return fail(c, DL_EINVAL, "expected a string");
@@ -99,7 +112,7 @@ static int parse_string(struct cursor *c, char *out, size_t size)
 			return fail(c, DL_EINVAL,
 				    "control character in a string");
 		if (ch != '\\') {
-			if (put(out, size, &n, ch) != 0)
+			if (put(out, size, &n, ch, cut, &full) != 0)
 				return fail(c, DL_ELIMIT, "string too long");
 			continue;
 		}
@@ -163,12 +176,17 @@ static int parse_string(struct cursor *c, char *out, size_t size)
 			k = 4;
 		}
 		for (int i = 0; i < k; i++)
-			if (put(out, size, &n, b[i]) != 0)
+			if (put(out, size, &n, b[i], cut, &full) != 0)
 				return fail(c, DL_ELIMIT, "string too long");
 	}
 	if (out != NULL)
 		out[n] = '\0';
 	return 0;
+}
+
+static int parse_string(struct cursor *c, char *out, size_t size)
+{
+	return parse_string_cut(c, out, size, 0);
 }
 
 /* parse_number: a JSON number; when it is a non-negative integer that
@@ -361,14 +379,8 @@ static int store_member(struct cursor *c, const struct member *m,
 	if (m->kind == M_STRING) {
 		if (c->p >= c->end || *c->p != '"')
 			return fail(c, DL_EINVAL, "expected a string");
-		if (!m->truncate)
-			return parse_string(c, field, m->size);
-		/* a log text: keep what fits */
-		char tmp[CONTROL_MAX_LINE_BYTES];
-		rc = parse_string(c, tmp, sizeof(tmp));
-		if (rc == 0)
-			snprintf(field, m->size, "%s", tmp);
-		return rc;
+		/* a log text (truncate) keeps what fits */
+		return parse_string_cut(c, field, m->size, m->truncate);
 	}
 	if (c->p >= c->end || (*c->p != '-' && (*c->p < '0' || *c->p > '9')))
 		return fail(c, DL_EINVAL, "expected a number");

@@ -208,7 +208,8 @@ static int pick_ops(enum dist_backend backend, const struct dist_ops **out,
 	return 0;
 }
 
-/* fault_config: DLAUNCH_DIST_FAULT=CALL:STEP[:kill] for this rank (dist.h);
+/* fault_config: DLAUNCH_DIST_FAULT=CALL:STEP[:kill] for this rank (dist.h),
+ * in the first group the process forms;
  * anything malformed is reported and ignored (it is a test hook). */
 static void fault_config(struct dist *d)
 {
@@ -217,7 +218,11 @@ static void fault_config(struct dist *d)
 	char buf[64], *colon, *kill_at;
 	int call, step, rank = 0;
 
-	if (v == NULL || *v == '\0')
+	static atomic_int seen;
+
+	/* the first group of the process only: after a re-form the ranks
+	 * are numbered anew, and the hook must not strike a second rank */
+	if (v == NULL || *v == '\0' || atomic_exchange(&seen, 1))
 		return;
 	if (who && *who && parse_int(who, 0, DIST_MAX_WORLD, &rank) != 0)
 		rank = -1;

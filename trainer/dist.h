@@ -51,7 +51,8 @@
  *   STEP, even if all its bytes have arrived (one round: steps
  *   0..world-2 are the reduce-scatter, world-1..2*world-3 the
  *   all-gather), as dist_abort would, or with
- *   ":kill" the process kills itself there. It fires once per process.
+ *   ":kill" the process kills itself there. It applies to the first
+ *   group a process forms, and fires once.
  * - Limits: world size at most 1024 (the TCP backend keeps one socket per
  *   peer).
  */

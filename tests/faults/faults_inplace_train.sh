@@ -22,6 +22,8 @@
 #                the step and parameters, 20 of 20 trials
 #   batch norm   the same faults with --batch-norm: the running statistics
 #                the dropped step updated are put back
+#   diverged     two ranks at the same step with different states (seeds):
+#                an error on every rank, not a silent choice
 #   garbage      a line that is not JSON on the channel: that worker goes
 #                on as a plain one, the job ends normally
 source "$(dirname "$0")/lib_faults.sh"
@@ -71,11 +73,13 @@ harness() {
 ref 3 "$TEST_TMP/plain" "$TEST_TMP/plain.log" ||
 	not_ok "the reference run failed: $(tail -n 3 "$TEST_TMP/plain.log")"
 plain=$(digest "$TEST_TMP/plain")
-plain_state=$(grep -o '"state_digest": "[0-9a-f]*"' "$TEST_TMP/plain.log")
 check "the reference run wrote its final checkpoint" test -n "$plain"
 
-# --- abort, same ranks
-if harness abort --mode abort --world 3 --at-step 3; then
+# --- abort, same ranks: the harness aborts when it sees step 3, so the
+# run is long enough (80 steps) for it to be there well before the end
+ref 3 "$TEST_TMP/plain80" "$TEST_TMP/plain80.log" --max-steps 80 ||
+	not_ok "the 80-step reference run failed"
+if EXTRA="--max-steps 80" harness abort --mode abort --world 3 --at-step 3; then
 	j=$TEST_TMP/abort.json
 	ok "abort: the job ran to its end through the abort"
 	check_eq "abort: every rank answered aborted for round 1" \
@@ -84,16 +88,19 @@ if harness abort --mode abort --world 3 --at-step 3; then
 		"[3]" "$(field "$j" reformed_steps)"
 	check_eq "abort: no new process" 0 "$(field "$j" new_processes)"
 	check_eq "abort: final parameters equal the uninterrupted run's" \
-		"$plain" "$(digest "$TEST_TMP/abort.ck.rank0")"
+		"$(digest "$TEST_TMP/plain80")" \
+		"$(digest "$TEST_TMP/abort.ck.rank0")"
 	check "abort: the trainer's state digest agrees" \
-		grep -qF "$plain_state" "$TEST_TMP/abort.rank0.1"
+		grep -qF "$(grep -o '"state_digest": "[0-9a-f]*"' \
+			"$TEST_TMP/plain80.log")" "$TEST_TMP/abort.rank0.1"
 else
 	not_ok "abort: $(cat "$TEST_TMP/abort.json")"
 fi
 
 # --- shrink: rank 1 killed, 2 ranks go on; the reference switches world
 # size by checkpoint and restart at the step the survivors resumed at
-if harness shrink --mode shrink --world 3 --victim 1 --at-step 4; then
+if DLAUNCH_DIST_FAULT=4:0:kill DLAUNCH_DIST_FAULT_RANK=1 \
+	harness shrink --mode shrink --world 3 --victim 1 --trigger fault; then
 	j=$TEST_TMP/shrink.json
 	at=$(field "$j" reformed_steps 0)
 	ok "shrink: the two survivors finished the job (resumed at step $at)"
@@ -113,7 +120,8 @@ else
 fi
 
 # --- respawn: rank 2 killed and started again without a checkpoint
-if harness respawn --mode respawn --world 3 --victim 2 --at-step 4; then
+if DLAUNCH_DIST_FAULT=4:0:kill DLAUNCH_DIST_FAULT_RANK=2 \
+	harness respawn --mode respawn --world 3 --victim 2 --trigger fault; then
 	j=$TEST_TMP/respawn.json
 	ok "respawn: the job ran to its end with a new rank 2"
 	check_eq "respawn: one new process" 1 "$(field "$j" new_processes)"
@@ -130,7 +138,9 @@ fi
 # --- double: a worker dies while the others form the new group; the
 # second abort must reach them inside the bootstrap (their --timeout is
 # 30 s: waiting it out fails the check), and they re-form without it
-if harness double --mode double --world 3 --at-step 3 --timeout 30; then
+if DLAUNCH_DIST_FAULT=3:0 DLAUNCH_DIST_FAULT_RANK=0 \
+	harness double --mode double --world 3 --victim 2 --trigger fault \
+	--timeout 30; then
 	j=$TEST_TMP/double.json
 	at=$(field "$j" reformed_steps 0)
 	ok "double: the two others finished the job (resumed at step $at)"
@@ -150,7 +160,8 @@ else
 fi
 
 # --- grow: a new process joins as rank 2 of 3, with no checkpoint at all
-if harness grow --mode grow --world 2 --at-step 4; then
+if DLAUNCH_DIST_FAULT=4:0 DLAUNCH_DIST_FAULT_RANK=0 \
+	harness grow --mode grow --world 2 --trigger fault; then
 	j=$TEST_TMP/grow.json
 	at=$(field "$j" reformed_steps 0)
 	ok "grow: the job ran to its end with a third rank (joined at step $at)"
@@ -223,8 +234,30 @@ done
 check_eq "batch norm: a fault at every stage, the replicas agree and match the uninterrupted run" \
 	"4 of 4" "$good of 4"
 
+# --- replicas that differ at the same step are an error, never merged:
+# two ranks started with different seeds both stand at step 0
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=()
+for r in 0 1; do
+	RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 \
+		MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+		marked timeout -k 5 60 "$BIN/dlaunch-train" --device cpu \
+		--timeout 10s --data synthetic:512 --model 16-16-4 \
+		--max-steps 2 --seed $((r + 1)) >"$TEST_TMP/diverged$r.log" 2>&1 &
+	pids+=($!)
+done
+codes=""
+for p in "${pids[@]}"; do
+	wait "$p"
+	codes="$codes $?"
+done
+check_eq "diverged replicas: both ranks exit with status 1" " 1 1" "$codes"
+check "diverged replicas: the message says the replicas diverged" \
+	grep -q "replicas diverged" "$TEST_TMP/diverged0.log"
+
 # --- garbage on the channel
-if harness garbage --mode garbage --world 2 --victim 1 --at-step 2; then
+if EXTRA="--max-steps 80" harness garbage --mode garbage --world 2 \
+	--victim 1 --at-step 2; then
 	ok "garbage: the job ended normally"
 	check "garbage: the worker said once that it carries on without the channel" \
 		test "$(grep -c 'carrying on without it' "$TEST_TMP/garbage.rank1.1")" -eq 1

@@ -16,6 +16,10 @@ socket pairs, and drives one membership change:
             the bootstrap, and they re-form without it
   garbage   at step K, send rank X a line that is not JSON: it must go
             on as a plain worker and the job end normally
+  With --trigger fault, every mode starts when a rank logs the fault that
+  DLAUNCH_DIST_FAULT injected (the caller sets it; ":kill" for the modes
+  that kill), which the ranks cannot outrun: they wait for the abort.
+
   fault     rank X fails its ring all-reduce (DLAUNCH_DIST_FAULT, set by
             the caller); when it logs so, abort every rank and re-form
             with the same ranks
@@ -314,9 +318,12 @@ class Harness:
                 elif a.mode == "fault" and kind == "fault":
                     self.reform(first)
                     done = True
-                elif (kind == "step" and a.mode != "fault"
-                      and w.rank == a.victim and w.steps[-1] >= a.at_step):
+                elif ((kind == "fault" and a.trigger == "fault") or
+                      (kind == "step" and a.trigger == "step"
+                       and a.mode != "fault" and w.rank == a.victim
+                       and w.steps[-1] >= a.at_step)):
                     top = max(max(x.steps or [0]) for x in first)
+                    w = first[a.victim]
                     if a.mode == "abort":
                         self.reform(first)
                     elif a.mode == "double":
@@ -325,8 +332,9 @@ class Harness:
                         self.restart(first, w)
                     elif a.mode == "grow":
                         self.reform(first, grow=1)
-                    else:
-                        os.killpg(w.proc.pid, signal.SIGKILL)
+                    else:  # it may have killed itself (DLAUNCH_DIST_FAULT)
+                        if w.proc.poll() is None:
+                            os.killpg(w.proc.pid, signal.SIGKILL)
                         w.proc.wait()
                         self.sel.unregister(w.sock)
                         survivors = [x for x in first if x is not w]
@@ -366,6 +374,10 @@ def main():
                             "garbage", "grow", "restart", "double"])
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--at-step", type=int, default=3)
+    p.add_argument("--trigger", choices=["step", "fault"], default="step",
+                   help="start the change when the victim reports step "
+                   "--at-step, or when a rank logs its DLAUNCH_DIST_FAULT "
+                   "(deterministic: the ranks wait for the abort)")
     p.add_argument("--victim", type=int, default=1)
     p.add_argument("--timeout", type=int, default=10)
     p.add_argument("--deadline", type=float, default=60)

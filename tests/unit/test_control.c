@@ -59,6 +59,21 @@ static void test_parse_messages(void **state)
 	assert_string_equal(m.m.master_addr, "10.0.0.2");
 	assert_string_equal(m.m.store_prefix, "job42/2/");
 	assert_int_equal(m.m.restart_count, 1);
+	/* a long reason is cut to fit, on a character boundary */
+	{
+		char *line = malloc(8192);
+		size_t n = (size_t)snprintf(
+		    line, 8192,
+		    "{\"type\":\"abort\",\"round\":1,\"reason\":\"");
+		for (int i = 0; i < 1000; i++)
+			n += (size_t)snprintf(line + n, 8192 - n, "\xc3\xa9");
+		snprintf(line + n, 8192 - n, "\"}");
+		assert_int_equal(parse(line, &m), 0);
+		assert_true(strlen(m.reason) < sizeof(m.reason));
+		assert_true(strlen(m.reason) >= sizeof(m.reason) - 3);
+		assert_int_equal(strlen(m.reason) % 2, 0);
+		free(line);
+	}
 	assert_int_equal(parse("{\"type\":\"preempt\",\"step\":100}", &m), 0);
 	assert_int_equal(m.type, CONTROL_PREEMPT);
 	assert_int_equal(m.step, 100);
