@@ -169,7 +169,7 @@ static void check_answers(struct agent *a)
 		log_info("every worker of this node aborted round %llu; "
 			 "rejoining with them kept",
 			 (unsigned long long)round);
-		/* the same deadline bounds the rejoin */
+		/* a longer deadline bounds the rejoin (rejoin_ms) */
 		arm(a, STEP_REJOIN);
 		a->reform_round = round;
 		agent_fsm_post_kind(&a->fsm, AGENT_EV_ABORTED, round);
