@@ -502,11 +502,17 @@ void control_worker_finished(struct agent_worker *w)
 
 int control_in_place(struct agent *a)
 {
+	uint64_t now = clock_now_ms();
 	int n = 0;
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
 		if (!worker_alive(w))
 			continue;
+		/* a hung worker (progress.c) would not answer abort either:
+		 * the node is stopped as today, without waiting for it */
+		if (a->cfg.progress_timeout_ms &&
+		    now - w->last_progress_ms >= a->cfg.progress_timeout_ms)
+			return 0;
 		if (w->ctl.state != AGENT_CONTROL_SPEAKS ||
 		    (w->ctl.handles & CONTROL_HANDLES_IN_PLACE) !=
 			CONTROL_HANDLES_IN_PLACE) {
