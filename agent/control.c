@@ -169,7 +169,7 @@ static void check_answers(struct agent *a)
 		log_info("every worker of this node aborted round %llu; "
 			 "rejoining with them kept",
 			 (unsigned long long)round);
-		/* the same deadline bounds the rejoin */
+		/* a longer deadline bounds the rejoin (rejoin_ms) */
 		arm(a, STEP_REJOIN);
 		a->reform_round = round;
 		agent_fsm_post_kind(&a->fsm, AGENT_EV_ABORTED, round);
@@ -502,11 +502,17 @@ void control_worker_finished(struct agent_worker *w)
 
 int control_in_place(struct agent *a)
 {
+	uint64_t now = clock_now_ms();
 	int n = 0;
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
 		if (!worker_alive(w))
 			continue;
+		/* a hung worker (progress.c) would not answer abort either:
+		 * the node is stopped as today, without waiting for it */
+		if (a->cfg.progress_timeout_ms &&
+		    now - w->last_progress_ms >= a->cfg.progress_timeout_ms)
+			return 0;
 		if (w->ctl.state != AGENT_CONTROL_SPEAKS ||
 		    (w->ctl.handles & CONTROL_HANDLES_IN_PLACE) !=
 			CONTROL_HANDLES_IN_PLACE) {

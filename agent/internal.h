@@ -154,7 +154,7 @@ void control_close(struct agent_worker *w);
 /* control_worker_finished: w has exited; a re-form waiting on it missed */
 void control_worker_finished(struct agent_worker *w);
 /* control_in_place: every live worker said hello with abort and
- * membership (and there is one) */
+ * membership (and there is one), and none is hung (--progress-timeout) */
 int control_in_place(struct agent *a);
 /* control_abort sends abort for round to every live worker and waits for
  * their aborted (AGENT_EV_ABORTED) within --reform-timeout */

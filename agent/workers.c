@@ -276,6 +276,7 @@ static void workers_gone(struct agent *a)
 	a->gone = 1;
 	if (a->kill_timer)
 		evtimer_del(a->kill_timer);
+	control_cancel(a); /* no worker is left to answer */
 	workers_kill_strays(a);
 	agent_fsm_post_kind(&a->fsm, AGENT_EV_WORKERS_GONE, 0);
 }

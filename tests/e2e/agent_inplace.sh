@@ -48,5 +48,17 @@ check "progress: a worker with no step is taken as hung" wait_for 30 \
 	file_has "$TEST_TMP/progress_hang.log" 'rank 1 .*showed no progress.*no step'
 check "progress: the job fails" wait_for 30 dl_exited "$pp"
 check_eq "progress: exit 1" 1 "$DL_RC"
+# a hung worker is no reason to keep its node: stopped at once, as today,
+# not after the re-form's deadline (30 s here)
+export CW_DIR=$TEST_TMP/progress_hang2
+mkdir -p "$CW_DIR"
+spawn_bg "$TEST_TMP/progress_hang2.log" env DLAUNCH_NODE_ID=p CW_MODE_1=hang \
+	"$DL" --standalone --nproc-per-node 2 --progress-timeout 1 \
+	--max-restarts 1 --reform-timeout 30 "$W"
+pp=$LAST_PID
+check "progress: a node with a hung worker restarts both, without waiting for the deadline" \
+	wait_for 15 procs_are p 4
+check "progress: ... and then fails past its budget" wait_for 30 dl_exited "$pp"
+check_eq "progress: exit 1" 1 "$DL_RC"
 check "no process of the progress cases is left" wait_for 10 no_marked_left
 finish

@@ -93,6 +93,15 @@ if [ "$INPLACE_BACKEND" = http ]; then
 		"$(jq '.rounds[-1].entered.in_place' "$TEST_TMP/job.json")"
 	check "$JOB: dlaunch status shows it" \
 		bash -c "'$DL' status --rdzv-endpoint '$EP' --rdzv-id $JOB | grep -q '^entered: n1 in_place'"
+	bad_recovery() {
+		[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+			-d "{\"node_id\":\"n1\",\"incarnation\":\"x\",\"round\":2,$1}" \
+			"http://$EP/v1/jobs/$JOB/heartbeat")" = 400 ]
+	}
+	check "$JOB: a heartbeat with another recovery is refused (400)" \
+		bad_recovery '"recovery":"kept"'
+	check "$JOB: ... or with a control character in its reason" \
+		bad_recovery '"recovery":"in_place","recovery_why":"a\u0001b"'
 	check "$JOB: the metrics count it" \
 		bash -c "curl -sf http://$EP/metrics | grep -Eq '^dlaunch_rdzv_round_entries_total\{how=\"in_place\"\} ([2-9]|[0-9]{2,})$'"
 fi
