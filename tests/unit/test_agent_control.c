@@ -110,8 +110,9 @@ static void worker_reads(struct fixture *x, char *out, size_t size)
 static void hello(struct fixture *x)
 {
 	char got[256];
-	worker_says(x, "{\"type\":\"hello\",\"version\":1,\"handles\":[\"abort\","
-		       "\"membership\"]}\n");
+	worker_says(x,
+		    "{\"type\":\"hello\",\"version\":1,\"handles\":[\"abort\","
+		    "\"membership\"]}\n");
 	worker_reads(x, got, sizeof(got));
 	assert_string_equal(got, "{\"type\":\"welcome\",\"version\":1}\n");
 }
@@ -179,8 +180,7 @@ static void test_not_reading(void **state)
 	memset(reason, 'r', sizeof(reason) - 1);
 	reason[sizeof(reason) - 1] = '\0';
 	x->a.fsm.state = AGENT_ABORTING;
-	for (int i = 0; i < 1000 && w->ctl.state == AGENT_CONTROL_SPEAKS;
-	     i++) {
+	for (int i = 0; i < 1000 && w->ctl.state == AGENT_CONTROL_SPEAKS; i++) {
 		control_abort(&x->a, 4, reason);
 		assert_true(w->ctl.out.len <= 4 * CONTROL_LINE_MAX);
 		pump(x);
