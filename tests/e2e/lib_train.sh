@@ -32,13 +32,16 @@ ranks_manual() {
 
 # ranks N LOG ARGS...: N ranks under dlaunch --standalone (with
 # --max-restarts $MAX_RESTARTS, default 0) when it is built, else by hand.
+# PLAIN=1: the ranks do not use the worker control channel (a failure
+# restarts them from the checkpoint instead of re-forming in place).
 ranks() {
-	local n=$1 log=$2
+	local n=$1 log=$2 plain=()
 	shift 2
+	[ "${PLAIN:-0}" = 1 ] && plain=(env -u DLAUNCH_CONTROL_FD)
 	if [ -x "$BIN/dlaunch" ]; then
 		OMP_NUM_THREADS=1 timeout -k 5 180 "$BIN/dlaunch" --standalone \
 			--nproc-per-node "$n" --max-restarts "${MAX_RESTARTS:-0}" \
-			--no-python "$TRAIN" --device cpu --timeout 20s "$@" \
+			--no-python "${plain[@]}" "$TRAIN" --device cpu --timeout 20s "$@" \
 			>"$log" 2>&1
 	else
 		ranks_manual "$n" "$log" "$@"

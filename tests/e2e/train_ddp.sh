@@ -63,8 +63,19 @@ ref=$TEST_TMP/ref/ckpt-000000000192.dlck
 check "determinism: the uninterrupted run ends with a step-192 checkpoint" test -f "$ref"
 if [ -x "$BIN/dlaunch" ]; then
 	DLAUNCH_TRAIN_CRASH_AT_STEP=75 DLAUNCH_TRAIN_CRASH_RANK=1 MAX_RESTARTS=1 \
-		ranks 2 "$TEST_TMP/crash.log" "${DET[@]}" --checkpoint-dir "$TEST_TMP/crash"
+		PLAIN=1 ranks 2 "$TEST_TMP/crash.log" "${DET[@]}" --checkpoint-dir "$TEST_TMP/crash"
 	check_eq "determinism: dlaunch --max-restarts 1 run exits 0" 0 $?
+	# the same crash with the control channel: rank 0 stays, the new rank
+	# 1 takes its state from rank 0 (docs/worker-protocol.md)
+	DLAUNCH_TRAIN_CRASH_AT_STEP=75 DLAUNCH_TRAIN_CRASH_RANK=1 MAX_RESTARTS=1 \
+		ranks 2 "$TEST_TMP/inplace.log" "${DET[@]}" --checkpoint-dir "$TEST_TMP/inplace"
+	check_eq "determinism in place: dlaunch --max-restarts 1 run exits 0" 0 $?
+	check "determinism in place: rank 0 re-formed in place" \
+		grep -q 'rank 0 of 2: re-formed in place' "$TEST_TMP/inplace.log"
+	check "determinism in place: the new rank 1 took its state from rank 0" \
+		grep -Eq 'rank 1: took the state of step 7[45] from rank 0' "$TEST_TMP/inplace.log"
+	check "determinism in place: final checkpoint identical to the uninterrupted run's" \
+		cmp -s "$ref" "$TEST_TMP/inplace/ckpt-000000000192.dlck"
 else
 	DLAUNCH_TRAIN_CRASH_AT_STEP=75 DLAUNCH_TRAIN_CRASH_RANK=1 \
 		ranks_manual 2 "$TEST_TMP/crash.log" "${DET[@]}" --checkpoint-dir "$TEST_TMP/crash"
