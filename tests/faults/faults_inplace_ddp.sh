@@ -73,6 +73,17 @@ final_digest() {
 		sed -n 's/.*"state_digest": "\([0-9a-f]*\)".*/\1/p' | sort -u | tr '\n' ' '
 }
 
+# show_recovery: the agents' and trainers' lines about the round change, as
+# TAP comments (a failed check's diagnosis)
+show_recovery() {
+	local f
+	for f in "$TEST_TMP"/agent.*.log; do
+		echo "# --- $(basename "$f")"
+		grep -E 'round|abort|re-form|fall|plain|restart|deadline|took the state|failed|exit' "$f" |
+			grep -v ' step [0-9]*/' | tail -n 25 | cut -c1-240 | sed 's/^/#   /'
+	done
+}
+
 # reference WORLD1 STEP WORLD2: the state digest after WORLD1 ranks train to
 # STEP and WORLD2 ranks resume from that checkpoint to the end (STEP 0: one
 # run of WORLD2 ranks)
@@ -114,7 +125,7 @@ start_host() {
 	start_agent "h$i" --ns "$i" "$BIN/dlaunch" --nnodes=3:4 \
 		--nproc-per-node=2 "${RDZV_ARGS[@]}" --rdzv-id="$job" \
 		--rdzv-conf="$conf" --max-restarts=3 --shutdown-timeout=2 \
-		--reform-timeout=10 --no-python "$BIN/dlaunch-train" \
+		--reform-timeout=30 --no-python "$BIN/dlaunch-train" \
 		"${TRAIN[@]}" --checkpoint-dir "$TEST_TMP/ck.$i"
 }
 # wait_job HOST...: every agent of those hosts exits; 0 when all said 0
@@ -154,7 +165,8 @@ run_backend() {
 			check "$case_what: the six survivors resume after one step ($s)" \
 				test "$(echo "$s" | wc -w)" = 1
 			after=$(all_pids 0 1 2)
-			check_eq "$case_what: no surviving trainer is a new process" "$before" "$after"
+			check_eq "$case_what: no surviving trainer is a new process" "$before" "$after" ||
+				show_recovery
 			check "$case_what: the job finishes (h0-h2 exit 0)" wait_job 0 1 2
 			check_eq "$case_what: still the same processes at the end" "$before" \
 				"$(cat "$TEST_TMP"/agent.h[012].log | grep -o 'dlaunch-train\[[0-9]*\] info: rank [0-9]* of 6: re-formed' | sed 's/.*\[\([0-9]*\)\].*/\1/' | sort -n | tr '\n' ' ')"
@@ -193,7 +205,8 @@ run_backend() {
 		if wait_for 60 n_reformed 7; then
 			after=$(for i in 0 1 2 3; do train_pids "$i"; done)
 			check_eq "$case_what: seven trainers are the same processes" 7 \
-				"$(comm -12 <(echo "$before" | sort) <(echo "$after" | sort) | wc -l)"
+				"$(comm -12 <(echo "$before" | sort) <(echo "$after" | sort) | wc -l)" ||
+				show_recovery
 			check "$case_what: the killed rank is a new process" \
 				test -n "$(comm -13 <(echo "$before" | sort) <(echo "$after" | sort))"
 			check "$case_what: it took its state from a peer (no checkpoint on its host)" \
@@ -228,7 +241,8 @@ run_backend() {
 		if wait_for 60 n_reformed 6 && wait_for 60 hosts_have 2 3; then
 			s=$(resume_steps)
 			after=$(all_pids 0 1 2)
-			check_eq "$case_what: the three first hosts keep their trainers" "$before" "$after"
+			check_eq "$case_what: the three first hosts keep their trainers" "$before" "$after" ||
+				show_recovery
 			check "$case_what: the joining ranks took their state from a peer" \
 				wait_for 30 grep -Eq 'took the state of step [0-9]+ from rank' "$TEST_TMP/agent.h3.log"
 			check "$case_what: the job finishes" wait_job 0 1 2 3
