@@ -21,9 +21,8 @@
 #include "dlaunch/parse.h"
 
 /* the size and shape of dlaunch-rdzv's answer to a heartbeat */
-static const char BODY[] = "{\"state\": \"running\", \"round\": 1, "
-			   "\"action\": \"none\", \"heartbeat_interval_ms\": "
-			   "1000}";
+static const char BODY[] = "{\"round\":1,\"state\":\"running\",\"action\":"
+			   "\"none\",\"restart_count\":0}";
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
