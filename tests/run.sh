@@ -5,9 +5,9 @@
 #
 # Unit tests are the cmocka binaries under DIR/tests; end-to-end tests are
 # the scripts tests/e2e/*.sh (and tests/faults/*.sh with --suite faults or
-# all); --suite quick is the unit tests and the smoke scripts
-# tests/e2e/{smoke,cli_help}.sh (make test-quick), each printing TAP-style lines "ok - what", "not ok - what",
-# "skip - what: why". The last line is "N passed, N failed, N skipped";
+# all; --suite quick: the unit tests and tests/e2e/{smoke,cli_help}.sh,
+# make test-quick), each printing TAP-style lines "ok - what",
+# "not ok - what", "skip - what: why". The last line is "N passed, N failed, N skipped";
 # the exit status is non-zero when anything failed, when a unit-test binary
 # the Makefile builds (make print-unit-tests) is missing from DIR/tests, or
 # when no test passed at all (everything skipped, or nothing selected): a
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 		[ "$1" = --build ] && build=$2 || suite=$2
 		shift 2
 		;;
-	-h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
 	-*) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) patterns+=("$1"); shift ;;
 	esac
