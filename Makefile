@@ -115,7 +115,7 @@ FUZZ_RUNS  := # phony targets each module adds: build and run one fuzzer
 BENCH_RUNS := # phony targets each module adds: run one benchmark
 FUZZ_SECONDS ?= 60
 
-.PHONY: all tests test test-faults check fuzz bench bench-quick format format-check \
+.PHONY: all tests test test-quick test-faults check fuzz bench bench-quick format format-check \
 	install clean deps run hdrcheck print-unit-tests
 all:
 
@@ -198,6 +198,15 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all tests
 	@tests/run.sh --build $(BUILD) --suite all
+
+# the edit-and-test loop, under 90 s: the unit tests and a smoke run of
+# each program (tests/e2e/smoke.sh: dlaunch-rdzv, two dlaunch agents
+# through it, dlaunch --standalone with its dlaunch-keeper, dlaunch-train
+# on two ranks; tests/e2e/cli_help.sh: every --help). No deps step: it
+# runs on what is installed. The whole suite is make test.
+test-quick:
+	@$(MAKE) --no-print-directory all tests
+	@tests/run.sh --build $(BUILD) --suite quick
 
 test-faults: deps
 	@$(MAKE) --no-print-directory all tests

@@ -4,10 +4,12 @@
  *
  * Each request kind is an op: its call in flight, its retry timer and its
  * backoff. A request that does not reach the server, or gets 429/5xx, is
- * tried again with backoff (200 ms doubling to 5 s) while the workers keep
- * running; the first failure and the recovery are logged once. An answer
- * is about the round its request named, and is posted as such: the round
- * loop drops it when it has moved on.
+ * tried again with backoff (backoff.h: a base of 200 ms doubling to 5 s,
+ * each pause drawn from [base/2, base] so that agents that lost the server
+ * together do not come back together) while the workers keep running; the first
+ * failure and the recovery are logged once. An answer is about the round its
+ * request named, and is posted as such: the round loop drops it when it has
+ * moved on.
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "dlaunch/agent_client.h"
+#include "dlaunch/backoff.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -36,7 +39,7 @@ struct http_op {
 	const char *what; /* "join", ... for the log */
 	struct client_call *call;
 	struct event *retry;
-	uint64_t backoff_ms;
+	struct backoff backoff;
 	int warned;
 	/* the round the request in flight (or being retried) names: its
 	 * answer speaks of that round and of no other */
@@ -79,7 +82,8 @@ static int op_init(struct rdzv_http *h, struct http_op *op, const char *what,
 	op->what = what;
 	op->send = send;
 	op->retry = evtimer_new(h->evb, op_retry_cb, op);
-	op->backoff_ms = BACKOFF_FIRST_MS;
+	backoff_init(&op->backoff, BACKOFF_FIRST_MS, BACKOFF_MAX_MS,
+		     backoff_seed());
 	return op->retry ? 0 : DL_ENOMEM;
 }
 
@@ -103,10 +107,12 @@ static void op_release(struct http_op *op)
 	op->retry = NULL;
 }
 
-/* op_retry schedules another attempt after the current backoff. */
+/* op_retry schedules another attempt after the next pause of the op's
+ * backoff. */
 static void op_retry(struct http_op *op, const struct client_reply *r)
 {
 	struct timeval tv;
+	uint64_t pause_ms = backoff_next(&op->backoff);
 	if (!op->warned) {
 		if (r->transport_failed)
 			log_warn("cannot reach rendezvous at %s for %s: %s (is "
@@ -120,12 +126,9 @@ static void op_retry(struct http_op *op, const struct client_reply *r)
 				 op->what, r->error);
 		op->warned = 1;
 	}
-	tv.tv_sec = (time_t)(op->backoff_ms / 1000);
-	tv.tv_usec = (suseconds_t)(op->backoff_ms % 1000) * 1000;
+	tv.tv_sec = (time_t)(pause_ms / 1000);
+	tv.tv_usec = (suseconds_t)(pause_ms % 1000) * 1000;
 	evtimer_add(op->retry, &tv);
-	op->backoff_ms *= 2;
-	if (op->backoff_ms > BACKOFF_MAX_MS)
-		op->backoff_ms = BACKOFF_MAX_MS;
 }
 
 /* op_answered takes the steps every answer starts with: the call is over;
@@ -141,7 +144,7 @@ static int op_answered(struct http_op *op, const struct client_reply *r)
 	if (op->warned)
 		log_info("rendezvous reachable again (%s)", op->what);
 	op->warned = 0;
-	op->backoff_ms = BACKOFF_FIRST_MS;
+	backoff_reset(&op->backoff);
 	return 1;
 }
 

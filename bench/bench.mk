@@ -18,6 +18,15 @@ BENCH_PY   := /usr/bin/python3 bench/bench.py --build $(BUILD)
 BENCH_BINS := $(BENCH_DIR)/rdzv_load $(BENCH_DIR)/etcd_load \
 	$(BENCH_DIR)/floor_spawn
 
+# The limit of the heartbeat path: a bare libevent HTTP server that answers
+# every request with a fixed body (bench.py's rdzv benchmark runs it beside
+# dlaunch-rdzv under the same rdzv_load).
+BENCH_BINS += $(BENCH_DIR)/bare_http
+OBJS += $(call objs,bench/bare_http.c)
+$(BENCH_DIR)/bare_http: $(call objs,bench/bare_http.c) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) -lm
+
 # The floor of launch and restart: N workers exec'd by a minimal spawner
 # (libc only, so its own start costs next to nothing).
 OBJS += $(call objs,bench/floor_spawn.c)

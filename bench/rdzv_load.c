@@ -5,7 +5,7 @@
  *   rdzv_load --endpoint 127.0.0.1:PORT --nodes 4096 [--job NAME]
  *             [--hb-conns 256] [--hb-depth 4] [--hb-seconds 3]
  *             [--token-file FILE] [--connect-parallel 128]
- *             [--join-timeout 120]
+ *             [--join-timeout 120] [--no-join]
  *
  * One thread, one epoll loop, raw non-blocking sockets speaking HTTP/1.1
  * with keep-alive (docs/http-api.md is the contract). Every simulated node
@@ -25,6 +25,11 @@
  *      heartbeats in flight (HTTP pipelining when depth > 1), cycling over
  *      every node id, for --hb-seconds. Answers other than 200 count as
  *      errors.
+ *
+ * --no-join skips phase 2: the heartbeats go out as soon as the
+ * connections are open. It is for a server with no rendezvous behind it
+ * (bench/bare_http.c, the limit the heartbeat path is measured against),
+ * which answers every request alike.
  *
  * The result is one JSON object on stdout. Exit status 0 when every phase
  * completed and was checked, 1 otherwise (with a message on stderr).
@@ -81,6 +86,7 @@ struct load {
 	unsigned connect_parallel;
 	unsigned hb_conns, hb_depth;
 	double hb_seconds;
+	int no_join; /* --no-join: phase 3 right after phase 1 */
 	double join_timeout_s;
 	int epfd;
 	struct conn *conns;
@@ -627,6 +633,7 @@ static void usage(FILE *f)
 	    "usage: rdzv_load --endpoint HOST:PORT --nodes N [--job NAME]\n"
 	    "                 [--hb-conns C] [--hb-depth D] [--hb-seconds S]\n"
 	    "                 [--connect-parallel P] [--token-file FILE]\n"
+	    "                 [--join-timeout S] [--no-join]\n"
 	    "simulates N nodes joining one job (min = max = N) on "
 	    "dlaunch-rdzv,\nthen heartbeats for S seconds; prints one JSON "
 	    "object.\n");
@@ -647,6 +654,10 @@ static void parse_args(struct load *L, int argc, char **argv)
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			exit(0);
+		}
+		if (strcmp(a, "--no-join") == 0) {
+			L->no_join = 1;
+			continue;
 		}
 		if (i + 1 >= argc) {
 			fprintf(stderr, "rdzv_load: %s needs a value\n", a);
@@ -755,14 +766,16 @@ int main(int argc, char **argv)
 	uint64_t t_join = clock_now_ns();
 
 	L.phase = 2;
-	for (unsigned i = 0; i < L.nodes; i++) {
+	for (unsigned i = 0; i < L.nodes && !L.no_join; i++) {
 		queue_join(&L, &L.conns[i]);
 		conn_write(&L, &L.conns[i]);
 		conn_update_events(&L, &L.conns[i]);
 	}
-	run_loop(&L, t_join + (uint64_t)(L.join_timeout_s * 1e9), all_joined);
+	if (!L.no_join)
+		run_loop(&L, t_join + (uint64_t)(L.join_timeout_s * 1e9),
+			 all_joined);
 	uint64_t t_joined = clock_now_ns();
-	if (L.joined != L.nodes) {
+	if (!L.no_join && L.joined != L.nodes) {
 		fprintf(stderr,
 			"rdzv_load: only %u of %u nodes got an assignment "
 			"within %.0f s\n",

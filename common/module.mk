@@ -8,3 +8,4 @@ $(COMMON_LIB): $(call objs,$(COMMON_SRCS))
 
 $(eval $(call unit_test,test_common,$(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_opt,$(COMMON_LIB),))
+$(eval $(call unit_test,test_backoff,$(COMMON_LIB),))

@@ -1,16 +1,18 @@
 #!/bin/bash
 # run.sh - run dlaunch's test suite and print one summary line.
 #
-#   tests/run.sh [--build DIR] [--suite unit|e2e|faults|all] [PATTERN...]
+#   tests/run.sh [--build DIR] [--suite default|unit|quick|e2e|faults|all] [PATTERN...]
 #
 # Unit tests are the cmocka binaries under DIR/tests; end-to-end tests are
 # the scripts tests/e2e/*.sh (and tests/faults/*.sh with --suite faults or
-# all), each printing TAP-style lines "ok - what", "not ok - what",
-# "skip - what: why". The last line is "N passed, N failed, N skipped";
+# all; --suite quick: the unit tests and tests/e2e/{smoke,cli_help}.sh,
+# make test-quick), each printing TAP-style lines "ok - what",
+# "not ok - what", "skip - what: why". The last line is "N passed, N failed, N skipped";
 # the exit status is non-zero when anything failed, when a unit-test binary
 # the Makefile builds (make print-unit-tests) is missing from DIR/tests, or
 # when no test passed at all (everything skipped, or nothing selected): a
-# build that lost its binaries must not look green.
+# build that lost its binaries must not look green. An unknown option or
+# suite name is refused with exit status 2 before anything runs.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -19,12 +21,27 @@ suite=default
 patterns=()
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--build) build=$2; shift 2 ;;
-	--suite) suite=$2; shift 2 ;;
-	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+	--build | --suite)
+		if [ $# -lt 2 ] || [ -z "$2" ]; then
+			echo "tests/run.sh: $1 needs a value" >&2
+			exit 2
+		fi
+		[ "$1" = --build ] && build=$2 || suite=$2
+		shift 2
+		;;
+	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+	-*) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) patterns+=("$1"); shift ;;
 	esac
 done
+
+case "$suite" in
+default | unit | quick | e2e | faults | all) ;;
+*)
+	echo "tests/run.sh: unknown suite '$suite' (one of: default, unit, quick, e2e, faults, all)" >&2
+	exit 2
+	;;
+esac
 
 if [ ! -d "$build" ]; then
 	echo "tests/run.sh: no build directory $build (run make all tests first)"
@@ -129,6 +146,7 @@ fi
 dirs=()
 case "$suite" in
 default) dirs=(tests/e2e) ;;
+quick) dirs=(tests/e2e) ;;
 e2e) dirs=(tests/e2e) ;;
 faults) dirs=(tests/faults) ;;
 all) dirs=(tests/e2e tests/faults) ;;
@@ -140,6 +158,9 @@ for d in "${dirs[@]}"; do
 	for script in "$d"/$glob; do
 		[ -f "$script" ] || continue
 		case "$(basename "$script")" in lib*.sh) continue ;; esac
+		if [ "$suite" = quick ]; then
+			case "$(basename "$script")" in smoke.sh | cli_help.sh) ;; *) continue ;; esac
+		fi
 		selected "$(basename "$script" .sh)" && run_script "$script"
 	done
 done

@@ -94,6 +94,7 @@ asked=$("$real" --dryrun -c -x cu /dev/null -o /dev/null $flags 2>&1 |
 check "nvcc is asked for machine code of every architecture and PTX of compute_$newest_family" \
 	covered "$asked"
 
+need_bin dlaunch-train
 if ! objcopy -O binary --only-section=.nv_fatbin "$BIN/dlaunch-train" \
 	"$TEST_TMP/fatbin" 2>/dev/null || [ ! -s "$TEST_TMP/fatbin" ]; then
 	skip "the fatbinary of dlaunch-train: $BIN/dlaunch-train was built without CUDA (NO_CUDA=1 or a sanitizer build)"

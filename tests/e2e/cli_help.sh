@@ -7,6 +7,7 @@
 # dlaunch does; --rdzv-backend etcd refuses a bad endpoint list before
 # anything starts.
 source "$(dirname "$0")/lib.sh"
+need_bin dlaunch dlaunch-rdzv dlaunch-train
 
 # help_has NAME FILE TEXT...: each TEXT is in FILE, the help's line wraps
 # undone (a newline and its indent read as one space)
@@ -98,16 +99,12 @@ check_eq "dlaunch-rdzv --max-jobs 0: exit 2" 2 $?
 check "dlaunch-rdzv --max-jobs 0: the range is named" \
 	grep -q -- "--max-jobs '0' is not a whole number in 1..1000000" "$TEST_TMP/out"
 
-if [ -x "$BIN/dlaunch-train" ]; then
-	"$BIN/dlaunch-train" --help >"$TEST_TMP/train" 2>&1
-	check_eq "dlaunch-train --help exits 0" 0 $?
-	help_has dlaunch-train "$TEST_TMP/train" "(default: fashion-mnist)" \
-		"(default: 784-256-128-10)" "--epochs N epochs (default: 10)" \
-		"--global-batch N samples per step over all ranks (default: 128)" \
-		"--lr X learning rate (default: 0.05)" "(default: 0.0005)" \
-		"(default: cosine)" "(default: 42)" "(default: 200)" "(default: 3)" \
-		"(default: 128KiB)" "(default: \$DLAUNCH_DIST_TIMEOUT, else 300s)"
-else
-	skip "dlaunch-train: not built"
-fi
+"$BIN/dlaunch-train" --help >"$TEST_TMP/train" 2>&1
+check_eq "dlaunch-train --help exits 0" 0 $?
+help_has dlaunch-train "$TEST_TMP/train" "(default: fashion-mnist)" \
+	"(default: 784-256-128-10)" "--epochs N epochs (default: 10)" \
+	"--global-batch N samples per step over all ranks (default: 128)" \
+	"--lr X learning rate (default: 0.05)" "(default: 0.0005)" \
+	"(default: cosine)" "(default: 42)" "(default: 200)" "(default: 3)" \
+	"(default: 128KiB)" "(default: \$DLAUNCH_DIST_TIMEOUT, else 300s)"
 finish

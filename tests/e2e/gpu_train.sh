@@ -18,7 +18,9 @@ source "$(dirname "$0")/lib_train.sh"
 need_bin dlaunch-train dlaunch
 DIST_BENCH=${DLAUNCH_BUILD:-$BIN/..}/bench/dist_bench
 if [ ! -x "$DIST_BENCH" ]; then
-	skip "dlaunch-train on CUDA: $DIST_BENCH (which counts the GPUs) is not built"
+	# make all builds it: a missing one is a broken build, not a machine
+	# without a GPU
+	not_ok "dlaunch-train on CUDA: $DIST_BENCH (which counts the GPUs) missing: build it with make"
 	finish
 fi
 gpus=$("$DIST_BENCH" --device-count |

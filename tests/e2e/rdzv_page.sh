@@ -3,10 +3,11 @@
 # (headless Chromium, driven over the DevTools protocol by
 # page_browser.py): a running 3-agent job's members and ranks as the JSON
 # API reports them, a worker failure showing up live (new round, root
-# cause, timeline) without a reload, the failure's markup shown as text
-# and never run, and with a token nothing but the prompt until it is
-# given. DLAUNCH_SCREENSHOT=PATH keeps the screenshot it takes (the
-# README's docs/status-page.png).
+# cause, timeline) without a reload, a failure's markup (another job's
+# worker writes it to stderr) shown as text and never run, and with a
+# token nothing but the prompt until it is given. DLAUNCH_SCREENSHOT=PATH
+# keeps the screenshot it takes (the README's docs/status-page.png: the
+# main job with a realistic failure, a Python traceback).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
@@ -29,6 +30,14 @@ for i in 1 2 3; do
 		--shutdown-timeout 2 "$PROGS/page_worker.sh" "$TEST_TMP/fail"
 	pids+=("$LAST_PID")
 done
+# a one-node job whose rank 1 fails at once with markup in its stderr
+touch "$TEST_TMP/xssfail"
+spawn_bg "$TEST_TMP/xss.log" env DLAUNCH_NODE_ID=xssnode \
+	"$BIN/dlaunch" --nnodes 1 --nproc-per-node 2 --rdzv-endpoint "$EP" \
+	--rdzv-id xssjob --rdzv-conf "$CONF" --max-restarts 0 \
+	--shutdown-timeout 2 "$PROGS/page_worker.sh" "$TEST_TMP/xssfail" xss
+xss_failed() { curl -s -m 5 "$RDZV/v1/jobs/xssjob" | jq -e '(.failures | length) > 0' >/dev/null; }
+check "the markup job's failure reached the server" wait_for 30 xss_failed
 running() { curl -s -m 5 "$RDZV/v1/jobs/$JOB" | jq -e '.state == "RUNNING" and (.members | length) == 3' >/dev/null; }
 check "3 agents form a round" wait_for 30 running
 
@@ -54,7 +63,7 @@ mkdir -p "$TEST_TMP/profile"
 python3 "$(dirname "$0")/page_browser.py" --chromium "$CHROMIUM" \
 	--profile "$TEST_TMP/profile" --url "$RDZV" --job "$JOB" \
 	--fail-file "$TEST_TMP/fail" --token-url "$TOKEN_RDZV" \
-	--token-job secretjob --token "$TOKEN" \
+	--token-job secretjob --token "$TOKEN" --xss-job xssjob \
 	--screenshot "$TEST_TMP/status-page.png" 2>"$TEST_TMP/browser.err"
 [ -s "$TEST_TMP/browser.err" ] && sed 's/^/# /' "$TEST_TMP/browser.err"
 if [ -n "${DLAUNCH_SCREENSHOT:-}" ] && [ -s "$TEST_TMP/status-page.png" ]; then

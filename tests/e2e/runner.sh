@@ -7,7 +7,9 @@
 #     same run with a passing test is green (the runner is not just failing);
 #   - an end-to-end or fault script whose binary is missing reports
 #     "not ok - ... missing: build it with make", never a skip, and so does
-#     the runner that ran it.
+#     the runner that ran it;
+#   - a misspelt --suite or option is refused with exit status 2 and a
+#     message naming it, before any test runs.
 source "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 RUN=$ROOT/tests/run.sh
@@ -34,6 +36,18 @@ expected=$(cd "$ROOT" && make --no-print-directory -s print-unit-tests BUILD="$e
 check "empty build: the Makefile lists unit tests ($expected)" test "$expected" -gt 0
 check_eq "empty build: every listed unit test is one failure" \
 	"0 passed, $expected failed, 0 skipped" "$(last_line "$TEST_TMP/unit.log")"
+
+# ---- a misspelt suite or option ---------------------------------------------
+# refused before anything runs: exit 2, the name in the message, no summary
+for args in "--suite e2ee" "--suite" "--sute e2e"; do
+	# shellcheck disable=SC2086 # the words of one command line
+	runner "$TEST_TMP/bad.log" --build "$empty" $args
+	check_eq "bad command line '$args': tests/run.sh exits 2" 2 "$RC"
+	check "bad command line '$args': it says what is wrong" \
+		grep -Eq "^tests/run.sh: (unknown suite 'e2ee'|--suite needs a value|unknown option '--sute')" "$TEST_TMP/bad.log"
+	check "bad command line '$args': nothing ran" \
+		bash -c "! grep -Eq '^(ok|FAIL) ' '$TEST_TMP/bad.log'"
+done
 
 # ---- a pattern that matches nothing -----------------------------------------
 runner "$TEST_TMP/none.log" --build "$empty" --suite e2e "no-such-test-$$"
@@ -76,6 +90,8 @@ script_missing() {
 script_missing "train_cli without dlaunch-train" tests/e2e/train_cli.sh dlaunch-train
 script_missing "agent_rdzv without its binaries" tests/e2e/agent_rdzv.sh dlaunch-rdzv
 script_missing "faults_http without dlaunch-rdzv" tests/faults/faults_http.sh dlaunch-rdzv
+script_missing "cli_help without its binaries" tests/e2e/cli_help.sh dlaunch-train
+script_missing "smoke without its binaries" tests/e2e/smoke.sh dlaunch-keeper
 
 runner "$TEST_TMP/e2e.log" --build "$empty" --suite e2e train_cli
 check "runner over train_cli without dlaunch-train exits non-zero (status $RC)" \

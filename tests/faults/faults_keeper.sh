@@ -13,7 +13,7 @@
 # process groups only (DLAUNCH_CGROUP=0). The checker runs after every
 # case.
 source "$(dirname "$0")/lib_faults.sh"
-faults_require dlaunch-rdzv dlaunch
+faults_require dlaunch-rdzv dlaunch dlaunch-keeper
 
 # pids_gone PID...: none of them runs (a zombie waiting for init counts
 # as gone); false without a pid

@@ -18,7 +18,7 @@
 # checkpoint the case wrote (the damaged ones were written over when the
 # run saved their steps again).
 source "$(dirname "$0")/lib_faults.sh"
-faults_require dlaunch-train
+faults_require dlaunch-train dlaunch
 
 CK="$PY $FAULTS_DIR/ckpt_tool.py"
 SMALL=(--data synthetic:4096 --model 32-64-4 --global-batch 64 --device cpu
