@@ -27,6 +27,7 @@
 #include "train_ddp.h"
 #include "train_device.h"
 #include "train_optim.h"
+#include "train_progress.h"
 #include "train_rng.h"
 #include "train_sampler.h"
 #include "dlaunch/clock.h"
@@ -769,6 +770,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 			continue;
 		}
 		control_send_step(r->ctl, r->step);
+		train_progress_step();
 		t_train_ns += clock_now_ns() - t0;
 		*samples += global_n;
 		w.sum[0] += stats[0];

@@ -75,5 +75,32 @@ check "no option: dlaunch exits once the worker is told to" \
 	wait_for 20 dl_exited "$dl"
 check_eq "no option: the job succeeds" 0 "${DL_RC:-running}"
 
+# -- dlaunch-train's quiet ranks: only rank 0 prints, the others show their
+# steps (the progress file; with the channel also `step` messages); a
+# healthy job must not be taken as hung, with or without the channel
+if [ -x "$BIN/dlaunch-train" ]; then
+	for how in channel plain; do
+		d=$TEST_TMP/train-$how
+		mkdir -p "$d"
+		plain=()
+		[ "$how" = plain ] && plain=(env -u DLAUNCH_CONTROL_FD)
+		timeout 120 "$DL" --standalone --nproc-per-node 3 --max-restarts 0 \
+			--progress-timeout 1s --no-python "${plain[@]}" \
+			"$BIN/dlaunch-train" --data synthetic:8192 --model 32-64-10 \
+			--epochs 40 --global-batch 64 --log-every 100000 >"$d/out" 2>&1
+		check_eq "dlaunch-train ($how): a healthy job with quiet ranks succeeds under --progress-timeout 1s" 0 $?
+		check "dlaunch-train ($how): no rank taken as hung" \
+			bash -c '! grep -q "showed no progress" "$1"' _ "$d/out"
+		# it proves something only if the ranks were quiet for longer
+		# than the timeout: the training ran for several seconds
+		check "dlaunch-train ($how): the job outlasted the timeout (train_seconds >= 2)" \
+			awk -v t="$(grep -o '"train_seconds": [0-9.]*' "$d/out" | awk '{print $2}')" \
+			'BEGIN {exit !(t >= 2)}'
+		[ "$FAILED" -gt 0 ] && tail -n 20 "$d/out" | sed 's/^/# /'
+	done
+else
+	not_ok "dlaunch-train is not built (make all)"
+fi
+
 check "no process of the test left" wait_for 5 no_marked_left
 finish
