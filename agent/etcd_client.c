@@ -499,6 +499,12 @@ static void login(struct etcd_client *c)
 	char err[128];
 	if (c->auth)
 		return;
+	/* etcd 3.4 refuses an Authenticate that carries an invalid token
+	 * ("invalid auth token"): the expired one goes before the login;
+	 * calls started meanwhile go without one and wait for the new */
+	for (size_t i = 0; i < c->eps.n; i++)
+		client_set_header(c->http[i], "Authorization", NULL);
+	c->have_token = 0;
 	if (etcd_build_authenticate(c->username, c->password, &body, err,
 				    sizeof(err)) != 0) {
 		fail_parked(c, DL_EINVAL, err);
@@ -616,7 +622,6 @@ static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
 	}
 	answered(w->c);
 	w->backoff_ms = 0;
-	w->auth_retries = 0;
 	if (r.canceled) {
 		if (r.compact_revision > 0) {
 			etcd_watch_response_release(&r);
@@ -626,13 +631,24 @@ static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
 				 r.cancel_reason[0] ? ": " : "",
 				 r.cancel_reason);
 			etcd_watch_response_release(&r);
-			if (strstr(msg, "permission denied"))
+			if (strstr(msg, "invalid auth token") &&
+			    w->c->username &&
+			    w->auth_retries++ < AUTH_RETRIES) {
+				/* created with an expired token: log in
+				 * again, then resume from next_rev */
+				watch_stop_stream(w);
+				w->parked = 1;
+				login(w->c);
+			} else if (strstr(msg, "permission denied") ||
+				   strstr(msg, "auth token")) {
 				watch_over(w, ETCD_WATCH_FAILED, msg);
-			else
+			} else {
 				watch_retry(w, msg);
+			}
 		}
 		return 1;
 	}
+	w->auth_retries = 0;
 	if (r.n_events > 0) {
 		int64_t last = r.events[r.n_events - 1].kv.mod_revision;
 		if (last >= w->next_rev)
