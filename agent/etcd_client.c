@@ -201,6 +201,20 @@ enum verdict {
 	V_FAIL,	 /* an error answer; rc and msg say which */
 };
 
+/* is_etcd_answer: a 200's body is a JSON object with etcd's "header"
+ * (or a stream's "result"); anything else (a load balancer's page, some
+ * other service's JSON) is not etcd's gateway. Where the client did not
+ * parse it (an answer over its limits), an object is taken as etcd's:
+ * the parsers judge it. */
+static int is_etcd_answer(const struct client_reply *r)
+{
+	size_t i = strspn(r->body, " \t\r\n");
+	if (r->json)
+		return json_object_get(r->json, "header") ||
+		       json_object_get(r->json, "result");
+	return i < r->body_len && r->body[i] == '{';
+}
+
 static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 			  int *rc, char *msg, size_t size)
 {
@@ -238,7 +252,7 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 			return V_RETRY;
 		return V_FAIL;
 	}
-	if (r->status == 200 && r->body_len) {
+	if (r->status == 200 && r->body_len && is_etcd_answer(r)) {
 		answered(c);
 		return V_OK;
 	}
