@@ -235,14 +235,10 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 	if (r->body_len && etcd_is_error(r->body, r->body_len) &&
 	    etcd_parse_error(r->body, r->body_len, &e, perr, sizeof(perr)) ==
 		0) {
-		answered(c);
 		snprintf(msg, size, "etcd: %s (code %d)", e.message, e.code);
 		*rc = etcd_grpc_to_dl(e.code);
-		if (e.code == ETCD_GRPC_UNAUTHENTICATED ||
-		    (e.code == ETCD_GRPC_INVALID_ARGUMENT &&
-		     strstr(e.message, "user name is empty")))
-			return c->username ? V_LOGIN : V_FAIL;
-		/* etcd 3.4 says some of "try later" with code 2 (unknown) */
+		/* etcd 3.4 says some of "try later" with code 2 (unknown);
+		 * an unavailable member does not end an outage */
 		if (*rc == DL_EAGAIN ||
 		    (e.code == ETCD_GRPC_UNKNOWN &&
 		     (strstr(e.message, "too many requests") ||
@@ -250,6 +246,11 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 		      strstr(e.message, "leader changed") ||
 		      strstr(e.message, "no leader"))))
 			return V_RETRY;
+		answered(c);
+		if (e.code == ETCD_GRPC_UNAUTHENTICATED ||
+		    (e.code == ETCD_GRPC_INVALID_ARGUMENT &&
+		     strstr(e.message, "user name is empty")))
+			return c->username ? V_LOGIN : V_FAIL;
 		return V_FAIL;
 	}
 	if (r->status == 200 && r->body_len && is_etcd_answer(r)) {
@@ -299,6 +300,26 @@ static void call_end(struct etcd_call *call, int rc, const char *body,
 	cb(arg, &a);
 }
 
+/* hint: what to check when no endpoint answered for why. A TLS hello
+ * answered in plain HTTP ("wrong version number"), or cut by a reset
+ * (what etcd's plain listener does with it), is an etcd serving http,
+ * not one that wants client certificates. */
+static const char *hint(const struct etcd_client *c, const char *why)
+{
+	if (strncmp(c->list, "https:", 6) != 0)
+		return "";
+	if (strstr(why, "wrong version number") ||
+	    strstr(why, "packet length too long") ||
+	    strstr(why, "http request") || strstr(why, "reset by peer") ||
+	    strstr(why, "SSL_ERROR_SYSCALL"))
+		return " (is etcd serving plain HTTP there? give http:// "
+		       "endpoints or --rdzv-conf protocol=http)";
+	if (!c->has_cert)
+		return " (if etcd asks for client certificates, give "
+		       "--rdzv-conf cert=FILE,key=FILE)";
+	return "";
+}
+
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -325,13 +346,9 @@ static void retry_call(struct etcd_call *call, const char *why)
 						     : FIRST_CONTACT_MS);
 		if (give_up) {
 			char msg[6400];
-			snprintf(
-			    msg, sizeof(msg), "no etcd answered at %s: %s%s",
-			    c->list, why,
-			    strncmp(c->list, "https:", 6) == 0 && !c->has_cert
-				? " (if etcd asks for client certificates, "
-				  "give --rdzv-conf cert=FILE,key=FILE)"
-				: "");
+			snprintf(msg, sizeof(msg),
+				 "no etcd answered at %s: %s%s", c->list, why,
+				 hint(c, why));
 			call_end(call, DL_ETIMEDOUT, NULL, 0, msg);
 			return;
 		}
@@ -339,7 +356,10 @@ static void retry_call(struct etcd_call *call, const char *why)
 	if (call->failures % c->eps.n != 0 && !call->last_slow) {
 		arm(call->retry, 0);
 	} else {
-		outage(c, why);
+		/* unreachable only once every endpoint failed in a row: one
+		 * member that timed out is a failover, not an outage */
+		if (call->failures % c->eps.n == 0)
+			outage(c, why);
 		arm(call->retry, next_backoff(c, &call->backoff_ms));
 	}
 }

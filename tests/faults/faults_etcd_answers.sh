@@ -6,8 +6,12 @@
 # that is not etcd's, and a 404 from a plain HTTP server: each ends the
 # join at once (exit 1, within 10 s) with the same line, "... is not an
 # answer of etcd's v3 gateway (is it an etcd 3.4+ client URL?)", and no
-# process of the job is left.
+# process of the job is left. Then an https:// endpoint where etcd serves
+# plain http: the line says so and names the fix (case 8), rather than
+# asking for client certificates.
 source "$(dirname "$0")/lib_faults.sh"
+# shellcheck source=../e2e/lib_etcd.sh
+source "$FAULTS_DIR/../e2e/lib_etcd.sh"
 faults_require dlaunch
 
 # serve KIND: a plain HTTP server on a free loopback port answering every
@@ -68,4 +72,28 @@ for kind in html json 404; do
 	kill_tree "$HTTP_PID"
 	check_case "$what" --no-workers
 done
+
+what="https endpoint of an etcd serving http"
+if ! etcd_available; then
+	skip "$what: $ETCD_WHY"
+elif ! etcd_cluster_start 1; then
+	not_ok "$what: etcd did not start"
+else
+	new_case
+	start_agent tls "$BIN/dlaunch" --rdzv-backend etcd \
+		--rdzv-endpoint "https://127.0.0.1:${ETCD_CLIENT_PORTS[0]}" \
+		--rdzv-id answers --nnodes 1 --no-python /bin/true
+	if wait_agent tls 10; then
+		check_eq "$what: the join ends at once with exit 1" 1 "${AGENT_RC[tls]}"
+	else
+		not_ok "$what: the agent still runs 10 s after it started"
+	fi
+	check "$what: the line asks whether etcd serves plain HTTP and names the fix" \
+		grep -q "error: cannot join job answers through etcd: no etcd answered at https://127.0.0.1:${ETCD_CLIENT_PORTS[0]}: .*(is etcd serving plain HTTP there? give http:// endpoints or --rdzv-conf protocol=http)" "$TEST_TMP/agent.tls.log"
+	check "$what: it does not ask for client certificates" \
+		bash -c "! grep -q 'client certificates' '$TEST_TMP/agent.tls.log'"
+	show_log "$TEST_TMP/agent.tls.log" 3
+	check_case "$what" --no-workers
+	etcd_cluster_destroy
+fi
 finish
