@@ -44,7 +44,9 @@
 #define FIRST_CONTACT_MS      20000
 #define FIRST_CONTACT_SLOW_MS 180000
 #define AUTH_RETRIES	      2
-#define STREAM_MAX	      (4u << 20) /* unread stream bytes kept */
+/* the least a keep-alive's try waits for its answer */
+#define KEEPALIVE_TRY_MIN_MS 250
+#define STREAM_MAX	     (4u << 20) /* unread stream bytes kept */
 
 struct etcd_client {
 	struct event_base *base;
@@ -81,6 +83,7 @@ struct etcd_call {
 	int reached;	 /* one of them got a connection */
 	uint64_t started_ms;
 	uint64_t timeout_ms; /* of the next try */
+	int fixed_timeout;   /* a keep-alive: never waits longer */
 	int auth_retries;
 	int parked; /* waits for the login */
 	uint64_t backoff_ms;
@@ -387,7 +390,7 @@ static void on_reply(void *arg, const struct client_reply *r)
 			call->slow = 1;
 		if ((r->timed_out && r->connected) || !r->transport_failed)
 			call->reached = 1;
-		if (r->timed_out && r->connected)
+		if (r->timed_out && r->connected && !call->fixed_timeout)
 			call->timeout_ms =
 			    call->timeout_ms * 2 > CALL_TIMEOUT_MAX_MS
 				? CALL_TIMEOUT_MAX_MS
@@ -999,11 +1002,24 @@ static void lease_send(struct etcd_lease *l)
 		  : etcd_build_lease_grant(l->ttl_s, l->want, &body, err,
 					   sizeof(err));
 	l->sent_ms = clock_now_ms();
-	if (rc == 0)
-		l->call =
-		    etcd_call(l->c, l->id ? "lease keep-alive" : "lease grant",
-			      l->id ? "/v3/lease/keepalive" : "/v3/lease/grant",
-			      body, 0, on_lease, l);
+	if (rc == 0 && !l->id)
+		l->call = etcd_call(l->c, "lease grant", "/v3/lease/grant",
+				    body, 0, on_lease, l);
+	if (rc == 0 && l->id) {
+		/* a member that hangs must not cost the lease: each try
+		 * waits a quarter of the TTL, then the next member is
+		 * asked, in time whatever the TTL (the next keep-alive is
+		 * due a third of the TTL after this one) */
+		l->call = call_new(l->c, "lease keep-alive",
+				   "/v3/lease/keepalive", body, 0, on_lease, l);
+		if (l->call) {
+			uint64_t t = l->ttl_s * 1000 / 4;
+			l->call->timeout_ms =
+			    t < KEEPALIVE_TRY_MIN_MS ? KEEPALIVE_TRY_MIN_MS : t;
+			l->call->fixed_timeout = 1;
+			call_attempt(l->call);
+		}
+	}
 	json_decref(body);
 	if (!l->call)
 		arm(l->timer, 1000);

@@ -188,3 +188,16 @@ etcd_back() {
 	etcd_cluster_restart_all
 	etcd_wait_healthy 30 || not_ok "$1: the etcd cluster did not come back"
 }
+
+# leads_etcd I: member I says it leads etcd
+leads_etcd() { [ "$(etcd_leader_index)" = "$1" ]; }
+
+# make_leader I: etcd's leadership moved to member I (asked of the leader)
+make_leader() {
+	local li id
+	li=$(etcd_leader_index) || return 1
+	[ "$li" = "$1" ] && return 0
+	id=$(etcd_post /v3/maintenance/status '{}' "$1" | jq -r .header.member_id) &&
+		etcd_post /v3/maintenance/transfer-leadership "{\"targetID\":\"$id\"}" "$li" >/dev/null &&
+		wait_for 10 leads_etcd "$1"
+}
