@@ -16,8 +16,11 @@
 #   token expired, then the agents' member killed (-9): every watch
 #     reconnects on another member with the expired token, is refused,
 #     logs in again and resumes from its revision; a worker failure then
-#     reaches every node through those watches (restart count 2), and the
-#     job finishes.
+#     reaches every node through those watches (restart count 2);
+#   the long run: quiet again, then the agent that leads the job killed
+#     (-9): another takes over, the two others re-form and finish the job
+#     (exit 0, SUCCEEDED), no login refused in the whole run (about ten
+#     token TTLs).
 source "$(dirname "$0")/lib_faults.sh"
 # shellcheck source=../e2e/lib_etcd.sh
 source "$FAULTS_DIR/../e2e/lib_etcd.sh"
@@ -53,13 +56,14 @@ token_refused() {
 	[ "$(etcd_error_code <<<"$ans")" = 16 ]
 }
 
-# undisturbed_restarted ROUND PID...: as undisturbed, one restart charged
+# undisturbed_restarted ROUND COUNT PID...: as undisturbed, with COUNT
+# restarts charged
 undisturbed_restarted() {
-	local round=$1
-	shift
+	local round=$1 count=$2
+	shift 2
 	pids_alive "$@" || return 1
 	[ "$(job_json "$JOB" | jq -r '"\(.state) \(.round) \(.restart_count) \(.members | length)"')" = \
-		"RUNNING $round 1 3" ]
+		"RUNNING $round $count 3" ]
 }
 
 what="login token expired"
@@ -82,7 +86,7 @@ if running_after 0 3; then
 	# case 2: the watches reconnect with an expired token
 	mapfile -t pids < <(workers_of "$r1")
 	check "$what: quiet again for two token TTLs in round $r1" \
-		holds_for $((2 * TOKEN_TTL)) undisturbed_restarted "$r1" "${pids[@]}"
+		holds_for $((2 * TOKEN_TTL)) undisturbed_restarted "$r1" 1 "${pids[@]}"
 	if etcd_member_kill 0 KILL; then
 		ok "$what: member 0, the agents' member, killed (-9) with their tokens expired"
 		check "$what: every agent moves on to another member" \
@@ -92,7 +96,40 @@ if running_after 0 3; then
 	else
 		not_ok "$what: could not kill member 0"
 	fi
-	finish_job "$what"
+	r2=${RUN:-$r1}
+
+	# the long run goes on: quiet again, then the agent that leads the
+	# job killed (-9); another takes over, logged in with a token of
+	# its own, and the two others finish the job
+	L=$(the_leader)
+	mapfile -t pids < <(workers_of "$r2")
+	check "$what: quiet again for two token TTLs in round $r2" \
+		holds_for $((2 * TOKEN_TTL)) undisturbed_restarted "$r2" 2 "${pids[@]}"
+	if [ -n "$L" ] && kill -KILL "${AGENT_PID[$L]}"; then
+		ok "$what: $L, the agent that leads the job, killed (-9) in round $r2"
+		survivors=$(printf '%s\n' A B C | grep -vx "$L" | paste -sd ' ')
+		if running_after "$r2" 2; then
+			check_eq "$what: the two others run round $RUN" "$survivors" "$(nodes_of "$RUN")"
+			check "$what: another agent took over the job" \
+				bash -c "grep -q 'took over job auth' $(for n in $survivors; do printf "'%s' " "$(agent_log "$n")"; done)"
+		else
+			not_ok "$what: the two others did not re-form without $L (record: $(record))"
+			show_log "$(agent_log "${survivors%% *}")"
+		fi
+		all_workers_done
+		rcs=''
+		for n in $survivors; do
+			wait_agent "$n" 30
+			rcs+="${AGENT_RC[$n]:-running} "
+		done
+		check_eq "$what: the two others exit 0 when the workers finish" "0 0" "${rcs% }"
+		check_eq "$what: the job record says SUCCEEDED" SUCCEEDED "$(job_field "$JOB" .state)"
+		check "$what: no agent's login was refused in the whole run" \
+			bash -c "! grep -h 'refused the login' '$(agent_log A)' '$(agent_log B)' '$(agent_log C)'"
+	else
+		not_ok "$what: no leader to kill"
+		finish_job "$what"
+	fi
 else
 	not_ok "$what: the job did not start on three nodes (record: $(record))"
 	show_log "$(agent_log A)"
