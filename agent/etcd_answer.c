@@ -828,8 +828,11 @@ int etcd_parse_watch(const char *data, size_t len,
 	/* the header of a cancel may be empty of all but ids */
 	if (rc == 0)
 		rc = parse_header(res, 1, &out->header, err, err_size);
+	/* -1: etcd refused to create the watch (canceled, with a reason:
+	 * an invalid auth token, say); any other negative id is not etcd's */
 	if (rc == 0)
-		rc = get_i64(res, "watch_id", &out->watch_id, err, err_size);
+		rc = get_int(res, "watch_id", 1, -1, INT64_MAX, &out->watch_id,
+			     err, err_size);
 	if (rc == 0)
 		rc = get_bool(res, "created", &out->created, err, err_size);
 	if (rc == 0)

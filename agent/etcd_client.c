@@ -44,7 +44,9 @@
 #define FIRST_CONTACT_MS      20000
 #define FIRST_CONTACT_SLOW_MS 180000
 #define AUTH_RETRIES	      2
-#define STREAM_MAX	      (4u << 20) /* unread stream bytes kept */
+/* the least a keep-alive's try waits for its answer */
+#define KEEPALIVE_TRY_MIN_MS 250
+#define STREAM_MAX	     (4u << 20) /* unread stream bytes kept */
 
 struct etcd_client {
 	struct event_base *base;
@@ -81,6 +83,7 @@ struct etcd_call {
 	int reached;	 /* one of them got a connection */
 	uint64_t started_ms;
 	uint64_t timeout_ms; /* of the next try */
+	int fixed_timeout;   /* a keep-alive: never waits longer */
 	int auth_retries;
 	int parked; /* waits for the login */
 	uint64_t backoff_ms;
@@ -201,6 +204,20 @@ enum verdict {
 	V_FAIL,	 /* an error answer; rc and msg say which */
 };
 
+/* is_etcd_answer: a 200's body is a JSON object with etcd's "header"
+ * (or a stream's "result"); anything else (a load balancer's page, some
+ * other service's JSON) is not etcd's gateway. Where the client did not
+ * parse it (an answer over its limits), an object is taken as etcd's:
+ * the parsers judge it. */
+static int is_etcd_answer(const struct client_reply *r)
+{
+	size_t i = strspn(r->body, " \t\r\n");
+	if (r->json)
+		return json_object_get(r->json, "header") ||
+		       json_object_get(r->json, "result");
+	return i < r->body_len && r->body[i] == '{';
+}
+
 static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 			  int *rc, char *msg, size_t size)
 {
@@ -221,14 +238,10 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 	if (r->body_len && etcd_is_error(r->body, r->body_len) &&
 	    etcd_parse_error(r->body, r->body_len, &e, perr, sizeof(perr)) ==
 		0) {
-		answered(c);
 		snprintf(msg, size, "etcd: %s (code %d)", e.message, e.code);
 		*rc = etcd_grpc_to_dl(e.code);
-		if (e.code == ETCD_GRPC_UNAUTHENTICATED ||
-		    (e.code == ETCD_GRPC_INVALID_ARGUMENT &&
-		     strstr(e.message, "user name is empty")))
-			return c->username ? V_LOGIN : V_FAIL;
-		/* etcd 3.4 says some of "try later" with code 2 (unknown) */
+		/* etcd 3.4 says some of "try later" with code 2 (unknown);
+		 * an unavailable member does not end an outage */
 		if (*rc == DL_EAGAIN ||
 		    (e.code == ETCD_GRPC_UNKNOWN &&
 		     (strstr(e.message, "too many requests") ||
@@ -236,9 +249,14 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 		      strstr(e.message, "leader changed") ||
 		      strstr(e.message, "no leader"))))
 			return V_RETRY;
+		answered(c);
+		if (e.code == ETCD_GRPC_UNAUTHENTICATED ||
+		    (e.code == ETCD_GRPC_INVALID_ARGUMENT &&
+		     strstr(e.message, "user name is empty")))
+			return c->username ? V_LOGIN : V_FAIL;
 		return V_FAIL;
 	}
-	if (r->status == 200 && r->body_len) {
+	if (r->status == 200 && r->body_len && is_etcd_answer(r)) {
 		answered(c);
 		return V_OK;
 	}
@@ -285,6 +303,26 @@ static void call_end(struct etcd_call *call, int rc, const char *body,
 	cb(arg, &a);
 }
 
+/* hint: what to check when no endpoint answered for why. A TLS hello
+ * answered in plain HTTP ("wrong version number"), or cut by a reset
+ * (what etcd's plain listener does with it), is an etcd serving http,
+ * not one that wants client certificates. */
+static const char *hint(const struct etcd_client *c, const char *why)
+{
+	if (strncmp(c->list, "https:", 6) != 0)
+		return "";
+	if (strstr(why, "wrong version number") ||
+	    strstr(why, "packet length too long") ||
+	    strstr(why, "http request") || strstr(why, "reset by peer") ||
+	    strstr(why, "SSL_ERROR_SYSCALL"))
+		return " (is etcd serving plain HTTP there? give http:// "
+		       "endpoints or --rdzv-conf protocol=http)";
+	if (!c->has_cert)
+		return " (if etcd asks for client certificates, give "
+		       "--rdzv-conf cert=FILE,key=FILE)";
+	return "";
+}
+
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -311,13 +349,9 @@ static void retry_call(struct etcd_call *call, const char *why)
 						     : FIRST_CONTACT_MS);
 		if (give_up) {
 			char msg[6400];
-			snprintf(
-			    msg, sizeof(msg), "no etcd answered at %s: %s%s",
-			    c->list, why,
-			    strncmp(c->list, "https:", 6) == 0 && !c->has_cert
-				? " (if etcd asks for client certificates, "
-				  "give --rdzv-conf cert=FILE,key=FILE)"
-				: "");
+			snprintf(msg, sizeof(msg),
+				 "no etcd answered at %s: %s%s", c->list, why,
+				 hint(c, why));
 			call_end(call, DL_ETIMEDOUT, NULL, 0, msg);
 			return;
 		}
@@ -325,7 +359,10 @@ static void retry_call(struct etcd_call *call, const char *why)
 	if (call->failures % c->eps.n != 0 && !call->last_slow) {
 		arm(call->retry, 0);
 	} else {
-		outage(c, why);
+		/* unreachable only once every endpoint failed in a row: one
+		 * member that timed out is a failover, not an outage */
+		if (call->failures % c->eps.n == 0)
+			outage(c, why);
 		arm(call->retry, next_backoff(c, &call->backoff_ms));
 	}
 }
@@ -353,7 +390,7 @@ static void on_reply(void *arg, const struct client_reply *r)
 			call->slow = 1;
 		if ((r->timed_out && r->connected) || !r->transport_failed)
 			call->reached = 1;
-		if (r->timed_out && r->connected)
+		if (r->timed_out && r->connected && !call->fixed_timeout)
 			call->timeout_ms =
 			    call->timeout_ms * 2 > CALL_TIMEOUT_MAX_MS
 				? CALL_TIMEOUT_MAX_MS
@@ -499,6 +536,12 @@ static void login(struct etcd_client *c)
 	char err[128];
 	if (c->auth)
 		return;
+	/* etcd 3.4 refuses an Authenticate that carries an invalid token
+	 * ("invalid auth token"): the expired one goes before the login;
+	 * calls started meanwhile go without one and wait for the new */
+	for (size_t i = 0; i < c->eps.n; i++)
+		client_set_header(c->http[i], "Authorization", NULL);
+	c->have_token = 0;
 	if (etcd_build_authenticate(c->username, c->password, &body, err,
 				    sizeof(err)) != 0) {
 		fail_parked(c, DL_EINVAL, err);
@@ -616,7 +659,6 @@ static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
 	}
 	answered(w->c);
 	w->backoff_ms = 0;
-	w->auth_retries = 0;
 	if (r.canceled) {
 		if (r.compact_revision > 0) {
 			etcd_watch_response_release(&r);
@@ -626,13 +668,24 @@ static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
 				 r.cancel_reason[0] ? ": " : "",
 				 r.cancel_reason);
 			etcd_watch_response_release(&r);
-			if (strstr(msg, "permission denied"))
+			if (strstr(msg, "invalid auth token") &&
+			    w->c->username &&
+			    w->auth_retries++ < AUTH_RETRIES) {
+				/* created with an expired token: log in
+				 * again, then resume from next_rev */
+				watch_stop_stream(w);
+				w->parked = 1;
+				login(w->c);
+			} else if (strstr(msg, "permission denied") ||
+				   strstr(msg, "auth token")) {
 				watch_over(w, ETCD_WATCH_FAILED, msg);
-			else
+			} else {
 				watch_retry(w, msg);
+			}
 		}
 		return 1;
 	}
+	w->auth_retries = 0;
 	if (r.n_events > 0) {
 		int64_t last = r.events[r.n_events - 1].kv.mod_revision;
 		if (last >= w->next_rev)
@@ -949,11 +1002,24 @@ static void lease_send(struct etcd_lease *l)
 		  : etcd_build_lease_grant(l->ttl_s, l->want, &body, err,
 					   sizeof(err));
 	l->sent_ms = clock_now_ms();
-	if (rc == 0)
-		l->call =
-		    etcd_call(l->c, l->id ? "lease keep-alive" : "lease grant",
-			      l->id ? "/v3/lease/keepalive" : "/v3/lease/grant",
-			      body, 0, on_lease, l);
+	if (rc == 0 && !l->id)
+		l->call = etcd_call(l->c, "lease grant", "/v3/lease/grant",
+				    body, 0, on_lease, l);
+	if (rc == 0 && l->id) {
+		/* a member that hangs must not cost the lease: each try
+		 * waits a quarter of the TTL, then the next member is
+		 * asked, in time whatever the TTL (the next keep-alive is
+		 * due a third of the TTL after this one) */
+		l->call = call_new(l->c, "lease keep-alive",
+				   "/v3/lease/keepalive", body, 0, on_lease, l);
+		if (l->call) {
+			uint64_t t = l->ttl_s * 1000 / 4;
+			l->call->timeout_ms =
+			    t < KEEPALIVE_TRY_MIN_MS ? KEEPALIVE_TRY_MIN_MS : t;
+			l->call->fixed_timeout = 1;
+			call_attempt(l->call);
+		}
+	}
 	json_decref(body);
 	if (!l->call)
 		arm(l->timer, 1000);

@@ -831,6 +831,8 @@ static void test_bad_answers(void **state)
 	     "created is not"},
 	    {WATCH, "{\"result\":{" H ",\"watch_id\":0}}", DL_EPROTO,
 	     "watch_id is not"},
+	    {WATCH, "{\"result\":{" H ",\"watch_id\":\"-2\"}}", DL_EPROTO,
+	     "out of range"},
 	    {WATCH, "{\"result\":{" H ",\"compact_revision\":\"-9\"}}",
 	     DL_EPROTO, "out of range"},
 	    {WATCH, "{\"result\":{" H ",\"cancel_reason\":[]}}", DL_EPROTO,
@@ -930,6 +932,26 @@ static void test_overlong_answers(void **state)
 }
 
 /* ------------------------------------------------------------- watch */
+
+/* etcd 3.4 refuses to create a watch whose stream came with an expired
+ * token: watch id -1, canceled, the reason in cancel_reason (the answer
+ * the client logs in again on) */
+static void test_watch_refused_create(void **state)
+{
+	struct etcd_watch_response w;
+	static const char ans[] =
+	    "{\"result\":{\"header\":{\"cluster_id\":\"1\",\"member_id\":"
+	    "\"2\",\"raft_term\":\"3\"},\"watch_id\":\"-1\",\"created\":"
+	    "true,\"canceled\":true,\"cancel_reason\":\"etcdserver: invalid "
+	    "auth token\"}}";
+	(void)state;
+	assert_int_equal(
+	    etcd_parse_watch(ans, sizeof(ans) - 1, &w, err, sizeof(err)), 0);
+	assert_int_equal(w.watch_id, -1);
+	assert_true(w.canceled);
+	assert_string_equal(w.cancel_reason, "etcdserver: invalid auth token");
+	etcd_watch_response_release(&w);
+}
 
 static void test_recorded_watch(void **state)
 {
@@ -1308,6 +1330,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_answers),
 	    cmocka_unit_test(test_overlong_answers),
 	    cmocka_unit_test(test_recorded_watch),
+	    cmocka_unit_test(test_watch_refused_create),
 	    cmocka_unit_test(test_splitter_recorded),
 	    cmocka_unit_test(test_splitter_strings),
 	    cmocka_unit_test(test_splitter_limits),
