@@ -664,15 +664,18 @@ static void on_nodes(void *arg, enum etcd_watch_what what,
 	after_batch(l);
 }
 
-/* evict_absent: members and waiters of the record read at the start
- * whose keys are gone died while nobody led */
+/* evict_absent: the members, waiters and survivors (expected back) of
+ * the record read at the start whose keys are gone died while nobody led:
+ * a survivor left in the record would hold the next round open until the
+ * heartbeat timeout or the last call, though it cannot come back */
 static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 {
 	static const char *const lists[] = {"members", "waiters"};
 	char err[1024];
+	json_t *arr, *o;
+	size_t i;
 	for (size_t k = 0; k < 2; k++) {
-		json_t *arr = json_object_get(saved, lists[k]), *o;
-		size_t i;
+		arr = json_object_get(saved, lists[k]);
 		json_array_foreach(arr, i, o)
 		{
 			const char *id =
@@ -685,6 +688,21 @@ static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 					   "lease_expired", now, err,
 					   sizeof(err));
 		}
+	}
+	/* a survivor is only a node id; one that is neither a member nor a
+	 * waiter (evicted above if it was) has no incarnation to fence */
+	arr = json_object_get(saved, "survivors");
+	json_array_foreach(arr, i, o)
+	{
+		const char *id = json_string_value(o);
+		struct lnode *n = id ? find(l, id) : NULL;
+		if (!id || (n && n->live))
+			continue;
+		log_info("etcd leader: node %s, expected back, has no key: "
+			 "the next round does not wait for it",
+			 id);
+		rdzv_evict(l->st, l->job, id, "", "lease_expired", now, err,
+			   sizeof(err));
 	}
 }
 
