@@ -199,6 +199,109 @@ static void read_inbox(struct rdzv_etcd *h)
 	json_decref(body);
 }
 
+/* ------------------------------------------------- the node key taken */
+
+/* displaced: another agent wrote this node's key with incarnation other:
+ * it runs with this node's id now. This agent writes nothing more (its
+ * leave would take the key back, its lease's revocation would delete it)
+ * and stops, exit status 1: a join fails, a round in hand ends. */
+static void displaced(struct rdzv_etcd *h, const char *other)
+{
+	if (h->displaced)
+		return;
+	h->displaced = 1;
+	log_error("node id %s was taken: another agent (incarnation %s) "
+		  "wrote this node's key %s%s%s; this agent (incarnation %s) "
+		  "stops: give every agent a node id of its own",
+		  h->node_id, other, h->prefix, ETCD_KEY_NODES, h->node_id,
+		  h->incarnation);
+	etcd_cancel(h->put);
+	h->put = NULL;
+	h->put_again = 0;
+	if (h->joining) {
+		h->joining = 0;
+		post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		return;
+	}
+	/* a round in hand, or this node's part of it done: the job is over
+	 * for this agent; a report it owes is never written */
+	agent_rdzv_post_action(h->base.fsm, h->round, "stop", "FAILED");
+	if (h->report_owed) {
+		h->report_owed = 0;
+		post_kind(h, AGENT_EV_REPORT_DONE, h->report_round);
+	}
+}
+
+/* node_seen: the node key holds value (len bytes) */
+static void node_seen(struct rdzv_etcd *h, const char *value, size_t len)
+{
+	json_t *v = NULL;
+	const char *inc = NULL;
+	if (jsonh_parse(value, len, 16, &v, NULL, 0) == 0 &&
+	    jsonh_get_str(v, "incarnation", 1, 64, &inc, NULL, 0) == 0 &&
+	    strcmp(inc, h->incarnation) != 0)
+		displaced(h, inc);
+	json_decref(v);
+}
+
+static void on_node_key(void *arg, enum etcd_watch_what what,
+			const struct etcd_watch_response *w, const char *error);
+
+static void watch_node(struct rdzv_etcd *h, int64_t from)
+{
+	char k[PREFIX_MAX + 300];
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	etcd_watch_free(h->node_watch);
+	h->node_watch = etcd_watch_new(h->c, "node key watch", k, strlen(k),
+				       NULL, 0, from, 0, on_node_key, h);
+}
+
+static void on_node_read(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_range_response r;
+	char err[1024];
+	h->node_read = NULL;
+	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
+		log_warn("cannot read this node's key in etcd (%s); it is not "
+			 "watched any more",
+			 err);
+		return;
+	}
+	if (r.n_kvs == 1)
+		node_seen(h, r.kvs[0].value, r.kvs[0].value_len);
+	if (!h->displaced)
+		watch_node(h, r.header.revision + 1);
+	etcd_range_response_release(&r);
+}
+
+static void on_node_key(void *arg, enum etcd_watch_what what,
+			const struct etcd_watch_response *w, const char *error)
+{
+	struct rdzv_etcd *h = arg;
+	char k[PREFIX_MAX + 300], err[128];
+	json_t *body = NULL;
+	if (what == ETCD_WATCH_EVENTS) {
+		for (size_t i = 0; i < w->n_events && !h->displaced; i++)
+			if (w->events[i].type == ETCD_EVENT_PUT)
+				node_seen(h, w->events[i].kv.value,
+					  w->events[i].kv.value_len);
+		return;
+	}
+	if (what == ETCD_WATCH_FAILED)
+		log_warn("etcd: watching this node's key failed: %s; reading "
+			 "it again",
+			 error);
+	/* compacted (or failed): the value now, then watch from there */
+	etcd_watch_free(h->node_watch);
+	h->node_watch = NULL;
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	if (rdzv_etcd_read_body(k, &body, err, sizeof(err)) == 0)
+		h->node_read = etcd_call(h->c, "node key read", "/v3/kv/range",
+					 body, 0, on_node_read, h);
+	json_decref(body);
+}
+
 /* ----------------------------------------------------------- node key */
 
 static json_t *node_value(struct rdzv_etcd *h)
@@ -260,12 +363,14 @@ static void entered(struct rdzv_etcd *h, const struct etcd_answer *a)
 			 err);
 		etcd_txn_response_release(&t);
 		read_inbox(h);
+		on_node_key(h, ETCD_WATCH_COMPACTED, NULL, NULL);
 		rdzv_etcd_campaign(h);
 		return;
 	}
 	if (in->n_kvs == 1)
 		take_inbox(h, in->kvs[0].value, in->kvs[0].value_len);
 	watch_inbox(h, t.header.revision + 1);
+	watch_node(h, t.header.revision + 1);
 	if (t.succeeded)
 		rdzv_etcd_lead(h, t.header.revision);
 	else
@@ -326,6 +431,8 @@ static void put_node(struct rdzv_etcd *h)
 	int reads;
 	if (!h->lease_id)
 		return; /* written when the lease is granted */
+	if (h->displaced)
+		return; /* the key is another agent's */
 	if (h->put) {
 		h->put_again = 1;
 		return;
@@ -538,6 +645,12 @@ static void etcd_leave(struct agent_rdzv *r)
 	etcd_cancel(h->put);
 	h->put = NULL;
 	h->put_reads = 0;
+	if (h->displaced) {
+		/* the key is another agent's: only this agent's lease goes */
+		struct etcd_answer a = {0, "", 0, ""};
+		on_left_put(h, &a);
+		return;
+	}
 	v = node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);

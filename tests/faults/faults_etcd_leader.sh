@@ -11,6 +11,11 @@
 #     then all that is expected back and re-form within a lease TTL or so,
 #     not after the heartbeat timeout or the last call (30 s each here, the
 #     lease TTL 3 s).
+#   two agents with the same node id: a second agent started as node A
+#     while A runs writes A's key; the first one sees its key taken by
+#     another incarnation, says so and exits 1 (it used to wait silently
+#     forever, even after the job ended); the job re-forms with the
+#     newcomer and succeeds.
 source "$(dirname "$0")/lib_faults.sh"
 # shellcheck source=../e2e/lib_etcd.sh
 source "$FAULTS_DIR/../e2e/lib_etcd.sh"
@@ -22,7 +27,7 @@ if ! etcd_available; then
 fi
 
 TTL=3
-NODES=(A B C)
+NODES=(A B C A2)
 
 # begin_case JOB HBT LAST: a new case whose job JOB lives under a key
 # prefix of its own; lease TTL $TTL, heartbeat timeout HBT seconds, last
@@ -86,6 +91,7 @@ end_case() {
 	local n
 	check_case "$1"
 	for n in "${NODES[@]}"; do
+		[ -e "$(agent_log "$n")" ] || continue
 		mv -f "$(agent_log "$n")" "$TEST_TMP/agent-$JOB.$n.log" 2>/dev/null
 	done
 }
@@ -117,13 +123,13 @@ begin_case lkill 30 30
 # stop its worker before it rejoins, long enough to catch the leader
 # expected back and not yet rejoined
 IGNORE_TERM=1
-for n in "${NODES[@]}"; do start_node "$n"; done
+for n in A B C; do start_node "$n"; done
 IGNORE_TERM=0
 if running_after 0 3 && wait_for 10 has_leader; then
 	R0=$RUN
 	L=$(the_leader)
 	for F in C B A; do [ "$F" != "$L" ] && break; done
-	others=$(printf '%s\n' "${NODES[@]}" | grep -vx "$L" | paste -sd ' ')
+	others=$(printf '%s\n' A B C | grep -vx "$L" | paste -sd ' ')
 	worker_cmd "$F" 0 "exit 3"
 	# stop the leader as soon as its record says its round is over, so
 	# that it cannot rejoin; then kill it
@@ -154,6 +160,41 @@ if running_after 0 3 && wait_for 10 has_leader; then
 	fi
 else
 	not_ok "$what: the job did not start on three nodes with a leader (record: $(record))"
+	show_log "$(agent_log A)"
+fi
+end_case "$what"
+
+# ---- two agents with the same node id -----------------------------------------
+what="two agents with node id A"
+begin_case dup 3 0.5
+for n in A B C; do start_node "$n"; done
+if running_after 0 3; then
+	R0=$RUN
+	# agent A2 runs as node A too (its workers record themselves as A)
+	start_agent A2 env DLAUNCH_NODE_ID=A FAULT_NODE=A "$BIN/dlaunch" --nnodes=2:3 \
+		--nproc-per-node=1 --rdzv-backend=etcd \
+		--rdzv-endpoint="$ETCD_ENDPOINTS" --rdzv-id="$JOB" \
+		--rdzv-conf="$CONF" --max-restarts=3 --shutdown-timeout=3 \
+		--no-python "$WORKER"
+	if wait_agent A 20; then
+		check_eq "$what: the first agent A, displaced, exits 1" 1 "${AGENT_RC[A]}"
+		check "$what: it says its node id was taken by another agent" \
+			log_has "$(agent_log A)" "node id A was taken: another agent .* wrote this node's key"
+	else
+		not_ok "$what: the first agent A still runs 20 s after another agent took its id"
+		show_log "$(agent_log A)" 20
+	fi
+	if running_after "$R0" 3 20; then
+		check_eq "$what: round $RUN runs on A (the newcomer), B and C" "A B C" "$(nodes_of "$RUN")"
+		check "$what: A's worker in round $RUN is the newcomer's" \
+			bash -c "ps -o ppid= -p '$(worker_pid A 0)' | grep -qw '${AGENT_PID[A2]}'"
+	else
+		not_ok "$what: no round of three with the newcomer (record: $(record))"
+		show_log "$(agent_log A2)" 20
+	fi
+	finish_nodes "$what" A2 B C
+else
+	not_ok "$what: the job did not start on three nodes (record: $(record))"
 	show_log "$(agent_log A)"
 fi
 end_case "$what"
