@@ -494,6 +494,84 @@ static void put_node(struct rdzv_etcd *h)
 	}
 }
 
+/* ------------------------------------------------ the first look */
+
+/* config_differs: the first field of config a (a node key's) that b
+ * (this agent's) has otherwise, or NULL */
+static const char *config_differs(json_t *a, json_t *b)
+{
+	const char *field;
+	json_t *bv;
+	json_object_foreach(b, field, bv)
+	{
+		if (!json_equal(json_object_get(a, field), bv))
+			return field;
+	}
+	return NULL;
+}
+
+/* on_first_look: this node's key before this agent's first write. Held
+ * by another incarnation whose configuration differs, the rendezvous
+ * would refuse this agent; its write would displace the holder, and its
+ * leave would delete the holder's key: it stops, writing nothing. */
+static void on_first_look(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_range_response r;
+	json_t *v = NULL, *mine;
+	const char *inc = NULL, *field = NULL;
+	char err[1024];
+	h->node_read = NULL;
+	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
+		log_warn("cannot read this node's key in etcd before writing "
+			 "it (%s); writing it",
+			 err);
+		put_node(h);
+		return;
+	}
+	mine = node_value(h);
+	if (r.n_kvs == 1 && mine &&
+	    jsonh_parse(r.kvs[0].value, r.kvs[0].value_len, 16, &v, NULL, 0) ==
+		0 &&
+	    jsonh_get_str(v, "incarnation", 1, 64, &inc, NULL, 0) == 0 &&
+	    strcmp(inc, h->incarnation) != 0)
+		field = config_differs(json_object_get(v, "config"),
+				       json_object_get(mine, "config"));
+	if (field) {
+		log_error("node id %s is held by another agent (incarnation "
+			  "%s) whose configuration differs (field '%s'): the "
+			  "rendezvous would refuse this agent; it stops and "
+			  "leaves that agent's key alone: give every agent a "
+			  "node id of its own and one configuration",
+			  h->node_id, inc, field);
+		h->displaced = 1; /* the key is the other agent's */
+		if (h->joining) {
+			h->joining = 0;
+			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
+		}
+	}
+	json_decref(v);
+	json_decref(mine);
+	etcd_range_response_release(&r);
+	if (!field)
+		put_node(h);
+}
+
+/* first_look: read this node's key, then write it (on_first_look) */
+static void first_look(struct rdzv_etcd *h)
+{
+	char k[PREFIX_MAX + 300], err[128];
+	json_t *body = NULL;
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
+	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
+			     sizeof(err)) == 0)
+		h->node_read = etcd_call(h->c, "node key look", "/v3/kv/range",
+					 body, 0, on_first_look, h);
+	json_decref(body);
+	if (!h->node_read)
+		put_node(h);
+}
+
 /* --------------------------------------------------------------- lease */
 
 static void on_lease(void *arg, int64_t id, int lost, const char *error)
@@ -526,7 +604,7 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 			rdzv_etcd_campaign(h);
 		return;
 	}
-	put_node(h); /* and the first reads with it */
+	first_look(h); /* then the first write, and reads with it */
 }
 
 /* ---------------------------------------------------------- interface */

@@ -16,6 +16,10 @@
 #     another incarnation, says so and exits 1 (it used to wait silently
 #     forever, even after the job ended); the job re-forms with the
 #     newcomer and succeeds.
+#   a second agent A with another configuration: the rendezvous would
+#     refuse it; it exits 1 saying so and writes nothing, so the first
+#     agent A keeps its key and the job its round (its leave used to delete
+#     A's key, and the job waited again).
 source "$(dirname "$0")/lib_faults.sh"
 # shellcheck source=../e2e/lib_etcd.sh
 source "$FAULTS_DIR/../e2e/lib_etcd.sh"
@@ -193,6 +197,41 @@ if running_after 0 3; then
 		show_log "$(agent_log A2)" 20
 	fi
 	finish_nodes "$what" A2 B C
+else
+	not_ok "$what: the job did not start on three nodes (record: $(record))"
+	show_log "$(agent_log A)"
+fi
+end_case "$what"
+
+# ---- a second agent A with another configuration --------------------------------
+what="agent A again, another configuration"
+begin_case dupconf 3 0.5
+for n in A B C; do start_node "$n"; done
+if running_after 0 3; then
+	R0=$RUN
+	INC_A=$(etcd_get "$PREFIX/$JOB/nodes/A" | jq -r .incarnation)
+	# the same node id, another --max-restarts: the rendezvous would
+	# refuse it
+	start_agent A2 env DLAUNCH_NODE_ID=A FAULT_NODE=A "$BIN/dlaunch" --nnodes=2:3 \
+		--nproc-per-node=1 --rdzv-backend=etcd \
+		--rdzv-endpoint="$ETCD_ENDPOINTS" --rdzv-id="$JOB" \
+		--rdzv-conf="$CONF" --max-restarts=2 --shutdown-timeout=3 \
+		--no-python "$WORKER"
+	if wait_agent A2 20; then
+		check_eq "$what: the second agent A exits 1" 1 "${AGENT_RC[A2]}"
+		check "$what: it says the node id is held by an agent whose configuration differs" \
+			log_has "$(agent_log A2)" "node id A is held by another agent .* whose configuration differs \\(field 'max_restarts'\\)"
+	else
+		not_ok "$what: the second agent A still runs 20 s after it started"
+		show_log "$(agent_log A2)" 20
+	fi
+	check_eq "$what: A's key in etcd is still the first agent's" "$INC_A" \
+		"$(etcd_get "$PREFIX/$JOB/nodes/A" | jq -r .incarnation)"
+	check "$what: the first agent A still runs" kill -0 "${AGENT_PID[A]}"
+	check "$what: round $R0 still runs on three nodes" record_says "RUNNING $R0 3"
+	finish_nodes "$what" A B C
+	check_eq "$what: no round after $R0" "$R0" \
+		"$(awk 'BEGIN {m = -1} $1 + 0 > m {m = $1 + 0} END {print m}' "$TEST_TMP/ranks.log")"
 else
 	not_ok "$what: the job did not start on three nodes (record: $(record))"
 	show_log "$(agent_log A)"
