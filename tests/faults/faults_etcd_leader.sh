@@ -17,7 +17,7 @@
 #     forever, even after the job ended); the job re-forms with the
 #     newcomer and succeeds.
 #   a second agent A with another configuration: the rendezvous would
-#     refuse it; it exits 1 saying so and writes nothing, so the first
+#     refuse it; it exits 1 saying so and puts A's key back, so the first
 #     agent A keeps its key and the job its round (its leave used to delete
 #     A's key, and the job waited again).
 source "$(dirname "$0")/lib_faults.sh"
