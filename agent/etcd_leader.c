@@ -69,7 +69,10 @@ struct etcd_leader {
 	int need_record;
 	int have_last;
 	struct rdzv_reply last;
-	struct etcd_call *call; /* a read or a write in flight */
+	/* the read (the record, the node keys) and the write in flight: a
+	 * watch compacted during a write reads the nodes again while the
+	 * write goes on, and each answer clears its own handle */
+	struct etcd_call *read, *write;
 	struct lnode **writing; /* the inboxes of the write in flight */
 	char **contents;
 	size_t nwriting;
@@ -427,7 +430,7 @@ static void flush(struct etcd_leader *l)
 	size_t nops = 0;
 	json_t *body = NULL;
 
-	if (l->call || l->starting || !l->st)
+	if (l->write || l->starting || !l->st)
 		return;
 	l->writing = calloc(TXN_OPS, sizeof(*l->writing));
 	l->contents = calloc(TXN_OPS, sizeof(*l->contents));
@@ -499,10 +502,10 @@ static void flush(struct etcd_leader *l)
 	free(record);
 	if (l->writing_record)
 		l->need_record = 0;
-	l->call =
+	l->write =
 	    etcd_call(l->c, "leader write", "/v3/kv/txn", body, 0, written, l);
 	json_decref(body);
-	if (!l->call) {
+	if (!l->write) {
 		l->need_record |= l->writing_record;
 		drop_writing(l);
 	}
@@ -531,7 +534,7 @@ static void written(void *arg, const struct etcd_answer *a)
 	struct etcd_txn_response t;
 	char err[1024];
 	struct timeval tv = {1, 0};
-	l->call = NULL;
+	l->write = NULL;
 	if (etcd_answer_txn(a, &t, err, sizeof(err)) == 0) {
 		int ok = t.succeeded;
 		etcd_txn_response_release(&t);
@@ -641,7 +644,7 @@ static void on_nodes(void *arg, enum etcd_watch_what what,
 		etcd_watch_free(l->watch);
 		l->watch = NULL;
 		read_nodes(l);
-		if (!l->call)
+		if (!l->read)
 			l->deposed(l->arg);
 		return;
 	}
@@ -664,15 +667,18 @@ static void on_nodes(void *arg, enum etcd_watch_what what,
 	after_batch(l);
 }
 
-/* evict_absent: members and waiters of the record read at the start
- * whose keys are gone died while nobody led */
+/* evict_absent: the members, waiters and survivors (expected back) of
+ * the record read at the start whose keys are gone died while nobody led:
+ * a survivor left in the record would hold the next round open until the
+ * heartbeat timeout or the last call, though it cannot come back */
 static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 {
 	static const char *const lists[] = {"members", "waiters"};
 	char err[1024];
+	json_t *arr, *o;
+	size_t i;
 	for (size_t k = 0; k < 2; k++) {
-		json_t *arr = json_object_get(saved, lists[k]), *o;
-		size_t i;
+		arr = json_object_get(saved, lists[k]);
 		json_array_foreach(arr, i, o)
 		{
 			const char *id =
@@ -686,6 +692,21 @@ static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 					   sizeof(err));
 		}
 	}
+	/* a survivor is only a node id; one that is neither a member nor a
+	 * waiter (evicted above if it was) has no incarnation to fence */
+	arr = json_object_get(saved, "survivors");
+	json_array_foreach(arr, i, o)
+	{
+		const char *id = json_string_value(o);
+		struct lnode *n = id ? find(l, id) : NULL;
+		if (!id || (n && n->live))
+			continue;
+		log_info("etcd leader: node %s, expected back, has no key: "
+			 "the next round does not wait for it",
+			 id);
+		rdzv_evict(l->st, l->job, id, "", "lease_expired", now, err,
+			   sizeof(err));
+	}
 }
 
 static void on_read_nodes(void *arg, const struct etcd_answer *a);
@@ -695,7 +716,7 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 	struct etcd_leader *l = arg;
 	struct etcd_range_response r;
 	char err[1024];
-	l->call = NULL;
+	l->read = NULL;
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_error("etcd leader: cannot read job %s: %s", l->job, err);
 		l->deposed(l->arg);
@@ -729,10 +750,10 @@ static void read_nodes(struct etcd_leader *l)
 	end_len = etcd_prefix_end(key, strlen(key), (unsigned char *)end);
 	if (etcd_build_range(key, strlen(key), end, end_len, 0, 0, &body, err,
 			     sizeof(err)) == 0)
-		l->call = etcd_call(l->c, "leader read", "/v3/kv/range", body,
+		l->read = etcd_call(l->c, "leader read", "/v3/kv/range", body,
 				    0, on_read_nodes, l);
 	json_decref(body);
-	if (!l->call)
+	if (!l->read)
 		l->deposed(l->arg);
 }
 
@@ -746,7 +767,7 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	uint64_t now = clock_now_ms();
 	size_t end_len;
 	json_t *saved;
-	l->call = NULL;
+	l->read = NULL;
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_error("etcd leader: cannot read the nodes of job %s: %s",
 			  l->job, err);
@@ -789,7 +810,7 @@ static void start(struct etcd_leader *l)
 	key_of(l, ETCD_KEY_STATE, NULL, key, sizeof(key));
 	if (etcd_build_range(key, strlen(key), NULL, 0, 0, 0, &body, err,
 			     sizeof(err)) == 0)
-		l->call = etcd_call(l->c, "leader read", "/v3/kv/range", body,
+		l->read = etcd_call(l->c, "leader read", "/v3/kv/range", body,
 				    0, on_read_state, l);
 	json_decref(body);
 }
@@ -821,7 +842,7 @@ struct etcd_leader *etcd_leader_new(struct event_base *base,
 	}
 	log_info("leading job %s through etcd", job);
 	start(l);
-	if (!l->call) {
+	if (!l->read) {
 		etcd_leader_free(l);
 		return NULL;
 	}
@@ -832,7 +853,8 @@ void etcd_leader_free(struct etcd_leader *l)
 {
 	if (!l)
 		return;
-	etcd_cancel(l->call);
+	etcd_cancel(l->read);
+	etcd_cancel(l->write);
 	etcd_watch_free(l->watch);
 	drop_writing(l);
 	if (l->timer)

@@ -48,6 +48,11 @@ struct rdzv_etcd {
 	json_t *inbox;
 	struct etcd_call *inbox_read;
 	struct etcd_watch *inbox_watch;
+	/* the node key, watched: another agent that writes it with another
+	 * incarnation took this node's id, and this agent stops */
+	struct etcd_watch *node_watch;
+	struct etcd_call *node_read;
+	int displaced;
 	/* the round the workers run */
 	uint64_t round;
 	int in_round;

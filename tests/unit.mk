@@ -3,3 +3,7 @@
 $(eval $(call unit_test,test_cli_defaults,$(RDZV_LIB) $(TRAIN_LIB) \
 	$(COMMON_LIB),$(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) $(BLAS_LIBS) \
 	$(ZLIB_LIBS) -lm))
+# the etcd leader (agent/) with the rendezvous rules (rendezvous/), against
+# a fake etcd client the test defines
+$(eval $(call unit_test,test_etcd_leader,$(AGENT_LIB) $(RDZV_STATE_LIB) \
+	$(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm))

@@ -1,0 +1,301 @@
+/*
+ * test_etcd_leader.c - the leader of a job over etcd (agent/etcd_leader.c)
+ * against a fake etcd client: the test defines the client's calls and
+ * watches (etcd_call, etcd_cancel, etcd_watch_new, etcd_watch_free and the
+ * answer readers), keeps every call the leader makes, and answers them
+ * when it chooses, with etcd's JSON as recorded in tests/etcd/recorded.
+ * The static library's etcd_client.o is then never linked in.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "../../agent/etcd_client.h"
+#include "../../agent/etcd_leader.h"
+#include "dlaunch/error.h"
+#include "dlaunch/rdzv_state.h"
+
+/* ------------------------------------------------------ the fake client */
+
+#define MAX_CALLS 32
+
+struct etcd_call {
+	char path[64];
+	etcd_cb cb;
+	void *arg;
+	int canceled, answered;
+};
+
+struct etcd_watch {
+	etcd_watch_cb cb;
+	void *arg;
+	int freed;
+};
+
+static struct etcd_call calls[MAX_CALLS];
+static size_t ncalls;
+static struct etcd_watch watches[MAX_CALLS];
+static size_t nwatches;
+
+struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
+			    const char *path, json_t *body, unsigned flags,
+			    etcd_cb cb, void *arg)
+{
+	struct etcd_call *k;
+	(void)c;
+	(void)what;
+	(void)body;
+	(void)flags;
+	if (ncalls == MAX_CALLS)
+		return NULL;
+	k = &calls[ncalls++];
+	memset(k, 0, sizeof(*k));
+	snprintf(k->path, sizeof(k->path), "%s", path);
+	k->cb = cb;
+	k->arg = arg;
+	return k;
+}
+
+void etcd_cancel(struct etcd_call *call)
+{
+	if (call)
+		call->canceled = 1;
+}
+
+int etcd_answer_range(const struct etcd_answer *a,
+		      struct etcd_range_response *r, char *err, size_t err_size)
+{
+	if (a->rc != 0)
+		return dl_errorf(err, err_size, a->rc, "%s", a->error);
+	return etcd_parse_range(a->body, a->len, r, err, err_size);
+}
+
+int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
+		    char *err, size_t err_size)
+{
+	if (a->rc != 0)
+		return dl_errorf(err, err_size, a->rc, "%s", a->error);
+	return etcd_parse_txn(a->body, a->len, t, err, err_size);
+}
+
+struct etcd_watch *etcd_watch_new(struct etcd_client *c, const char *what,
+				  const void *key, size_t key_len,
+				  const void *range_end, size_t range_end_len,
+				  int64_t start_revision, int prev_kv,
+				  etcd_watch_cb cb, void *arg)
+{
+	struct etcd_watch *w;
+	(void)c;
+	(void)what;
+	(void)key;
+	(void)key_len;
+	(void)range_end;
+	(void)range_end_len;
+	(void)start_revision;
+	(void)prev_kv;
+	if (nwatches == MAX_CALLS)
+		return NULL;
+	w = &watches[nwatches++];
+	memset(w, 0, sizeof(*w));
+	w->cb = cb;
+	w->arg = arg;
+	return w;
+}
+
+void etcd_watch_free(struct etcd_watch *w)
+{
+	if (w)
+		w->freed = 1;
+}
+
+/* answer: call i gets body (etcd's JSON) */
+static void answer(size_t i, const char *body)
+{
+	struct etcd_answer a = {0, body, strlen(body), ""};
+	assert_true(i < ncalls);
+	assert_false(calls[i].canceled);
+	assert_false(calls[i].answered);
+	calls[i].answered = 1;
+	calls[i].cb(calls[i].arg, &a);
+}
+
+static size_t pending(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ncalls; i++)
+		n += !calls[i].canceled && !calls[i].answered;
+	return n;
+}
+
+/* answer_left: a real client answers every call not canceled, after the
+ * leader is freed too; the number of them (0 when the leader canceled
+ * all it had out) */
+static size_t answer_left(const char *body)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ncalls; i++)
+		if (!calls[i].canceled && !calls[i].answered) {
+			answer(i, body);
+			n++;
+		}
+	return n;
+}
+
+static void b64(const char *in, char *out)
+{
+	static const char t[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t n = strlen(in), o = 0;
+	const unsigned char *s = (const unsigned char *)in;
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)s[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		out[o++] = t[(v >> 18) & 63];
+		out[o++] = t[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? t[v & 63] : '=';
+	}
+	out[o] = '\0';
+}
+
+static int deposed_count;
+static void on_deposed(void *arg)
+{
+	(void)arg;
+	deposed_count++;
+}
+
+#define HDR "{\"header\":{\"revision\":\"%d\"}"
+
+/* the node write of node A: one node, a round of one closes at once */
+static char *node_range(int rev)
+{
+	struct rdzv_job_config cfg;
+	json_t *v, *c;
+	char *value, key64[128], val64[4096], *out;
+	rdzv_job_config_init(&cfg);
+	cfg.min_nodes = 1;
+	cfg.max_nodes = 1;
+	c = rdzv_job_config_json(&cfg);
+	v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o}", "incarnation", "i1",
+		      "addr", "192.0.2.1", "nproc", 1, "master_port", 0, "join",
+		      1, "config", c);
+	value = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	assert_non_null(value);
+	assert_true(strlen(value) * 4 / 3 + 4 < sizeof(val64));
+	b64("/p/job/nodes/A", key64);
+	b64(value, val64);
+	free(value);
+	out = malloc(8192);
+	assert_non_null(out);
+	snprintf(out, 8192,
+		 HDR ",\"kvs\":[{\"key\":\"%s\",\"create_revision\":\"%d\","
+		     "\"mod_revision\":\"%d\",\"version\":\"1\",\"value\":"
+		     "\"%s\",\"lease\":\"7\"}],\"count\":\"1\"}",
+		 rev, key64, rev, rev, val64);
+	return out;
+}
+
+/* A node watch compacted while a write is in flight: the leader reads
+ * the nodes again with the write still out; freed then, it must cancel
+ * both, so that neither answer reaches freed memory (under ASan the
+ * answers fired below are a use after free when one was lost). */
+static void test_compacted_during_write(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char empty[256], *nodes;
+	size_t write_at, read_at;
+	(void)state;
+	assert_non_null(base);
+	ncalls = nwatches = 0;
+	deposed_count = 0;
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "A", 5, on_deposed, NULL);
+	assert_non_null(l);
+	/* the record: none yet */
+	assert_int_equal(ncalls, 1);
+	assert_string_equal(calls[0].path, "/v3/kv/range");
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	answer(0, empty);
+	/* the node keys: A wants to join; the round of one closes and the
+	 * record and A's inbox go out in a write */
+	assert_int_equal(ncalls, 2);
+	nodes = node_range(11);
+	answer(1, nodes);
+	free(nodes);
+	assert_int_equal(nwatches, 1);
+	assert_int_equal(ncalls, 3);
+	assert_string_equal(calls[2].path, "/v3/kv/txn");
+	write_at = 2;
+	/* the watch is compacted with the write in flight: read again */
+	watches[0].cb(watches[0].arg, ETCD_WATCH_COMPACTED, NULL, NULL);
+	assert_true(watches[0].freed);
+	assert_int_equal(ncalls, 4);
+	assert_string_equal(calls[3].path, "/v3/kv/range");
+	read_at = 3;
+	assert_int_equal(pending(), 2);
+	assert_int_equal(deposed_count, 0);
+	/* freed with both out: both are canceled; one that was not would
+	 * be answered into freed memory */
+	etcd_leader_free(l);
+	assert_int_equal(answer_left(empty), 0);
+	assert_true(calls[write_at].canceled);
+	assert_true(calls[read_at].canceled);
+	event_base_free(base);
+}
+
+/* The same, the write answered first: the read must still be the
+ * leader's own, and freeing it must cancel it. */
+static void test_write_answered_during_read(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char empty[256], ok[256], *nodes;
+	(void)state;
+	ncalls = nwatches = 0;
+	deposed_count = 0;
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "A", 5, on_deposed, NULL);
+	assert_non_null(l);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	answer(0, empty);
+	nodes = node_range(11);
+	answer(1, nodes);
+	assert_int_equal(ncalls, 3);
+	watches[0].cb(watches[0].arg, ETCD_WATCH_COMPACTED, NULL, NULL);
+	assert_int_equal(ncalls, 4);
+	/* the write succeeds while the read is out: nothing new is sent
+	 * until the read is answered */
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	answer(2, ok);
+	assert_int_equal(ncalls, 4);
+	assert_int_equal(pending(), 1);
+	etcd_leader_free(l);
+	assert_int_equal(answer_left(empty), 0);
+	assert_true(calls[3].canceled);
+	assert_int_equal(deposed_count, 0);
+	free(nodes);
+	event_base_free(base);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_compacted_during_write),
+	    cmocka_unit_test(test_write_answered_during_read),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
