@@ -37,6 +37,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "internal.h"
+#include "keeper.h"
 
 /* what we may hold unwritten for one worker: a few membership lines; a
  * worker that lets more pile up is not reading */
@@ -503,6 +504,7 @@ void control_worker_finished(struct agent_worker *w)
 int control_in_place(struct agent *a)
 {
 	uint64_t now = clock_now_ms();
+	struct proc_info pi;
 	int n = 0;
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
@@ -513,6 +515,15 @@ int control_in_place(struct agent *a)
 		if (a->cfg.progress_timeout_ms &&
 		    now - w->last_progress_ms >= a->cfg.progress_timeout_ms)
 			return 0;
+		/* nor would one stopped by a signal (SIGSTOP, a debugger) */
+		if (proc_stat(w->pid, &pi) == 0 &&
+		    (pi.state == 'T' || pi.state == 't')) {
+			log_info("rank %d (pid %ld) is stopped (state %c): it "
+				 "cannot re-form in place; stopping this "
+				 "node's workers",
+				 w->rank, (long)w->pid, pi.state);
+			return 0;
+		}
 		if (w->ctl.state != AGENT_CONTROL_SPEAKS ||
 		    (w->ctl.handles & CONTROL_HANDLES_IN_PLACE) !=
 			CONTROL_HANDLES_IN_PLACE) {

@@ -28,11 +28,11 @@ source "$(dirname "$0")/lib_inplace.sh"
 export CW_DIR=$TEST_TMP/progress
 mkdir -p "$CW_DIR"
 spawn_bg "$TEST_TMP/progress.log" env DLAUNCH_NODE_ID=p "$DL" --standalone \
-	--nproc-per-node 2 --progress-timeout 1 --max-restarts 0 "$W"
+	--nproc-per-node 2 --progress-timeout 2 --max-restarts 0 "$W"
 pp=$LAST_PID
-# 60 steps of 50 ms: three times the timeout without a line of output
-check "progress: quiet workers that step for 3 s" \
-	wait_for 30 at_least 2 '^step 60$' "p.*.log"
+# 120 steps of 50 ms: three times the timeout without a line of output
+check "progress: quiet workers that step for 6 s" \
+	wait_for 40 at_least 2 '^step 120$' "p.*.log"
 check "progress: ... are not taken as hung" \
 	bash -c "! grep -q 'showed no progress' '$TEST_TMP/progress.log'"
 touch "$CW_DIR/stop"
@@ -41,7 +41,7 @@ check_eq "progress: exit 0" 0 "$DL_RC"
 export CW_DIR=$TEST_TMP/progress_hang
 mkdir -p "$CW_DIR"
 spawn_bg "$TEST_TMP/progress_hang.log" env DLAUNCH_NODE_ID=p CW_MODE_1=hang \
-	"$DL" --standalone --nproc-per-node 2 --progress-timeout 1 \
+	"$DL" --standalone --nproc-per-node 2 --progress-timeout 2 \
 	--max-restarts 0 "$W"
 pp=$LAST_PID
 check "progress: a worker with no step is taken as hung" wait_for 30 \
@@ -53,7 +53,7 @@ check_eq "progress: exit 1" 1 "$DL_RC"
 export CW_DIR=$TEST_TMP/progress_hang2
 mkdir -p "$CW_DIR"
 spawn_bg "$TEST_TMP/progress_hang2.log" env DLAUNCH_NODE_ID=p CW_MODE_1=hang \
-	"$DL" --standalone --nproc-per-node 2 --progress-timeout 1 \
+	"$DL" --standalone --nproc-per-node 2 --progress-timeout 2 \
 	--max-restarts 1 --reform-timeout 30 "$W"
 pp=$LAST_PID
 check "progress: a node with a hung worker restarts both, without waiting for the deadline" \
