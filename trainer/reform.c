@@ -259,7 +259,9 @@ int reform_aborts(struct run *r)
 			r->offset = 0;
 		}
 		control_send_aborted(r->ctl, round, r->step);
-		rc = control_wait_membership(r->ctl, round, r->wait_ms, &m);
+		rc = control_wait_membership(
+		    r->ctl, round,
+		    control_membership_wait_ms(r->ctl, r->wait_ms), &m);
 		if (rc != 0) {
 			log_error("rank %d: no membership from the agent after "
 				  "the abort of round %llu: %s",
