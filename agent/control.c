@@ -300,7 +300,9 @@ static void on_hello(struct agent_worker *w, const struct control_msg *m)
 		  m->handles & CONTROL_HANDLES_MEMBERSHIP ? "membership " : "",
 		  m->handles & CONTROL_HANDLES_PREEMPT ? "preempt " : "",
 		  m->handles & CONTROL_HANDLES_DUMP ? "dump" : "");
-	sent(w, control_write_welcome(&w->ctl.out, CONTROL_VERSION));
+	sent(w, control_write_welcome(&w->ctl.out, CONTROL_VERSION,
+				      w->a->cfg.reform_timeout_ms,
+				      rejoin_ms(w->a)));
 }
 
 /* on_answer: aborted or reformed; only the one awaited, for its round */

@@ -194,10 +194,28 @@ static int put(struct buf *b, json_t *obj)
 	return rc;
 }
 
-int control_write_welcome(struct buf *b, unsigned version)
+int control_write_welcome(struct buf *b, unsigned version,
+			  uint64_t reform_timeout_ms,
+			  uint64_t rejoin_timeout_ms)
 {
-	return put(b, json_pack("{s:s,s:i}", "type", "welcome", "version",
-				(int)version));
+	json_t *obj =
+	    json_pack("{s:s,s:i}", "type", "welcome", "version", (int)version);
+
+	if (obj && reform_timeout_ms &&
+	    json_object_set_new(obj, "reform_timeout_ms",
+				json_integer((json_int_t)reform_timeout_ms)) !=
+		0) {
+		json_decref(obj);
+		obj = NULL;
+	}
+	if (obj && rejoin_timeout_ms &&
+	    json_object_set_new(obj, "rejoin_timeout_ms",
+				json_integer((json_int_t)rejoin_timeout_ms)) !=
+		0) {
+		json_decref(obj);
+		obj = NULL;
+	}
+	return put(b, obj);
 }
 
 int control_write_abort(struct buf *b, uint64_t round, const char *reason)

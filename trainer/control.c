@@ -35,8 +35,9 @@ struct control {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* under mu */
-	int dead;	      /* the channel is over (logged once) */
-	int welcomed;	      /* the agent answered hello with welcome */
+	int dead;     /* the channel is over (logged once) */
+	int welcomed; /* the agent answered hello with welcome */
+	uint64_t reform_timeout_ms, rejoin_timeout_ms; /* its welcome's */
 	uint64_t fence_round; /* highest round seen in a membership */
 	int abort_pending;
 	atomic_int abort_raised; /* abort_pending, for lock-free readers */
@@ -69,6 +70,8 @@ static void handle(struct control *c, const struct control_msg *m)
 			return;
 		}
 		c->welcomed = 1;
+		c->reform_timeout_ms = m->reform_timeout_ms;
+		c->rejoin_timeout_ms = m->rejoin_timeout_ms;
 		break;
 	case CONTROL_ABORT:
 		if (m->round < c->fence_round) {
@@ -298,6 +301,19 @@ int control_abort_pending(struct control *c, uint64_t *round)
 	*round = c->abort_round;
 	pthread_mutex_unlock(&c->mu);
 	return pending;
+}
+
+uint64_t control_membership_wait_ms(struct control *c, uint64_t fallback_ms)
+{
+	uint64_t agent_ms = 0;
+
+	if (c == NULL)
+		return fallback_ms;
+	pthread_mutex_lock(&c->mu);
+	if (c->reform_timeout_ms && c->rejoin_timeout_ms)
+		agent_ms = c->reform_timeout_ms + c->rejoin_timeout_ms;
+	pthread_mutex_unlock(&c->mu);
+	return agent_ms && agent_ms < fallback_ms ? agent_ms : fallback_ms;
 }
 
 static void deadline_after(struct timespec *ts, uint64_t ms)

@@ -42,6 +42,10 @@ struct control_membership {
 struct control_msg {
 	enum control_type type;
 	uint64_t version; /* welcome */
+	/* welcome, optional (0 when absent): the agent's bound on each step
+	 * of a re-form, and on its rejoin (from the last `aborted` to the
+	 * new round) */
+	uint64_t reform_timeout_ms, rejoin_timeout_ms;
 	uint64_t round;	  /* abort, membership */
 	uint64_t step;	  /* preempt */
 	char reason[256]; /* abort (cut to fit) */
@@ -99,6 +103,13 @@ void control_set_abort_hook(struct control *c, control_abort_fn fn, void *ctx);
 /* control_in_place: the agent welcomed us and the channel is healthy, so
  * a failed collective may be followed by an abort rather than the end. */
 int control_in_place(struct control *c);
+
+/* control_membership_wait_ms: how long to wait for `membership` after
+ * answering `aborted`: the agent's own bound on that wait (its step
+ * bound plus its rejoin bound, as its welcome said) when it told both and
+ * that is shorter than fallback_ms, else fallback_ms (--timeout). Past
+ * the agent's bound it has given up the in-place path for this node. */
+uint64_t control_membership_wait_ms(struct control *c, uint64_t fallback_ms);
 
 /* control_abort_pending: an accepted abort not yet taken; its round in
  * *round. */

@@ -326,6 +326,8 @@ struct member {
 
 static const struct member welcome_members[] = {
     {"version", MSG_U64(version, UINT32_MAX), 1, 0},
+    {"reform_timeout_ms", MSG_U64(reform_timeout_ms, UINT32_MAX), 0, 0},
+    {"rejoin_timeout_ms", MSG_U64(rejoin_timeout_ms, UINT32_MAX), 0, 0},
     {NULL, M_UINT, 0, 0, 0, 0, 0},
 };
 static const struct member abort_members[] = {

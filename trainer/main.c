@@ -1,6 +1,7 @@
 /*
- * main.c - dlaunch-train: process group, training loop, progress,
- * checkpoints and the final summary (the command line: options.c).
+ * main.c - dlaunch-train: the training loop, progress, checkpoints and
+ * the final summary (the command line: options.c; the process group and
+ * its in-place re-form: reform.c; what a run holds: train_run.h).
  *
  * Every rank runs the same loop in lockstep: the same global batch from the
  * same permutation (each rank its slice), the same all-reduced gradients
@@ -24,6 +25,7 @@
 #include "dist.h"
 #include "mlp.h"
 #include "options.h"
+#include "reform.h"
 #include "train_ddp.h"
 #include "train_device.h"
 #include "train_optim.h"
@@ -37,42 +39,6 @@
 #include "dlaunch/parse.h"
 
 #define EXIT_USAGE 2
-
-struct run {
-	struct train_options o;
-	int rank, world, local_rank;
-	int local_world; /* LOCAL_WORLD_SIZE (LOCAL_RANK + 1 when unset) */
-	int gpu;	 /* the CUDA device of the kernels and NCCL, or -1 */
-	struct dist *dist;
-	struct train_backend be;
-	struct mlp *model;
-	struct train_optim optim;
-	struct train_ddp *ddp;
-	struct dataset train, test;
-	struct train_sampler sampler;
-	struct train_rng rng;
-	struct ckpt_state ck; /* rank 0: host staging for checkpoints */
-	int max_local;	      /* rows a rank can get per step */
-	float *x;
-	int32_t *y;
-	uint32_t *idx;
-	uint64_t step, epoch, offset; /* where training stands */
-	uint64_t resumed_from;	      /* step loaded, or 0 */
-	uint64_t saved_step;	      /* last checkpoint written (rank 0) */
-	char ckpt_file[PATH_MAX];
-	double last_loss, last_accuracy, last_test_loss;
-	int evaluated_at_end;
-	struct control *ctl; /* the agent's control channel, or NULL */
-	uint64_t round;	     /* the round of the membership we are in */
-	uint64_t wait_ms;    /* bound on waiting for the agent */
-	int max_local_alloc; /* rows the batch buffers and model hold */
-	unsigned reforms;    /* in-place re-forms done */
-	/* with a control channel and batch norm: the running statistics
-	 * before the step in progress (backend memory), put back when the
-	 * step is dropped, since its forward pass has already updated them */
-	float *bn_before;
-	size_t bn_bytes;
-};
 
 static volatile sig_atomic_t stop_signal;
 
@@ -172,128 +138,6 @@ static int setup_device(struct run *r)
 	return rc;
 }
 
-/* setup_dist forms the group from the environment, or (m != NULL) from
- * the agent's membership of a new round, which replaces it. */
-static int setup_dist(struct run *r, const struct control_membership *m)
-{
-	struct dist_config cfg;
-	char err[256];
-	int rc;
-
-	rc = dist_config_from_env(&cfg, err, sizeof(err));
-	if (rc != 0) {
-		log_error("%s", err);
-		return rc;
-	}
-	if (m != NULL) {
-		snprintf(cfg.master_addr, sizeof(cfg.master_addr), "%s",
-			 m->master_addr);
-		cfg.master_port = m->master_port;
-		cfg.rank = m->rank;
-		cfg.world_size = m->world_size;
-	}
-	r->rank = cfg.rank;
-	r->world = cfg.world_size;
-	r->wait_ms = r->o.timeout_ms ? r->o.timeout_ms : cfg.timeout_ms;
-	if (r->world == 1)
-		return 0; /* one process: no group needed */
-	cfg.backend =
-	    r->o.backend == BACKEND_NCCL ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
-	cfg.cuda_device = r->gpu; /* the kernels' device (setup_device) */
-	if (r->o.timeout_ms)
-		cfg.timeout_ms = r->o.timeout_ms;
-	cfg.cancel = control_abort_flag(r->ctl); /* a newer round */
-	rc = dist_init(&cfg, &r->dist, err, sizeof(err));
-	if (rc != 0 && cfg.cancel && atomic_load(cfg.cancel))
-		log_info("rank %d: %s (an abort came)", r->rank, err);
-	else if (rc != 0)
-		log_error("rank %d: cannot form the process group: %s", r->rank,
-			  err);
-	return rc;
-}
-
-/* on_abort: the control channel's reader thread cancels the collective
- * in flight (the main thread may be inside it) */
-static void on_abort(void *ctx)
-{
-	dist_abort(ctx);
-}
-
-/* size_for_world: the batch buffers and the model hold this world
- * size's largest slice of the global batch. On a re-form to a smaller
- * world the slice grows: the model is rebuilt around its parameters
- * (the optimizer state lives apart and stays). */
-static int size_for_world(struct run *r)
-{
-	int need = (int)((r->o.global_batch + (uint32_t)r->world - 1) /
-			 (uint32_t)r->world);
-	void *x, *y, *idx;
-	int rc = 0;
-
-	r->max_local = need;
-	if (need <= r->max_local_alloc)
-		return 0;
-	x = realloc(r->x, (size_t)need * r->train.dim * sizeof(float));
-	if (x)
-		r->x = x;
-	y = realloc(r->y, (size_t)need * sizeof(int32_t));
-	if (y)
-		r->y = y;
-	idx = realloc(r->idx, (size_t)(need + 1) * sizeof(uint32_t));
-	if (idx)
-		r->idx = idx;
-	if (!x || !y || !idx) {
-		log_error("out of memory for the batch buffers");
-		return DL_ENOMEM;
-	}
-	if (r->model != NULL) {
-		struct mlp *m = NULL;
-
-		rc = mlp_get_params(r->model, r->ck.params, r->ck.buffers);
-		if (rc == 0)
-			rc = mlp_new(&r->o.shape, &r->be, need, &m);
-		if (rc == 0)
-			rc = mlp_set_params(m, r->ck.params, r->ck.buffers);
-		if (rc != 0) {
-			mlp_free(m);
-			log_error("cannot resize the model: %s",
-				  dl_strerror(rc));
-			return rc;
-		}
-		mlp_free(r->model);
-		r->model = m;
-	}
-	r->max_local_alloc = need;
-	return 0;
-}
-
-/* is_group_failure: an error of the group (a peer gone, an abort), after
- * which the agent may re-form it in place; others end the worker. */
-static int is_group_failure(const struct run *r, int rc)
-{
-	return dist_aborted(r->dist) || rc == DL_ECLOSED ||
-	       rc == DL_ETIMEDOUT || rc == DL_EPROTO;
-}
-
-/* fill_state copies the model, optimizer and position into r->ck. */
-static int fill_state(struct run *r)
-{
-	struct ckpt_state *ck = &r->ck;
-	int rc = mlp_get_params(r->model, ck->params, ck->buffers);
-
-	if (rc == 0)
-		rc = train_optim_get(&r->optim, ck->momentum);
-	ck->step = r->step;
-	ck->epoch = r->epoch;
-	ck->epoch_offset = r->offset;
-	ck->seed = r->o.seed;
-	ck->rng_key = r->rng.key;
-	ck->rng_counter = r->rng.counter;
-	ck->global_batch = r->o.global_batch;
-	ck->has_momentum = (uint32_t)r->optim.has_state;
-	return rc;
-}
-
 static int save_checkpoint(struct run *r)
 {
 	char err[512];
@@ -303,7 +147,7 @@ static int save_checkpoint(struct run *r)
 	if (r->rank != 0 || r->o.checkpoint_dir == NULL ||
 	    r->saved_step == r->step)
 		return 0;
-	rc = fill_state(r);
+	rc = reform_fill_state(r);
 	if (rc == 0)
 		rc = ckpt_save(r->o.checkpoint_dir, &r->ck,
 			       r->o.keep_checkpoints, r->ckpt_file,
@@ -321,28 +165,9 @@ static int save_checkpoint(struct run *r)
 	return 0;
 }
 
-/* apply_state: the model, optimizer and position from st */
-static int apply_state(struct run *r, const struct ckpt_state *st)
-{
-	int rc = mlp_set_params(r->model, st->params, st->buffers);
-
-	if (rc == 0)
-		rc = train_optim_set(&r->optim, st->momentum,
-				     (int)st->has_momentum);
-	if (rc != 0)
-		return rc;
-	r->o.seed = st->seed;
-	r->step = st->step;
-	r->epoch = st->epoch;
-	r->offset = st->epoch_offset;
-	r->rng.key = st->rng_key;
-	r->rng.counter = st->rng_counter;
-	return 0;
-}
-
 /* load_local: this rank's newest valid checkpoint, if any. Ranks need
  * not see the same files (a node may have none): the agreement that
- * follows (agree) hands the most advanced state to the ranks behind. */
+ * follows (reform_agree) hands the most advanced state to the ranks behind. */
 static int load_local(struct run *r)
 {
 	struct ckpt_state st;
@@ -362,40 +187,13 @@ static int load_local(struct run *r)
 		log_warn("checkpoint %s was trained with --seed %llu; "
 			 "continuing with it",
 			 path, (unsigned long long)st.seed);
-	rc = apply_state(r, &st);
+	rc = reform_apply_state(r, &st);
 	if (rc == 0) {
 		r->saved_step = st.step;
 		snprintf(r->ckpt_file, sizeof(r->ckpt_file), "%s", path);
 	}
 	ckpt_state_release(&st);
 	return rc;
-}
-
-/* agree: the group's state agreement (control_agree): afterwards every
- * rank holds the state of the lowest rank at the highest committed
- * step, checked by digest. */
-static int agree(struct run *r, struct control_agreement *ag)
-{
-	char err[512];
-	int rc = fill_state(r);
-
-	if (rc == 0)
-		rc = control_agree(r->dist, &r->ck, ag, err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "cannot copy the model: %s",
-			 dl_strerror(rc));
-	if (rc == 0 && ag->received)
-		rc = apply_state(r, &r->ck);
-	if (rc != 0) {
-		if (!dist_aborted(r->dist))
-			log_error("rank %d: state agreement failed: %s",
-				  r->rank, err);
-		return rc;
-	}
-	if (ag->received)
-		log_info("rank %d: took the state of step %llu from rank %d",
-			 r->rank, (unsigned long long)ag->step, ag->leader);
-	return 0;
 }
 
 /* evaluate: each rank scores its slice of the test set; sums are
@@ -598,138 +396,6 @@ static int report_progress(struct run *r, struct loss_window *w,
 	return 0;
 }
 
-/* sampler_for_state: the sampler follows the seed and epoch of the state
- * (a state taken from a checkpoint or a peer may have another seed) */
-static int sampler_for_state(struct run *r)
-{
-	if (r->sampler.seed != r->o.seed || r->sampler.perm == NULL) {
-		train_sampler_release(&r->sampler);
-		int rc = train_sampler_init(&r->sampler, r->train.n, r->o.seed);
-		if (rc != 0) {
-			log_error("cannot set up the sampler: %s",
-				  dl_strerror(rc));
-			return rc;
-		}
-	}
-	train_sampler_set_epoch(&r->sampler, r->epoch);
-	return 0;
-}
-
-/* leave_group: the group is over (aborted); its state stays */
-static void leave_group(struct run *r)
-{
-	control_set_abort_hook(r->ctl, NULL, NULL);
-	train_ddp_free(r->ddp);
-	r->ddp = NULL;
-	dist_free(r->dist);
-	r->dist = NULL;
-}
-
-/* join_group: a new group (from m, or the environment when m is NULL),
- * cancelled by the agent's aborts from now on, with DDP over it */
-static int join_group(struct run *r, const struct control_membership *m)
-{
-	int rc = setup_dist(r, m);
-
-	if (rc != 0)
-		return rc;
-	control_set_abort_hook(r->ctl, on_abort, r->dist);
-	if (m != NULL) {
-		rc = size_for_world(r);
-		if (rc == 0)
-			rc = train_ddp_new(r->dist, r->model, &r->be,
-					   r->o.bucket_bytes, &r->ddp);
-	}
-	return rc;
-}
-
-/*
- * reform: the in-place path of docs/worker-protocol.md. For each pending
- * abort: leave the group keeping the committed state (the unfinished step
- * was dropped where it failed), answer `aborted`, wait for the round's
- * `membership`, form the new group, agree on the state (control_agree)
- * and answer `reformed`. A newer abort during any of it starts over. 0:
- * training goes on; an error ends the worker, which sends its node to
- * the agent's restart path.
- */
-static int reform(struct run *r)
-{
-	struct control_membership m;
-	struct control_agreement ag;
-	uint64_t round;
-	int rc = DL_ECLOSED;
-
-	while (control_abort_pending(r->ctl, &round)) {
-		uint64_t t0 = clock_now_ms();
-
-		leave_group(r);
-		control_take_abort(r->ctl);
-		/* an end of epoch cut short: its evaluation is skipped, its
-		 * move to the next epoch is not (all ranks must agree) */
-		if (r->offset >= r->train.n) {
-			r->epoch++;
-			r->offset = 0;
-		}
-		control_send_aborted(r->ctl, round, r->step);
-		rc = control_wait_membership(r->ctl, round, r->wait_ms, &m);
-		if (rc != 0) {
-			log_error("rank %d: no membership from the agent after "
-				  "the abort of round %llu: %s",
-				  r->rank, (unsigned long long)round,
-				  dl_strerror(rc));
-			return rc;
-		}
-		r->round = m.round;
-		r->local_rank = m.local_rank;
-		r->local_world = m.local_world_size;
-		rc = join_group(r, &m);
-		if (rc == 0)
-			rc = agree(r, &ag);
-		if (rc != 0) {
-			if (control_abort_pending(r->ctl, &round))
-				continue; /* a newer round: start over */
-			return rc;
-		}
-		rc = sampler_for_state(r);
-		if (rc != 0)
-			return rc;
-		r->reforms++;
-		r->evaluated_at_end = 0; /* the same on every rank */
-		log_info("rank %d of %d: re-formed in place for round %llu in "
-			 "%llu ms, resuming after step %llu%s",
-			 r->rank, r->world, (unsigned long long)r->round,
-			 (unsigned long long)(clock_now_ms() - t0),
-			 (unsigned long long)r->step,
-			 ag.received ? " (state received)" : "");
-		control_send_reformed(r->ctl, r->round, r->step);
-		return 0;
-	}
-	return rc;
-}
-
-/* recover: what follows a failed collective. A plain worker (no channel,
- * or not welcomed) fails as it always did; an in-place one waits for its
- * agent's abort (bounded) and re-forms. */
-static int recover(struct run *r, int rc)
-{
-	uint64_t round;
-
-	if (!control_in_place(r->ctl) || !is_group_failure(r, rc))
-		return rc;
-	if (!control_abort_pending(r->ctl, &round)) {
-		log_info("rank %d: the group failed (%s); waiting for the "
-			 "agent's abort",
-			 r->rank, dl_strerror(rc));
-		if (control_wait_abort(r->ctl, r->wait_ms, &round) != 0) {
-			log_error("rank %d: the group failed (%s) and no abort "
-				  "came from the agent",
-				  r->rank, dl_strerror(rc));
-			return rc;
-		}
-	}
-	return reform(r);
-}
-
 static int train(struct run *r, double *train_secs, uint64_t *samples)
 {
 	const struct train_options *o = &r->o;
@@ -754,7 +420,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		if (stop_signal)
 			break;
 		if (control_abort_pending(r->ctl, &round)) {
-			rc = reform(r);
+			rc = reform_aborts(r);
 			if (rc != 0)
 				return rc;
 			window_reset(&w);
@@ -763,7 +429,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		rc = train_step(r, lr_at(o, r->step, schedule_steps), &local_n,
 				&global_n, stats);
 		if (rc != 0) {
-			rc = recover(r, rc);
+			rc = reform_recover(r, rc);
 			if (rc != 0)
 				return rc;
 			window_reset(&w);
@@ -786,7 +452,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 				rc = report_progress(r, &w, total_steps);
 		}
 		if (rc != 0) { /* the step stands; its report is lost */
-			rc = recover(r, rc);
+			rc = reform_recover(r, rc);
 			window_reset(&w);
 		}
 		if (rc == 0 && o->checkpoint_every &&
@@ -798,7 +464,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 	if (w.steps && !stop_signal) {
 		rc = window_reduce(r, &w);
 		if (rc != 0)
-			rc = recover(r, rc);
+			rc = reform_recover(r, rc);
 		if (rc != 0)
 			return rc;
 	}
@@ -849,7 +515,7 @@ static void release_run(struct run *r)
 static int setup_model(struct run *r)
 {
 	struct ckpt_state init;
-	int rc = size_for_world(r);
+	int rc = reform_size_for_world(r);
 
 	if (rc != 0)
 		return rc;
@@ -905,7 +571,7 @@ static void print_banner(const struct run *r)
 static void print_summary(struct run *r, double train_secs, uint64_t samples,
 			  double wall_secs)
 {
-	int rc = fill_state(r);
+	int rc = reform_fill_state(r);
 	uint64_t digest = rc == 0 ? control_state_digest(&r->ck, &rc) : 0;
 
 	printf("{\"summary\": {\"steps\": %llu, \"epochs\": %llu, "
@@ -988,7 +654,7 @@ int main(int argc, char **argv)
 
 	rc = setup_device(&r);
 	if (rc == 0)
-		rc = join_group(&r, NULL);
+		rc = reform_join_group(&r, NULL);
 	if (rc == 0)
 		rc = load_data(&r);
 	if (rc != 0)
@@ -997,13 +663,13 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		goto out;
 	train_rng_seed(&r.rng, r.o.seed, 0x747261696eULL /* "train" */);
-	rc = sampler_for_state(&r);
+	rc = reform_sampler_for_state(&r);
 	if (rc == 0 && r.o.checkpoint_dir)
 		rc = load_local(&r);
 	if (rc == 0) {
 		struct control_agreement ag;
 
-		rc = agree(&r, &ag);
+		rc = reform_agree(&r, &ag);
 		if (rc == 0) {
 			r.resumed_from = r.step;
 			if (r.rank == 0 && r.step > 0)
@@ -1015,11 +681,11 @@ int main(int argc, char **argv)
 				       (unsigned long long)r.epoch + 1,
 				       (unsigned long long)r.offset);
 		} else {
-			rc = recover(&r, rc);
+			rc = reform_recover(&r, rc);
 		}
 	}
 	if (rc == 0)
-		rc = sampler_for_state(&r);
+		rc = reform_sampler_for_state(&r);
 	if (rc != 0)
 		goto out;
 	if (r.rank == 0)
@@ -1032,7 +698,7 @@ int main(int argc, char **argv)
 		rc = evaluate(&r);
 		if (rc == 0)
 			break;
-		rc = recover(&r, rc);
+		rc = reform_recover(&r, rc);
 		if (rc != 0)
 			break;
 	}

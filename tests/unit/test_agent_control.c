@@ -59,6 +59,8 @@ static int setup(void **state)
 	x->a.base = event_base_new();
 	assert_non_null(x->a.base);
 	x->a.cfg.reform_timeout_ms = 5000;
+	x->a.cfg.shutdown_timeout_ms = 2000;
+	x->a.cfg.last_call_timeout_ms = 1000;
 	assert_int_equal(agent_fsm_init(&x->a.fsm, &ops, &x->a, "job", 1), 0);
 	x->a.workers = calloc(1, sizeof(*x->a.workers));
 	x->a.n_workers = 1;
@@ -114,7 +116,11 @@ static void hello(struct fixture *x)
 		    "{\"type\":\"hello\",\"version\":1,\"handles\":[\"abort\","
 		    "\"membership\"]}\n");
 	worker_reads(x, got, sizeof(got));
-	assert_string_equal(got, "{\"type\":\"welcome\",\"version\":1}\n");
+	/* the agent's deadlines travel with the welcome: each step 5 s, the
+	 * rejoin 2 x 5 s + the 2 s grace + the 1 s last call */
+	assert_string_equal(got, "{\"type\":\"welcome\",\"version\":1,"
+				 "\"reform_timeout_ms\":5000,"
+				 "\"rejoin_timeout_ms\":13000}\n");
 }
 
 static void test_welcome_and_steps(void **state)

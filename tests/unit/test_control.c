@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../../trainer/control.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 
 static int parse(const char *line, struct control_msg *m)
@@ -41,6 +42,16 @@ static void test_parse_messages(void **state)
 	assert_int_equal(parse("{\"type\":\"welcome\",\"version\":1}", &m), 0);
 	assert_int_equal(m.type, CONTROL_WELCOME);
 	assert_int_equal(m.version, 1);
+	assert_int_equal(m.reform_timeout_ms, 0); /* absent: not told */
+	assert_int_equal(m.rejoin_timeout_ms, 0);
+	assert_int_equal(parse("{\"type\":\"welcome\",\"version\":1,"
+			       "\"reform_timeout_ms\":30000,"
+			       "\"rejoin_timeout_ms\":75000}",
+			       &m),
+			 0);
+	assert_int_equal(m.type, CONTROL_WELCOME);
+	assert_int_equal(m.reform_timeout_ms, 30000);
+	assert_int_equal(m.rejoin_timeout_ms, 75000);
 	assert_int_equal(
 	    parse(" { \"reason\" : \"node n0 lost \\u00e9\\n\", \"round\":7,"
 		  "\"type\":\"abort\" } ",
@@ -121,6 +132,11 @@ static void test_parse_bad(void **state)
 	    "{\"type\":\"welcome\",\"version\":1.5}",
 	    "{\"type\":\"welcome\",\"version\":1} x",
 	    "{\"type\":\"welcome\",\"version\":1,}",
+	    "{\"type\":\"welcome\",\"version\":1,\"reform_timeout_ms\":-1}",
+	    "{\"type\":\"welcome\",\"version\":1,\"reform_timeout_ms\":\"30\"}",
+	    "{\"type\":\"welcome\",\"version\":1,\"rejoin_timeout_ms\":1.5}",
+	    "{\"type\":\"welcome\",\"version\":1,"
+	    "\"rejoin_timeout_ms\":4294967296}",
 	    "{\"type\":\"welcome\" \"version\":1}",
 	    "{\"type\":\"welcome\",\"type\":\"abort\",\"version\":1}",
 	    "{\"type\":\"abort\",\"round\":1,\"round\":2}",
@@ -243,6 +259,46 @@ static void count_hook(void *ctx)
 	hook_calls++;
 }
 
+/* the agent's bounds in its welcome bound the wait for membership */
+static void test_channel_welcome_bounds(void **state)
+{
+	int sv[2];
+	char fdtext[16], line[256], err[256];
+	struct control *c;
+	struct control_membership m;
+	uint64_t round, t0;
+
+	(void)state;
+	assert_int_equal(control_membership_wait_ms(NULL, 300000), 300000);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	snprintf(fdtext, sizeof(fdtext), "%d", sv[1]);
+	setenv("DLAUNCH_CONTROL_FD", fdtext, 1);
+	setenv("DLAUNCH_ROUND", "1", 1);
+	assert_int_equal(control_open(&c, err, sizeof(err)), 0);
+	read_line(sv[0], line, sizeof(line));
+	/* not welcomed yet: --timeout alone */
+	assert_int_equal(control_membership_wait_ms(c, 300000), 300000);
+	say(sv[0], "{\"type\":\"welcome\",\"version\":1,"
+		   "\"reform_timeout_ms\":200,\"rejoin_timeout_ms\":300}\n");
+	for (int i = 0; i < 500 && !control_in_place(c); i++)
+		assert_int_equal(control_wait_abort(c, 10, &round),
+				 DL_ETIMEDOUT);
+	assert_true(control_in_place(c));
+	/* the agent's step bound and its rejoin bound, when shorter */
+	assert_int_equal(control_membership_wait_ms(c, 300000), 500);
+	assert_int_equal(control_membership_wait_ms(c, 400), 400);
+	/* no membership comes: the wait ends at the agent's bound */
+	t0 = clock_now_ms();
+	assert_int_equal(control_wait_membership(
+			     c, 1, control_membership_wait_ms(c, 300000), &m),
+			 DL_ETIMEDOUT);
+	assert_true(clock_now_ms() - t0 >= 500);
+	control_close(c);
+	close(sv[0]);
+	unsetenv("DLAUNCH_CONTROL_FD");
+	unsetenv("DLAUNCH_ROUND");
+}
+
 static void test_channel(void **state)
 {
 	int sv[2];
@@ -319,6 +375,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_bad),
 	    cmocka_unit_test(test_format),
 	    cmocka_unit_test(test_channel),
+	    cmocka_unit_test(test_channel_welcome_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,64 @@
+/*
+ * train_run.h - dlaunch-train's run: everything one worker process holds
+ * (options, group, model, optimizer, data, position, control channel),
+ * shared by the training loop (main.c) and the group's formation and
+ * in-place re-form (reform.c). Private to the binary; main owns it and
+ * frees what it holds (release_run in main.c).
+ */
+#ifndef DLAUNCH_TRAIN_RUN_H
+#define DLAUNCH_TRAIN_RUN_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "data.h"
+#include "options.h"
+#include "train_backend.h"
+#include "train_optim.h"
+#include "train_rng.h"
+#include "train_sampler.h"
+
+struct dist;
+struct mlp;
+struct train_ddp;
+struct control;
+
+struct run {
+	struct train_options o;
+	int rank, world, local_rank;
+	int local_world; /* LOCAL_WORLD_SIZE (LOCAL_RANK + 1 when unset) */
+	int gpu;	 /* the CUDA device of the kernels and NCCL, or -1 */
+	struct dist *dist;
+	struct train_backend be;
+	struct mlp *model;
+	struct train_optim optim;
+	struct train_ddp *ddp;
+	struct dataset train, test;
+	struct train_sampler sampler;
+	struct train_rng rng;
+	struct ckpt_state ck; /* rank 0: host staging for checkpoints */
+	int max_local;	      /* rows a rank can get per step */
+	float *x;
+	int32_t *y;
+	uint32_t *idx;
+	uint64_t step, epoch, offset; /* where training stands */
+	uint64_t resumed_from;	      /* step loaded, or 0 */
+	uint64_t saved_step;	      /* last checkpoint written (rank 0) */
+	char ckpt_file[PATH_MAX];
+	double last_loss, last_accuracy, last_test_loss;
+	int evaluated_at_end;
+	struct control *ctl; /* the agent's control channel, or NULL */
+	uint64_t round;	     /* the round of the membership we are in */
+	uint64_t wait_ms;    /* bound on waiting for the agent */
+	int max_local_alloc; /* rows the batch buffers and model hold */
+	unsigned reforms;    /* in-place re-forms done */
+	/* with a control channel and batch norm: the running statistics
+	 * before the step in progress (backend memory), put back when the
+	 * step is dropped, since its forward pass has already updated them */
+	float *bn_before;
+	size_t bn_bytes;
+};
+
+#endif
