@@ -26,6 +26,7 @@
 #include "train_ddp.h"
 #include "train_device.h"
 #include "train_optim.h"
+#include "train_progress.h"
 #include "train_rng.h"
 #include "train_sampler.h"
 #include "dlaunch/clock.h"
@@ -526,6 +527,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		w.sum[0] += stats[0];
 		w.sum[1] += (double)local_n;
 		w.steps++;
+		train_progress_touch(); /* every rank: the agent's hang check */
 		crash_hook(r);
 
 		if (r->offset >= r->train.n) {

@@ -7,7 +7,7 @@
 # and backend_nocuda.c stands in for them otherwise.
 TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
 	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c \
-	trainer/options.c trainer/device.c
+	trainer/options.c trainer/device.c trainer/progress.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
 TRAIN_MAIN_OBJS := $(call objs,trainer/main.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
