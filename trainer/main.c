@@ -511,6 +511,8 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 	*samples = 0;
 	window_reset(&w);
 	train_sampler_set_epoch(&r->sampler, r->epoch);
+	train_progress_touch(); /* set up: the first step has the whole timeout
+				 */
 	while (r->step < total_steps && r->epoch < o->epochs) {
 		size_t local_n, global_n;
 		double stats[2] = {0, 0};
