@@ -412,6 +412,8 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		total_steps = o->max_steps;
 	window_reset(&w);
 	train_sampler_set_epoch(&r->sampler, r->epoch);
+	/* set up: the first step has the whole timeout */
+	train_progress_touch();
 	while (r->step < total_steps && r->epoch < o->epochs) {
 		size_t local_n, global_n;
 		double stats[2] = {0, 0};
@@ -436,12 +438,12 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 			continue;
 		}
 		control_send_step(r->ctl, r->step);
-		train_progress_step();
 		t_train_ns += clock_now_ns() - t0;
 		*samples += global_n;
 		w.sum[0] += stats[0];
 		w.sum[1] += (double)local_n;
 		w.steps++;
+		train_progress_touch(); /* every rank: the agent's hang check */
 		crash_hook(r);
 
 		if (r->offset >= r->train.n) {

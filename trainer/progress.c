@@ -1,29 +1,26 @@
 /*
- * progress.c - dlaunch-train shows its agent that it is alive and moving.
- *
- * With --progress-timeout, the agent takes a worker that shows no progress
- * for that long as hung. Output counts, but only rank 0 prints progress
- * lines; so every rank also touches DLAUNCH_PROGRESS_FILE (the agent's file
- * for this worker) as it completes steps, at most every PROGRESS_EVERY_MS,
- * whether or not it speaks the control channel (whose `step` messages the
- * agent counts too). Without the variable nothing is done.
+ * progress.c - every rank touches DLAUNCH_PROGRESS_FILE as it steps (see
+ * train_progress.h). The file is opened once; each touch is one
+ * futimens(2), and touches closer than TRAIN_PROGRESS_EVERY_MS apart are
+ * skipped, so the cost per step is a clock read.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train_progress.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/log.h"
-#include "train_progress.h"
-
-#define PROGRESS_EVERY_MS 250
 
 static int progress_fd = -1;
-static int progress_off; /* no variable, or it cannot be opened */
-static uint64_t progress_last_ms;
+static int progress_off; /* no file, or it failed: touch nothing */
+static uint64_t last_touch_ms;
 
-void train_progress_step(void)
+void train_progress_touch(void)
 {
 	uint64_t now;
 
@@ -31,25 +28,28 @@ void train_progress_step(void)
 		return;
 	if (progress_fd < 0) {
 		const char *path = getenv("DLAUNCH_PROGRESS_FILE");
-
-		if (path == NULL || path[0] == '\0') {
+		if (!path || !path[0]) {
 			progress_off = 1;
 			return;
 		}
-		progress_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		progress_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 		if (progress_fd < 0) {
-			log_warn("cannot open the progress file %s; the agent "
-				 "sees progress only from output and the "
-				 "control channel",
-				 path);
+			log_warn("progress file %s: %s; not reporting progress",
+				 path, strerror(errno));
 			progress_off = 1;
 			return;
 		}
+	} else {
+		now = clock_now_ms();
+		if (now - last_touch_ms < TRAIN_PROGRESS_EVERY_MS)
+			return;
 	}
-	now = clock_now_ms();
-	if (progress_last_ms != 0 && now - progress_last_ms < PROGRESS_EVERY_MS)
-		return;
-	progress_last_ms = now;
-	/* the agent compares the mtime with its previous value only */
-	(void)futimens(progress_fd, NULL);
+	last_touch_ms = clock_now_ms();
+	if (futimens(progress_fd, NULL) != 0) {
+		log_warn("progress file: %s; not reporting progress",
+			 strerror(errno));
+		close(progress_fd);
+		progress_fd = -1;
+		progress_off = 1;
+	}
 }

@@ -1,12 +1,20 @@
 /*
- * train_progress.h - dlaunch-train's sign of life for --progress-timeout.
+ * train_progress.h - dlaunch-train shows the agent it is alive.
+ *
+ * The agent's hang detection (--progress-timeout) counts a worker's output
+ * or a touch of its DLAUNCH_PROGRESS_FILE as progress. Only rank 0 of
+ * dlaunch-train prints, and seldom, so every rank touches the file as it
+ * finishes a step (at most every TRAIN_PROGRESS_EVERY_MS).
  */
 #ifndef DLAUNCH_TRAIN_PROGRESS_H
 #define DLAUNCH_TRAIN_PROGRESS_H
 
-/* train_progress_step: a step was completed; touches DLAUNCH_PROGRESS_FILE
- * (opened on the first call, created when missing) at most every 250 ms.
- * No-op without the variable. Not thread-safe: the training thread only. */
-void train_progress_step(void);
+#define TRAIN_PROGRESS_EVERY_MS 100
+
+/* train_progress_touch marks progress: sets the progress file's mtime to
+ * now, creating the file on first use. Without DLAUNCH_PROGRESS_FILE (not
+ * run by an agent, or no --progress-timeout) it does nothing; a file that
+ * cannot be opened is reported once and then ignored. */
+void train_progress_touch(void);
 
 #endif
