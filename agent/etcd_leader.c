@@ -39,7 +39,10 @@
  * others to go with it (see flush) */
 #define RECORD_WAIT_MS 1000
 #define PREFIX_MAX     512
-#define NODE_VAL_MAX   (256 * 1024)
+/* transactions in flight at once: a change of round at 4096 nodes is 35
+ * of them, which one at a time took 18 s (docs/benchmarks.md) */
+#define WRITES_MAX   4
+#define NODE_VAL_MAX (256 * 1024)
 
 struct lnode {
 	char id[RDZV_NAME_MAX + 1];
@@ -47,9 +50,21 @@ struct lnode {
 	uint64_t join;	 /* the last join applied */
 	uint64_t report; /* round of the last report applied, +1 */
 	int live, held, queued, left;
+	int writing;	    /* its inbox is in a write in flight */
 	char *error;	    /* why its join was refused */
 	char *inbox;	    /* what its inbox says now */
 	struct lnode *next; /* hash chain */
+};
+
+/* a transaction in flight: the record (at most one such in flight), and
+ * the inboxes of nodes (a node is in at most one) */
+struct lwrite {
+	struct etcd_leader *l;
+	struct etcd_call *call;
+	struct lnode **nodes;
+	char **contents;
+	size_t n;
+	int record;
 };
 
 struct etcd_leader {
@@ -69,14 +84,13 @@ struct etcd_leader {
 	int need_record;
 	int have_last;
 	struct rdzv_reply last;
-	/* the read (the record, the node keys) and the write in flight: a
+	/* the read (the record, the node keys) and the writes in flight: a
 	 * watch compacted during a write reads the nodes again while the
-	 * write goes on, and each answer clears its own handle */
-	struct etcd_call *read, *write;
-	struct lnode **writing; /* the inboxes of the write in flight */
-	char **contents;
-	size_t nwriting;
-	int writing_record;
+	 * writes go on, and each answer clears its own handle */
+	struct etcd_call *read;
+	struct lwrite writes[WRITES_MAX];
+	size_t nflight;	   /* writes in flight */
+	int record_flight; /* one of them carries the record */
 	struct etcd_watch *watch;
 	struct event *timer, *retry, *record_wait;
 	int record_due; /* record_wait fired: the record goes out alone */
@@ -371,15 +385,19 @@ static void key_of(struct etcd_leader *l, const char *what, const char *id,
 
 static void written(void *arg, const struct etcd_answer *a);
 
-static void drop_writing(struct etcd_leader *l)
+static void drop_write(struct lwrite *w)
 {
-	for (size_t i = 0; i < l->nwriting; i++)
-		free(l->contents[i]);
-	free(l->writing);
-	free(l->contents);
-	l->writing = NULL;
-	l->contents = NULL;
-	l->nwriting = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		w->nodes[i]->writing = 0;
+		free(w->contents[i]);
+	}
+	free(w->nodes);
+	free(w->contents);
+	w->nodes = NULL;
+	w->contents = NULL;
+	w->n = 0;
+	w->call = NULL;
+	w->record = 0;
 }
 
 /* take_next: the next queued node whose inbox changes (this agent's own
@@ -390,8 +408,9 @@ static struct lnode *take_next(struct etcd_leader *l, char **text)
 		for (size_t i = 0; i < l->nqueue; i++) {
 			struct lnode *n = l->queue[i];
 			char *s;
-			if (!own && strcmp(n->id, l->self) == 0)
-				continue;
+			if ((!own && strcmp(n->id, l->self) == 0) || n->writing)
+				continue; /* a node being written waits for it
+					   */
 			l->queue[i] = l->queue[--l->nqueue];
 			n->queued = 0;
 			i--;
@@ -408,19 +427,10 @@ static struct lnode *take_next(struct etcd_leader *l, char **text)
 	return NULL;
 }
 
-/* flush sends one transaction: the record when it changed, then up to
- * TXN_OPS inboxes; written() sends the next one.
- *
- * A changed record with no inbox to go with it (nodes joining a round
- * that is still open, a success report while others run) waits up to
- * RECORD_WAIT_MS for more changes: a round of N nodes forming is then a
- * few writes of the record instead of one per batch of joins, each of
- * them the whole membership (O(N^2) bytes through raft). Nothing a node
- * is told waits: an inbox always goes out with the record as it is then.
- * A leader that dies meanwhile leaves the record a little older, which a
- * new leader mends as it mends any record: by applying every node key
- * again. */
-static void flush(struct etcd_leader *l)
+/* send_one sends one transaction in slot w: the record when it changed
+ * (and is due, see flush), then up to TXN_OPS inboxes. 1 when it sent
+ * one, 0 when there was nothing to send or it could not. */
+static int send_one(struct etcd_leader *l, struct lwrite *w)
 {
 	/* ops[0] is the record's place; the inboxes follow it */
 	struct etcd_op ops[TXN_OPS + 1], *first;
@@ -430,32 +440,31 @@ static void flush(struct etcd_leader *l)
 	size_t nops = 0;
 	json_t *body = NULL;
 
-	if (l->write || l->starting || !l->st)
-		return;
-	l->writing = calloc(TXN_OPS, sizeof(*l->writing));
-	l->contents = calloc(TXN_OPS, sizeof(*l->contents));
-	if (!l->writing || !l->contents) {
-		drop_writing(l);
-		return;
+	w->nodes = calloc(TXN_OPS, sizeof(*w->nodes));
+	w->contents = calloc(TXN_OPS, sizeof(*w->contents));
+	if (!w->nodes || !w->contents) {
+		drop_write(w);
+		return 0;
 	}
 	memset(ops, 0, sizeof(ops));
-	while (l->nwriting < TXN_OPS) {
+	while (w->n < TXN_OPS) {
 		char *text;
 		struct lnode *n = take_next(l, &text);
-		struct etcd_op *op = &ops[1 + l->nwriting];
+		struct etcd_op *op = &ops[1 + w->n];
 		if (!n)
 			break;
-		key_of(l, ETCD_KEY_INBOX, n->id, keys[1 + l->nwriting],
+		key_of(l, ETCD_KEY_INBOX, n->id, keys[1 + w->n],
 		       sizeof(keys[0]));
 		op->kind = ETCD_OP_PUT;
-		op->key.data = keys[1 + l->nwriting];
+		op->key.data = keys[1 + w->n];
 		op->key.len = strlen(op->key.data);
 		op->value.data = text;
 		op->value.len = strlen(text);
-		l->writing[l->nwriting] = n;
-		l->contents[l->nwriting++] = text;
+		n->writing = 1;
+		w->nodes[w->n] = n;
+		w->contents[w->n++] = text;
 	}
-	if (l->need_record && !l->nwriting && !l->record_due) {
+	if (l->need_record && !w->n && !l->record_due) {
 		struct timeval tv = {RECORD_WAIT_MS / 1000,
 				     (RECORD_WAIT_MS % 1000) * 1000};
 		if (!evtimer_pending(l->record_wait, NULL))
@@ -474,12 +483,12 @@ static void flush(struct etcd_leader *l)
 			ops[0].value.len = strlen(record);
 		}
 	}
-	l->writing_record = record != NULL;
+	w->record = record != NULL;
 	first = record ? &ops[0] : &ops[1];
-	nops = l->nwriting + (record != NULL);
+	nops = w->n + (record != NULL);
 	if (nops == 0) {
-		drop_writing(l);
-		return;
+		drop_write(w);
+		return 0;
 	}
 	if (record) {
 		l->record_due = 0;
@@ -496,18 +505,59 @@ static void flush(struct etcd_leader *l)
 			   sizeof(err)) != 0) {
 		log_error("etcd leader: cannot build a write: %s", err);
 		free(record);
-		drop_writing(l);
-		return;
+		drop_write(w);
+		return 0;
 	}
 	free(record);
-	if (l->writing_record)
-		l->need_record = 0;
-	l->write =
-	    etcd_call(l->c, "leader write", "/v3/kv/txn", body, 0, written, l);
+	w->l = l;
+	w->call =
+	    etcd_call(l->c, "leader write", "/v3/kv/txn", body, 0, written, w);
 	json_decref(body);
-	if (!l->write) {
-		l->need_record |= l->writing_record;
-		drop_writing(l);
+	if (!w->call) {
+		for (size_t i = 0; i < w->n; i++)
+			enqueue(l, w->nodes[i]);
+		drop_write(w);
+		return 0;
+	}
+	if (w->record) {
+		l->need_record = 0;
+		l->record_flight = 1;
+	}
+	l->nflight++;
+	return 1;
+}
+
+/* flush sends what is to be written, in up to WRITES_MAX transactions at
+ * once, each of the record when it changed and up to TXN_OPS inboxes;
+ * written() sends more as they are answered.
+ *
+ * No inbox is written before the record it reflects: an inbox computed
+ * while the record has changed goes in the record's transaction, and no
+ * other transaction is sent while a record is in flight (nor a second
+ * record: records commit in order). Inboxes computed from a record that
+ * is written already go out in parallel, a node in one write at a time
+ * (the next waits for it, so its inbox changes in order).
+ *
+ * A changed record with no inbox to go with it (nodes joining a round
+ * that is still open, a success report while others run) waits up to
+ * RECORD_WAIT_MS for more changes: a round of N nodes forming is then a
+ * few writes of the record instead of one per batch of joins, each of
+ * them the whole membership (O(N^2) bytes through raft). Nothing a node
+ * is told waits: an inbox always goes out with the record as it is then.
+ * A leader that dies meanwhile leaves the record a little older, which a
+ * new leader mends as it mends any record: by applying every node key
+ * again. */
+static void flush(struct etcd_leader *l)
+{
+	if (l->starting || !l->st)
+		return;
+	while (l->nflight < WRITES_MAX && !l->record_flight) {
+		struct lwrite *w = NULL;
+		for (size_t i = 0; i < WRITES_MAX && !w; i++)
+			if (!l->writes[i].call)
+				w = &l->writes[i];
+		if (!w || !send_one(l, w))
+			return;
 	}
 }
 
@@ -530,11 +580,15 @@ static void on_record_wait(evutil_socket_t fd, short what, void *arg)
 
 static void written(void *arg, const struct etcd_answer *a)
 {
-	struct etcd_leader *l = arg;
+	struct lwrite *w = arg;
+	struct etcd_leader *l = w->l;
 	struct etcd_txn_response t;
 	char err[1024];
 	struct timeval tv = {1, 0};
-	l->write = NULL;
+	w->call = NULL;
+	l->nflight--;
+	if (w->record)
+		l->record_flight = 0;
 	if (etcd_answer_txn(a, &t, err, sizeof(err)) == 0) {
 		int ok = t.succeeded;
 		etcd_txn_response_release(&t);
@@ -542,26 +596,27 @@ static void written(void *arg, const struct etcd_answer *a)
 			log_warn("etcd leader: job %s has another leader now; "
 				 "this agent stops leading",
 				 l->job);
-			drop_writing(l);
+			drop_write(w);
 			l->deposed(l->arg); /* frees l */
 			return;
 		}
-		for (size_t i = 0; i < l->nwriting; i++) {
-			free(l->writing[i]->inbox);
-			l->writing[i]->inbox = l->contents[i];
-			l->contents[i] = NULL;
+		for (size_t i = 0; i < w->n; i++) {
+			free(w->nodes[i]->inbox);
+			w->nodes[i]->inbox = w->contents[i];
+			w->contents[i] = NULL;
 		}
-		drop_writing(l);
+		drop_write(w);
 		flush(l);
 		return;
 	}
 	log_error("etcd leader: write for job %s failed: %s; trying again",
 		  l->job, err);
-	l->need_record |= l->writing_record;
-	for (size_t i = 0; i < l->nwriting; i++)
-		enqueue(l, l->writing[i]);
-	drop_writing(l);
-	evtimer_add(l->retry, &tv);
+	l->need_record |= w->record;
+	for (size_t i = 0; i < w->n; i++)
+		enqueue(l, w->nodes[i]);
+	drop_write(w);
+	if (!evtimer_pending(l->retry, NULL))
+		evtimer_add(l->retry, &tv);
 }
 
 /* ---------------------------------------------------------- the loop */
@@ -854,9 +909,11 @@ void etcd_leader_free(struct etcd_leader *l)
 	if (!l)
 		return;
 	etcd_cancel(l->read);
-	etcd_cancel(l->write);
 	etcd_watch_free(l->watch);
-	drop_writing(l);
+	for (size_t i = 0; i < WRITES_MAX; i++) {
+		etcd_cancel(l->writes[i].call);
+		drop_write(&l->writes[i]);
+	}
 	if (l->timer)
 		event_free(l->timer);
 	if (l->retry)

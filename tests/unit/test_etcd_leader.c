@@ -177,33 +177,54 @@ static void on_deposed(void *arg)
 
 #define HDR "{\"header\":{\"revision\":\"%d\"}"
 
+/* node_range_n: the node keys of nodes N0..N(n-1) (n > 1) or of node A
+ * alone (n == 1), each at its first join, in a job of exactly n nodes */
+static char *node_range_n(int rev, int n);
+
 /* the node write of node A: one node, a round of one closes at once */
 static char *node_range(int rev)
 {
-	struct rdzv_job_config cfg;
-	json_t *v, *c;
-	char *value, key64[128], val64[4096], *out;
-	rdzv_job_config_init(&cfg);
-	cfg.min_nodes = 1;
-	cfg.max_nodes = 1;
-	c = rdzv_job_config_json(&cfg);
-	v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o}", "incarnation", "i1",
-		      "addr", "192.0.2.1", "nproc", 1, "master_port", 0, "join",
-		      1, "config", c);
-	value = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
-	assert_non_null(value);
-	assert_true(strlen(value) * 4 / 3 + 4 < sizeof(val64));
-	b64("/p/job/nodes/A", key64);
-	b64(value, val64);
-	free(value);
-	out = malloc(8192);
+	return node_range_n(rev, 1);
+}
+
+static char *node_range_n(int rev, int count)
+{
+	size_t size = 4096 + (size_t)count * 1024, len;
+	char *out = malloc(size);
 	assert_non_null(out);
-	snprintf(out, 8192,
-		 HDR ",\"kvs\":[{\"key\":\"%s\",\"create_revision\":\"%d\","
-		     "\"mod_revision\":\"%d\",\"version\":\"1\",\"value\":"
-		     "\"%s\",\"lease\":\"7\"}],\"count\":\"1\"}",
-		 rev, key64, rev, rev, val64);
+	len = (size_t)snprintf(out, size, HDR ",\"kvs\":[", rev);
+	for (int i = 0; i < count; i++) {
+		struct rdzv_job_config cfg;
+		json_t *v, *c;
+		char *value, id[32], key[64], key64[128], val64[1024];
+		rdzv_job_config_init(&cfg);
+		cfg.min_nodes = (uint32_t)count;
+		cfg.max_nodes = (uint32_t)count;
+		c = rdzv_job_config_json(&cfg);
+		v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o}", "incarnation",
+			      "i1", "addr", "192.0.2.1", "nproc", 1,
+			      "master_port", 0, "join", 1, "config", c);
+		value = json_dumps(v, JSON_COMPACT);
+		json_decref(v);
+		assert_non_null(value);
+		assert_true(strlen(value) * 4 / 3 + 4 < sizeof(val64));
+		if (count == 1)
+			snprintf(id, sizeof(id), "A");
+		else
+			snprintf(id, sizeof(id), "N%d", i);
+		snprintf(key, sizeof(key), "/p/job/nodes/%s", id);
+		b64(key, key64);
+		b64(value, val64);
+		free(value);
+		len += (size_t)snprintf(
+		    out + len, size - len,
+		    "%s{\"key\":\"%s\",\"create_revision\":\"%d\","
+		    "\"mod_revision\":\"%d\",\"version\":\"1\",\"value\":"
+		    "\"%s\",\"lease\":\"7\"}",
+		    i ? "," : "", key64, rev, rev, val64);
+		assert_true(len < size);
+	}
+	snprintf(out + len, size - len, "],\"count\":\"%d\"}", count);
 	return out;
 }
 
@@ -291,11 +312,50 @@ static void test_write_answered_during_read(void **state)
 	event_base_free(base);
 }
 
+/* A change of round at 300 nodes: the record goes first, with the first
+ * 120 inboxes, alone in flight; once it is written the other 180 inboxes
+ * go out in two transactions at once (no inbox before the record it
+ * reflects, and no longer one transaction at a time). */
+static void test_inboxes_in_parallel_after_record(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char empty[256], ok[256], *nodes;
+	(void)state;
+	ncalls = nwatches = 0;
+	deposed_count = 0;
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "N0", 5, on_deposed, NULL);
+	assert_non_null(l);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	answer(0, empty);
+	nodes = node_range_n(11, 300);
+	answer(1, nodes);
+	free(nodes);
+	/* the round of 300 closed: one write, the record's, in flight */
+	assert_int_equal(ncalls, 3);
+	assert_string_equal(calls[2].path, "/v3/kv/txn");
+	assert_int_equal(pending(), 1);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	answer(2, ok);
+	/* written: the rest of the inboxes, 180, in two writes at once */
+	assert_int_equal(ncalls, 5);
+	assert_int_equal(pending(), 2);
+	answer(3, ok);
+	answer(4, ok);
+	assert_int_equal(ncalls, 5); /* nothing more to say */
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_compacted_during_write),
 	    cmocka_unit_test(test_write_answered_during_read),
+	    cmocka_unit_test(test_inboxes_in_parallel_after_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
