@@ -159,14 +159,33 @@ static uint64_t next_backoff(struct etcd_client *c, uint64_t *b)
 	return now / 2 + rand64(c) % (now + 1);
 }
 
+static void watch_stop_stream(struct etcd_watch *w);
+
+/* watches_leave: every watch streaming from endpoint ep resumes from its
+ * revision on the endpoint now in use. A member that hangs keeps its
+ * streams open and silent (its kernel answers TCP), one cut off from its
+ * leader sends nothing more: the calls that time out or are refused there
+ * (the keep-alive, every third of the lease TTL) are what notices it. */
+static void watches_leave(struct etcd_client *c, size_t ep)
+{
+	for (struct etcd_watch *w = c->watches; w; w = w->next) {
+		if (!w->hc || w->ep != ep || w->over || w->freed || w->parked)
+			continue;
+		watch_stop_stream(w);
+		arm(w->retry, 0);
+	}
+}
+
 /* moved_on: an attempt on endpoint ep got no answer; the client moves to
- * the next endpoint (unless another attempt already moved it). */
+ * the next endpoint (unless another attempt already moved it), and so do
+ * the watches there. */
 static void moved_on(struct etcd_client *c, size_t ep, const char *what,
 		     const char *why)
 {
 	if (c->cur != ep || c->eps.n < 2)
 		return;
 	c->cur = (ep + 1) % c->eps.n;
+	watches_leave(c, ep);
 	/* said when a working endpoint fails, not on every retry */
 	if (c->answered && !c->outage && !c->move_said) {
 		c->move_said = 1;
