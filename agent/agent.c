@@ -126,6 +126,12 @@ static void fx_reform_workers(void *ctx, const struct agent_round *r)
 	workers_reform(ctx);
 }
 
+static void fx_entered(void *ctx)
+{
+	if (rdzv_of(ctx)->ops->entered)
+		rdzv_of(ctx)->ops->entered(rdzv_of(ctx));
+}
+
 static const struct agent_fsm_ops effects = {
     .start_workers = fx_start_workers,
     .stop_workers = fx_stop_workers,
@@ -138,6 +144,7 @@ static const struct agent_fsm_ops effects = {
     .leave = fx_leave,
     .status = fx_status,
     .print_report = fx_print_report,
+    .entered = fx_entered,
     .finish = fx_finish,
     .in_place = fx_in_place,
     .abort_workers = fx_abort_workers,

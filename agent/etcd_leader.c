@@ -32,6 +32,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
+#include "etcd_recovery.h"
 
 /* etcd's default limit of operations in a transaction is 128 */
 #define TXN_OPS 120
@@ -49,6 +50,9 @@ struct lnode {
 	char inc[RDZV_INCARNATION_MAX + 1];
 	uint64_t join;	 /* the last join applied */
 	uint64_t report; /* round of the last report applied, +1 */
+	/* the last "recovery" applied: its round and how */
+	uint64_t rec_round;
+	enum rdzv_recovery rec_how;
 	int live, held, queued, left;
 	int writing;	    /* its inbox is in a write in flight */
 	char *error;	    /* why its join was refused */
@@ -255,6 +259,34 @@ static void apply_report(struct etcd_leader *l, struct lnode *n, json_t *r,
 			 n->id, err);
 }
 
+/* apply_recovery: the node says how its workers entered a round
+ * (etcd_recovery.h); the state machine keeps it on the member, fenced as
+ * a heartbeat is, and the record goes out with it. Once per round and
+ * how: the node key is written again for other reasons. */
+static void apply_recovery(struct etcd_leader *l, struct lnode *n, json_t *v)
+{
+	uint64_t round;
+	enum rdzv_recovery how;
+	const char *why;
+	char err[512];
+	if (etcd_recovery_parse(v, &round, &how, &why, err, sizeof(err))) {
+		log_warn("etcd leader: ignoring the recovery of node %s: %s",
+			 n->id, err);
+		return;
+	}
+	if (how == RDZV_RECOVERY_NONE ||
+	    (round == n->rec_round && how == n->rec_how))
+		return;
+	n->rec_round = round;
+	n->rec_how = how;
+	if (rdzv_member_recovery(l->st, l->job, n->id, n->inc, round, how, why,
+				 err, sizeof(err)) == 0)
+		l->need_record = 1;
+	else
+		log_info("etcd leader: recovery of node %s not applied: %s",
+			 n->id, err);
+}
+
 /* apply_put: node id's key now holds value (a JSON object). */
 static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 		      size_t len, uint64_t now)
@@ -290,6 +322,8 @@ static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 		snprintf(n->inc, sizeof(n->inc), "%s", inc);
 		n->join = 0;
 		n->report = 0;
+		n->rec_round = 0;
+		n->rec_how = RDZV_RECOVERY_NONE;
 		n->left = 0;
 		set_error(n, NULL);
 	}
@@ -297,6 +331,7 @@ static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 	r = json_object_get(v, "report");
 	if (json_is_object(r))
 		apply_report(l, n, r, now);
+	apply_recovery(l, n, v);
 	if (join > n->join)
 		apply_join(l, n, v, join, now);
 	leaving = json_is_true(json_object_get(v, "leaving"));

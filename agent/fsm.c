@@ -163,6 +163,8 @@ static void entered(struct agent_fsm *f)
 	log_info("job=%s round=%llu event=round_entered recovery=%s why=\"%s\"",
 		 f->job, (unsigned long long)f->r.round, f->recovery,
 		 f->recovery_why);
+	if (f->ops->entered)
+		f->ops->entered(f->ctx);
 }
 
 static void log_round_over(struct agent_fsm *f, const struct agent_event *ev)

@@ -122,6 +122,9 @@ struct agent_fsm_ops {
 	int (*in_place)(void *ctx);
 	void (*abort_workers)(void *ctx, uint64_t round, const char *reason);
 	void (*reform_workers)(void *ctx, const struct agent_round *r);
+	/* optional: this node's workers entered f->r.round, as
+	 * f->recovery says (the etcd backend writes it once) */
+	void (*entered)(void *ctx);
 };
 
 struct agent_fsm {

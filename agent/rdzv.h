@@ -52,6 +52,9 @@ struct agent_rdzv_ops {
 	void (*leave)(struct agent_rdzv *r);
 	void (*status)(struct agent_rdzv *r);
 	void (*free)(struct agent_rdzv *r);
+	/* optional: the node's workers entered the round begun last, as
+	 * fsm->recovery says (dlaunch-rdzv hears it with heartbeats) */
+	void (*entered)(struct agent_rdzv *r);
 };
 
 /* The part every backend begins with. */

@@ -26,6 +26,7 @@
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_leader.h"
+#include "etcd_recovery.h"
 #include "rdzv.h"
 #include "rdzv_etcd_node.h"
 
@@ -354,6 +355,8 @@ static json_t *node_value(struct rdzv_etcd *h)
 		json_object_set(v, "report", h->report);
 	if (v && h->leaving)
 		json_object_set_new(v, "leaving", json_true());
+	if (v && h->recovery)
+		json_object_set(v, "recovery", h->recovery);
 	return v;
 }
 
@@ -636,6 +639,8 @@ static void etcd_join(struct agent_rdzv *r)
 			 h->cfg->max_nodes);
 	h->join_seq++;
 	h->joining = 1;
+	json_decref(h->recovery); /* the round it told of is over */
+	h->recovery = NULL;
 	if (!h->master_port)
 		h->master_port = agent_rdzv_free_port();
 	if (!h->lease) {
@@ -658,6 +663,12 @@ static void etcd_round_end(struct agent_rdzv *r)
 	h->joining = 0;
 }
 
+static uint64_t recovery_round(const struct rdzv_etcd *h)
+{
+	json_t *n = json_object_get(h->recovery, "round");
+	return json_is_integer(n) ? (uint64_t)json_integer_value(n) : 0;
+}
+
 static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
@@ -668,7 +679,35 @@ static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 	h->round = round;
 	h->in_round = 1;
 	h->joining = 0;
+	/* a node that joined says how it entered before the round begins
+	 * here (etcd_entered): that is written now */
+	if (recovery_round(h) == round)
+		put_node(h);
+	else {
+		json_decref(h->recovery);
+		h->recovery = NULL;
+	}
 	consider(h);
+}
+
+/* etcd_entered: the workers entered round f->r.round. After an in-place
+ * re-form or a restart the node key says so (one write, the node's own,
+ * bound to its lease as every other); the leader hands it to the state
+ * machine and the job record keeps it. A first start costs no write. A
+ * node that joined says it before its round begins here: the write waits
+ * for etcd_round_begin. */
+static void etcd_entered(struct agent_rdzv *r)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	const struct agent_fsm *f = h->base.fsm;
+	json_t *rec =
+	    etcd_recovery_json(f->r.round, f->recovery, f->recovery_why);
+	if (!rec)
+		return;
+	json_decref(h->recovery);
+	h->recovery = rec;
+	if (h->in_round && h->round == f->r.round)
+		put_node(h);
 }
 
 static void etcd_report(struct agent_rdzv *r, uint64_t round, int failed,
@@ -815,6 +854,7 @@ static void etcd_free(struct agent_rdzv *r)
 	if (h->recampaign)
 		event_free(h->recampaign);
 	json_decref(h->report);
+	json_decref(h->recovery);
 	json_decref(h->inbox);
 	free(h);
 }
@@ -829,6 +869,7 @@ static const struct agent_rdzv_ops etcd_ops = {
     .leave = etcd_leave,
     .status = etcd_status,
     .free = etcd_free,
+    .entered = etcd_entered,
 };
 
 int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,

@@ -41,6 +41,9 @@ struct rdzv_etcd {
 	json_t *report; /* {round, status, failures} */
 	uint64_t report_round;
 	int report_owed; /* REPORT_DONE follows the next put */
+	/* {round, how, why}: how the workers entered the round, after an
+	 * in-place re-form or a restart (etcd_recovery.h) */
+	json_t *recovery;
 	struct etcd_call *put;
 	int put_again, put_has_report;
 	int put_reads; /* the put in flight also reads inbox and leader */

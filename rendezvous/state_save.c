@@ -35,6 +35,16 @@ json_t *rdzv_job_save(const struct rdzv_state *st, const char *job)
 		json_t *o = node_save(&j->members[i].info);
 		json_object_set_new(o, "status",
 				    json_integer(j->members[i].status));
+		/* how it entered the round, where it said (an etcd job's
+		 * record is what `dlaunch status` shows) */
+		if (j->members[i].recovery != RDZV_RECOVERY_NONE) {
+			json_object_set_new(o, "recovery",
+					    json_string(rdzv_recovery_name(
+						j->members[i].recovery)));
+			json_object_set_new(
+			    o, "recovery_why",
+			    json_string(j->members[i].recovery_why));
+		}
 		json_array_append_new(members, o);
 	}
 	for (size_t i = 0; waiters && i < j->nwaiters; i++)
@@ -246,6 +256,28 @@ static int node_restore(json_t *o, struct rdzv_node_info *n, char *err,
 	return 0;
 }
 
+/* restore_recovery reads a member's optional "recovery" (a name
+ * rdzv_recovery_parse knows) and "recovery_why" */
+static int restore_recovery(json_t *o, struct member *m, char *err,
+			    size_t err_size)
+{
+	const char *how = NULL, *why = NULL;
+	if (jsonh_get_str(o, "recovery", 0, 32, &how, err, err_size) ||
+	    jsonh_get_str(o, "recovery_why", 0, RDZV_RECOVERY_WHY_MAX, &why,
+			  err, err_size))
+		return DL_EINVAL;
+	if (!how)
+		return 0;
+	if (rdzv_recovery_parse(how, &m->recovery) != 0)
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "field 'recovery': '%s' is none of started, "
+				 "in_place, restarted",
+				 how);
+	snprintf(m->recovery_why, sizeof(m->recovery_why), "%s",
+		 why ? why : "");
+	return 0;
+}
+
 /* restore_members rebuilds the closed round's members in node-rank order;
  * ranks and offsets follow from that order. */
 static int restore_members(json_t *arr, struct job *j, uint64_t now_ms,
@@ -271,6 +303,9 @@ static int restore_members(json_t *arr, struct job *j, uint64_t now_ms,
 		if (rc)
 			return rc;
 		m->status = (enum rdzv_member_status)status;
+		rc = restore_recovery(o, m, err, err_size);
+		if (rc)
+			return rc;
 		m->node_rank = (uint32_t)j->nmembers;
 		m->rank_offset = j->world_size;
 		/* heartbeats are not journaled: a fresh deadline for all */

@@ -7,3 +7,6 @@ $(eval $(call unit_test,test_cli_defaults,$(RDZV_LIB) $(TRAIN_LIB) \
 # a fake etcd client the test defines
 $(eval $(call unit_test,test_etcd_leader,$(AGENT_LIB) $(RDZV_STATE_LIB) \
 	$(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm))
+# the node key's "recovery" over etcd (agent/etcd_recovery.c)
+$(eval $(call unit_test,test_etcd_recovery,$(AGENT_LIB) $(RDZV_STATE_LIB) \
+	$(COMMON_LIB),$(JSON_LIBS) -lm))

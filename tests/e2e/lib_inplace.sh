@@ -9,6 +9,7 @@ W=$PROGS/control_worker.py
 if [ "$INPLACE_BACKEND" = etcd ]; then
 	RDZV_OPTS=(--rdzv-backend etcd --rdzv-endpoint "$ETCD_ENDPOINTS")
 	CONF=$CONF,lease_ttl=2,key_prefix=/t$$
+	STATUS_OPTS=("${RDZV_OPTS[@]}" --rdzv-conf "key_prefix=/t$$")
 	RDZV_PID=
 else
 	spawn_bg "$TEST_TMP/rdzv.log" "$BIN/dlaunch-rdzv" --listen 127.0.0.1:0
@@ -17,6 +18,7 @@ else
 	EP=$(sed -n 's/.*listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' "$TEST_TMP/rdzv.log" | head -n 1)
 	check "rendezvous server listening" test -n "$EP"
 	RDZV_OPTS=(--rdzv-endpoint "$EP")
+	STATUS_OPTS=("${RDZV_OPTS[@]}")
 fi
 
 # agent NAME JOB NNODES [ENV=VALUE...]: one agent of 2 workers; LAST_PID
@@ -46,6 +48,12 @@ all_welcomed() { at_least 1 '^welcome' "n1.0.*.log" && at_least 2 '^welcome' "n2
 said() { [ "$(grep -Ec -- "$2" "$TEST_TMP/$JOB.n1.log")" = "$1" ]; }
 pid_of() { awk 'NR == 1 {print $2}' "$1"; }
 new_job() { export CW_DIR=$TEST_TMP/$1; mkdir -p "$CW_DIR"; JOB=$1; }
+# entered_as WANT: `dlaunch status` on the job prints WANT, its "entered:"
+# lines (node and how, by node), one line
+entered_as() {
+	"$DL" status "${STATUS_OPTS[@]}" --rdzv-id "$JOB" >"$TEST_TMP/status.out" 2>&1 &&
+		[ "$(awk '/^entered: / {print $2, $3}' "$TEST_TMP/status.out" | sort | tr '\n' '|')" = "$1" ]
+}
 # finish_job AGENT_PID...: stop the workers; every agent exits 0
 finish_job() {
 	touch "$CW_DIR/stop"
@@ -105,6 +113,11 @@ if [ "$INPLACE_BACKEND" = http ]; then
 	check "$JOB: the metrics count it" \
 		bash -c "curl -sf http://$EP/metrics | grep -Eq '^dlaunch_rdzv_round_entries_total\{how=\"in_place\"\} ([2-9]|[0-9]{2,})$'"
 fi
+# over etcd each node writes its key once more, the leader keeps it in
+# the job record, and status reads it there
+check "$JOB: dlaunch status says both nodes entered in place" \
+	wait_for 10 entered_as "n1 in_place|n2 in_place|"
+check "$JOB: ... and why" grep -q '^entered: n2 in_place (every worker of this node re-formed)$' "$TEST_TMP/status.out"
 finish_job "$p1" "$p2"
 
 # -- one worker killed: only it is a new process
@@ -180,6 +193,10 @@ for mode in $FALLBACK_MODES; do
 		}
 		check "$JOB: the job's record says n2 restarted" wait_for 10 restarted
 	fi
+	check "$JOB: dlaunch status says n1 in place, n2 restarted" \
+		wait_for 10 entered_as "n1 in_place|n2 restarted|"
+	check "$JOB: ... and why n2 restarted" \
+		grep -q '^entered: n2 restarted (the in-place re-form failed' "$TEST_TMP/status.out"
 	finish_job "$p1" "$p2"
 done
 

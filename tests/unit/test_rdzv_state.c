@@ -829,6 +829,45 @@ static void test_timeline_ring(void **state)
 	rdzv_state_free(st);
 }
 
+/* recovery_saved: st's job1 (n1 in place, n2 restarted, round 1) saved
+ * and restored keeps how each member entered (an etcd job's record is
+ * what `dlaunch status` reads); a record that names an unknown way is
+ * refused, one that names none restores none. */
+static void recovery_saved(struct rdzv_state *st)
+{
+	struct rdzv_state *st2 = rdzv_state_new(NULL);
+	json_t *saved = rdzv_job_save(st, "job1"), *d, *rec, *m;
+	assert_non_null(saved);
+	m = json_array_get(json_object_get(saved, "members"), 0);
+	assert_string_equal(json_string_value(json_object_get(m, "recovery")),
+			    "in_place");
+	assert_int_equal(rdzv_job_restore(st2, saved, 5000, err, sizeof(err)),
+			 0);
+	d = rdzv_job_detail_json(st2, "job1", 5000);
+	rec = json_object_get(json_array_get(json_object_get(d, "members"), 1),
+			      "recovery");
+	assert_string_equal(json_string_value(json_object_get(rec, "how")),
+			    "restarted");
+	assert_string_equal(json_string_value(json_object_get(rec, "why")),
+			    "not declared");
+	json_decref(d);
+	json_object_set_new(m, "recovery", json_string("kept"));
+	assert_int_equal(rdzv_job_restore(st2, saved, 5000, err, sizeof(err)),
+			 DL_EINVAL);
+	assert_non_null(strstr(err, "'kept'"));
+	json_object_del(m, "recovery");
+	json_object_del(m, "recovery_why");
+	assert_int_equal(rdzv_job_restore(st2, saved, 5000, err, sizeof(err)),
+			 0);
+	d = rdzv_job_detail_json(st2, "job1", 5000);
+	rec = json_object_get(json_array_get(json_object_get(d, "members"), 0),
+			      "recovery");
+	assert_true(json_is_null(rec));
+	json_decref(d);
+	json_decref(saved);
+	rdzv_state_free(st2);
+}
+
 /* How members' workers entered the round: kept on the member, counted
  * once per member and round in the timeline and the counters; stale or
  * unknown values refused or ignored. */
@@ -882,6 +921,7 @@ static void test_recovery(void **state)
 	rec = json_object_get(round_field(d, 0, "entered"), "in_place");
 	assert_int_equal(json_integer_value(rec), 1);
 	json_decref(d);
+	recovery_saved(st);
 	rdzv_state_free(st);
 }
 
