@@ -11,7 +11,11 @@
 #     reference that ran 3 ranks to that step and 2 from its checkpoint;
 #   host joining: two agents train, a third joins mid-run; the survivors
 #     keep their processes, the new rank takes its state from a peer, and
-#     the job ends with the state of 2 ranks to that step, then 3.
+#     the job ends with the state of 2 ranks to that step, then 3;
+#   a teardown that hangs: that node restarts its worker within the
+#     deadline, the job finishes;
+#   a script without the module (progs/torch_plain_steps.py): restarted
+#     by the agents, as under torchrun.
 #
 # Bit for bit: at a given world size gloo's ring all-reduce adds in a
 # fixed order, so replicas at the same step and world size are identical.
@@ -27,12 +31,17 @@ CONF=heartbeat_interval=0.2,heartbeat_timeout=1.5,last_call_timeout=1
 
 rdzv_start "$TEST_TMP/rdzv.log" || finish
 
-# agent NAME JOB: one agent of one worker; LAST_PID
+# agent NAME JOB [ENV=VALUE...]: one agent of one worker running $S with
+# "${ARGS[@]}" (--reform-timeout $RT); LAST_PID
+RT=10
 agent() {
-	spawn_bg "$TEST_TMP/$2.$1.log" env DLAUNCH_NODE_ID="$1" "$DLAUNCH" \
-		--nnodes 2:3 --nproc-per-node 1 --rdzv-endpoint "$RDZV_ENDPOINT" \
-		--rdzv-id "$2" --rdzv-conf "$CONF" --max-restarts 3 \
-		--shutdown-timeout 2 --reform-timeout 10 "$S" "${ARGS[@]}"
+	local name=$1 job=$2
+	shift 2
+	spawn_bg "$TEST_TMP/$job.$name.log" env DLAUNCH_NODE_ID="$name" "$@" \
+		"$DLAUNCH" --nnodes 2:3 --nproc-per-node 1 \
+		--rdzv-endpoint "$RDZV_ENDPOINT" --rdzv-id "$job" \
+		--rdzv-conf "$CONF" --max-restarts 3 --shutdown-timeout 2 \
+		--reform-timeout "$RT" "$S" "${ARGS[@]}"
 }
 logs() { cat "$TEST_TMP/$JOB".n*.log 2>/dev/null; }
 # rank0_step: the highest step rank 0 has printed
@@ -131,6 +140,73 @@ if wait_for 90 past_step 15; then
 	fi
 else
 	not_ok "$JOB: training did not start"
+	show_log "$TEST_TMP/$JOB.n1.log" 30
+fi
+
+# -- a worker whose teardown of the old group hangs (the torch 1.13
+#    deadlock; DLAUNCH_TEST_TEARDOWN_HANG): its node falls back to a
+#    restart within the deadline, the other survivor re-forms in place
+#    (its own bound, the script's --reform-timeout 3 s: it exits 1; the
+#    agents' deadline stays 10 s, time for the new worker to import torch
+#    and join the survivor's group)
+JOB=hang
+ARGS+=(--reform-timeout 3)
+agent n1 $JOB; p1=$LAST_PID
+agent n2 $JOB DLAUNCH_TEST_TEARDOWN_HANG=1; p2=$LAST_PID
+agent n3 $JOB; p3=$LAST_PID
+n2_workers() { [ "$(grep -c 'inplace start' "$TEST_TMP/$JOB.n2.log")" -ge "$1" ]; }
+if wait_for 90 past_step 15; then
+	before=$(pids_of n1 start)
+	w3=$(pids_of n3 start)
+	t0=${EPOCHREALTIME//[.,]/}
+	kill_tree "$p3"
+	for p in $w3; do kill -KILL "$p" 2>/dev/null; done
+	check "$JOB: n2 starts its worker again" wait_for 60 n2_workers 2
+	t1=${EPOCHREALTIME//[.,]/}
+	# heartbeat timeout 1.5 s, the worker's bound 3 s, the round, and
+	# torch's import (about 5 s on a loaded 2-core machine)
+	check "$JOB: ... within the deadline ($(((t1 - t0) / 1000)) ms)" \
+		test $((t1 - t0)) -lt 25000000
+	check "$JOB: n2's agent says its re-form failed" \
+		file_has "$TEST_TMP/$JOB.n2.log" "in-place re-form of round [0-9]+ failed"
+	check "$JOB: ... after its worker said the teardown hung" \
+		file_has "$TEST_TMP/$JOB.n2.log" "did not shut down in 3.0 s"
+	check "$JOB: the job finishes" wait_for 120 all_exited "$p1" "$p2"
+	check_eq "$JOB: n1 and n2 exit 0" 00 "$(rcs_of "$p1" "$p2")"
+	check_eq "$JOB: n1's worker re-formed in place, the same process" \
+		"$before" "$(pids_of n1 done)"
+	check "$JOB: n2's new worker took its state from a peer" \
+		file_has "$TEST_TMP/$JOB.n2.log" "took the state of step [0-9]+ from rank"
+else
+	not_ok "$JOB: training did not start"
+	show_log "$TEST_TMP/$JOB.n1.log" 30
+fi
+
+# -- a script without the module: restarted, as under torchrun
+JOB=plain
+S=$PROGS/torch_plain_steps.py
+ARGS=("$TEST_TMP/plain.state" 150 40)
+agent n1 $JOB; p1=$LAST_PID
+agent n2 $JOB; p2=$LAST_PID
+agent n3 $JOB; p3=$LAST_PID
+plain_past() {
+	local s
+	s=$(logs | sed -n 's/.*plain step=\([0-9]*\) rank=0 .*/\1/p' | sort -n | tail -n 1)
+	[ -n "$s" ] && [ "$s" -ge "$1" ]
+}
+if wait_for 90 plain_past 20; then
+	w3=$(sed -n 's/.*plain start .*pid=\([0-9]*\).*/\1/p' "$TEST_TMP/$JOB.n3.log")
+	kill_tree "$p3"
+	kill -KILL "$w3" 2>/dev/null
+	check "$JOB: the job finishes" wait_for 120 all_exited "$p1" "$p2"
+	check_eq "$JOB: n1 and n2 exit 0" 00 "$(rcs_of "$p1" "$p2")"
+	check "$JOB: the agents restarted the workers (no in-place path)" \
+		file_has "$TEST_TMP/$JOB.n1.log" 'recovery=restarted why="not every worker declared abort and membership"'
+	check_eq "$JOB: two new processes of world size 2, resuming past step 20" 2 \
+		"$(logs | grep -E 'plain start rank=[01] world=2 .* step=([2-9][0-9]|1[0-9][0-9])$' | wc -l)"
+	check_eq "$JOB: they finish" 2 "$(logs | grep -c 'plain done .*world=2 .*step=150')"
+else
+	not_ok "$JOB: the plain job did not start"
 	show_log "$TEST_TMP/$JOB.n1.log" 30
 fi
 
