@@ -119,6 +119,7 @@ class Channel:
             self._closed = True
             self.ok = False
             self._cv.notify_all()
+        self._welcome.set()  # wakes a wait for the welcome: none comes
 
     def _read(self):
         buf = b""
