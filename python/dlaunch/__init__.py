@@ -463,6 +463,10 @@ class _Step:
             return False
         if not (isinstance(exc, RuntimeError) and j.channel.ok):
             return False
+        # a peer gone: the agent's abort follows; no abort, and the error
+        # is the script's own: it goes up with its traceback
+        if j.channel.wait_abort(j.reform_timeout) is None:
+            return False
         # dropped: undo what the step changed before its collectives failed
         j.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():

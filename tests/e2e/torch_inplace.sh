@@ -85,9 +85,12 @@ agent n3 $JOB; p3=$LAST_PID
 if wait_for 90 past_step 15; then
 	before="$(pids_of n1 start)$(pids_of n2 start)"
 	w3=$(pids_of n3 start)
+	t0=${EPOCHREALTIME//[.,]/}
 	kill_tree "$p3"
 	for p in $w3; do kill -KILL "$p" 2>/dev/null; done
 	check "$JOB: the two survivors re-form in place" wait_for 60 n_reformed 2
+	t1=${EPOCHREALTIME//[.,]/}
+	echo "# kill of n3 to both survivors re-formed: $(((t1 - t0) / 1000)) ms (heartbeat timeout 1.5 s); the module's own part: $(logs | sed -n 's/.*re-formed in place .* in \([0-9]*\) ms.*/\1/p' | tr '\n' ' ')ms"
 	s=$(resume_steps)
 	check "$JOB: ... at one step ($s)" test "$(echo "$s" | wc -w)" = 1
 	check "$JOB: the job finishes" wait_for 120 all_exited "$p1" "$p2"
