@@ -299,10 +299,14 @@ class Elastic:
         live under its own store_prefix), clients connect afresh"""
         if self._store and self._store[:2] == (addr, port):
             return self._store[2]
-        st = dist.TCPStore(addr, port, None, rank == 0,
+        # torchrun's agent serves the first round's store itself
+        serve = rank == 0 and not (
+            self.reforms == 0 and
+            os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True")
+        st = dist.TCPStore(addr, port, None, serve,
                            timedelta(seconds=self.timeout),
                            wait_for_workers=False)
-        if rank == 0:
+        if serve:
             self._store = (addr, port, st)
         return st
 
