@@ -9,8 +9,9 @@
 #   make fuzz           libFuzzer harnesses, each for a bounded time (clang)
 #   make bench          benchmarks against torchrun / gloo / PyTorch DDP
 #   make format         clang-format every C file; format-check only checks
-#   make install        binaries, man pages, bash completion, docs and
-#                       examples; PREFIX=/usr/local DESTDIR= honoured
+#   make install        binaries, man pages, bash completion, docs,
+#                       examples and the dlaunch Python module (PYTHONDIR);
+#                       PREFIX=/usr/local DESTDIR= honoured
 #   make deb            a Debian package of them (contrib/debian/deb.mk)
 #   make run            the README's main job: Fashion-MNIST on 2 processes
 #   make hdrcheck       every include/dlaunch/*.h compiles on its own (part
@@ -26,6 +27,11 @@ BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 DOCDIR  ?= $(PREFIX)/share/doc/dlaunch
 BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+# where the dlaunch Python module goes: Debian's python3 reads
+# /usr/lib/python3/dist-packages (PREFIX=/usr, the .deb) and
+# /usr/local/lib/python3.X/dist-packages (PREFIX=/usr/local)
+PYTHON_VERSION := $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(or $(PYTHON_VERSION),3)/dist-packages)
 # where the systemd unit goes; empty: among the examples
 SYSTEMD_UNIT_DIR ?=
 CC      ?= cc
@@ -236,6 +242,8 @@ install: $(BINS) $(MAN_PAGES) $(COMPLETION)
 		$(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(sort $(patsubst \
 		contrib/%/,%,$(dir $(EXAMPLES)))))
 	install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(PYTHONDIR)/dlaunch
+	install -m 644 python/dlaunch/*.py $(DESTDIR)$(PYTHONDIR)/dlaunch/
 	install -m 644 $(filter %.1,$(MAN_PAGES)) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(filter %.8,$(MAN_PAGES)) $(DESTDIR)$(MANDIR)/man8/
 	install -m 644 $(COMPLETION) $(DESTDIR)$(BASH_COMPLETION_DIR)/dlaunch

@@ -67,6 +67,10 @@ for bin in "$TEST_TMP"/x/usr/bin/*; do
 done
 check_eq "the binaries are stripped (no symbol table left in)" "" "$stripped"
 check "the man pages are gzipped" test -s "$TEST_TMP/x/usr/share/man/man8/dlaunch-rdzv.8.gz"
+check "the dlaunch Python module is where /usr/bin/python3 finds it" \
+	test -s "$TEST_TMP/x/usr/lib/python3/dist-packages/dlaunch/__init__.py"
+check_eq "... and the packaged module imports" "$TEST_TMP/x/usr/lib/python3/dist-packages/dlaunch/__init__.py" \
+	"$(cd / && PYTHONPATH=$TEST_TMP/x/usr/lib/python3/dist-packages /usr/bin/python3 -c 'import dlaunch; print(dlaunch.__file__)' 2>&1)"
 
 # make install with another PREFIX, under DESTDIR (the tree make deb just
 # built, so nothing is compiled): everything lands under DESTDIR/PREFIX,
@@ -84,6 +88,7 @@ for f in bin/dlaunch bin/dlaunch-rdzv bin/dlaunch-train share/man/man1/dlaunch.1
 	share/bash-completion/completions/dlaunch-train \
 	share/doc/dlaunch/README.md share/doc/dlaunch/http-api.md \
 	share/doc/dlaunch/examples/pytorch/elastic.py \
+	share/doc/dlaunch/examples/pytorch/elastic_inplace.py \
 	share/doc/dlaunch/examples/slurm/train.sbatch \
 	share/doc/dlaunch/examples/systemd/dlaunch-rdzv.service; do
 	[ -e "$inst/opt/dl/$f" ] || missing+=" $f"

@@ -1,0 +1,99 @@
+#!/bin/bash
+# faults_torch_inplace.sh - a PyTorch DDP script (gloo, Debian's torch) with
+# the dlaunch module re-forms in place on three namespace hosts of one
+# worker each (issue 24), the rendezvous on a fourth:
+#
+#   host lost: every process of h2 killed (kill -9) mid-training; the two
+#     survivors keep their processes, re-form at one step and go on from
+#     it, and the job ends with the state (the module's digest of
+#     parameters, optimizer state and position) of a reference that trained
+#     3 ranks to that step and 2 from its checkpoint, bit for bit (gloo's
+#     ring all-reduce adds in a fixed order at a given world size).
+source "$(dirname "$0")/lib_faults.sh"
+faults_require dlaunch-rdzv dlaunch
+what="PyTorch in place on namespace hosts"
+faults_require_hosts "$what"
+if ! "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' \
+	>/dev/null 2>&1; then
+	not_ok "$what: python3-torch with gloo importable by $PY (run contrib/install-deps.sh)"
+	finish
+fi
+if ! netns_setup 4; then
+	not_ok "$what: could not build the four hosts"
+	finish
+fi
+REPO=$(cd "$FAULTS_DIR/../.." && pwd)
+export PYTHON_EXEC=$PY PYTHONPATH=$REPO/python
+S=$REPO/contrib/pytorch/elastic_inplace.py
+ARGS=(--epochs 3 --samples 960 --global-batch 24 --step-ms 40 --log-every 5
+	--reform-timeout 10)
+
+logs() { cat "$TEST_TMP"/agent.h*.log 2>/dev/null; }
+rank0_step() {
+	logs | sed -n 's/.*inplace step=\([0-9]*\) rank=0 .*/\1/p' | sort -n | tail -n 1
+}
+past_step() { local s; s=$(rank0_step); [ -n "$s" ] && [ "$s" -ge "$1" ]; }
+n_reformed() { [ "$(logs | grep -c 're-formed in place for round')" -ge "$1" ]; }
+resume_steps() {
+	logs | sed -n 's/.*re-formed in place .*resuming after step \([0-9]*\).*/\1/p' |
+		sort -u | tr '\n' ' '
+}
+pids_of() {
+	sed -n "s/.*inplace $2 .*pid=\([0-9]*\).*/\1/p" "$TEST_TMP/agent.$1.log" | sort -u | tr '\n' ' '
+}
+digests() {
+	logs | sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' | sort -u | tr '\n' ' '
+}
+# reference W1 STEP W2: on loopback, W1 ranks to STEP, W2 from its checkpoint
+reference() {
+	local d=$TEST_TMP/ref
+	mkdir -p "$d"
+	GLOO_SOCKET_IFNAME=lo timeout 120 "$BIN/dlaunch" --standalone \
+		--nproc-per-node "$1" "$S" "${ARGS[@]}" --step-ms 0 \
+		--max-steps "$2" --checkpoint "$d/ck.pt" >"$d/a.log" 2>&1 || return 1
+	GLOO_SOCKET_IFNAME=lo timeout 120 "$BIN/dlaunch" --standalone \
+		--nproc-per-node "$3" "$S" "${ARGS[@]}" --step-ms 0 \
+		--checkpoint "$d/ck.pt" >"$d/b.log" 2>&1 || return 1
+	sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' "$d/b.log" | sort -u | tr '\n' ' '
+}
+
+case_what="$what: host lost"
+new_case
+if ! start_rdzv --ns 3; then
+	not_ok "$case_what: the rendezvous did not start"
+	finish
+fi
+for i in 0 1 2; do
+	start_agent "h$i" --ns "$i" "$BIN/dlaunch" --nnodes 2:3 \
+		--nproc-per-node 1 --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" \
+		--rdzv-id torchlost --rdzv-conf "$HB_CONF,last_call_timeout=1" \
+		--max-restarts 3 --shutdown-timeout 2 --reform-timeout 10 \
+		"$S" "${ARGS[@]}"
+done
+if wait_for 120 past_step 15; then
+	before="$(pids_of h0 start)$(pids_of h1 start)"
+	for p in $(ip netns pids "$(netns_host 2)"); do kill -KILL "$p"; done
+	check "$case_what: the two survivors re-form in place" wait_for 60 n_reformed 2
+	s=$(resume_steps)
+	check "$case_what: ... at one step ($s)" test "$(echo "$s" | wc -w)" = 1
+	check "$case_what: h0 finishes" wait_agent h0 120
+	check "$case_what: h1 finishes" wait_agent h1 120
+	check_eq "$case_what: both exit 0" 00 "${AGENT_RC[h0]:-}${AGENT_RC[h1]:-}"
+	check_eq "$case_what: the survivors are the processes that started" \
+		"$before" "$(pids_of h0 done)$(pids_of h1 done)"
+	first=$(logs | sed -n 's/.*inplace step=\([0-9]*\) rank=0 world=2 .*/\1/p' | head -n 1)
+	check_eq "$case_what: rank 0 goes on from step ${s% } (no reload)" \
+		$(((${s% } / 5 + 1) * 5)) "$first"
+	if ref=$(reference 3 "${s% }" 2); then
+		check_eq "$case_what: final state equals 3 ranks to step ${s% }, then 2 from its checkpoint" \
+			"$ref" "$(digests)"
+	else
+		not_ok "$case_what: the reference run failed"
+	fi
+else
+	not_ok "$case_what: training did not start"
+	show_log "$TEST_TMP/agent.h0.log" 30
+fi
+check_case "$case_what" --no-workers
+stop_rdzv
+finish
