@@ -86,8 +86,8 @@ if [ -x "$BIN/dlaunch-train" ]; then
 		[ "$how" = plain ] && plain=(env -u DLAUNCH_CONTROL_FD)
 		timeout 120 "$DL" --standalone --nproc-per-node 3 --max-restarts 0 \
 			--progress-timeout 1s --no-python "${plain[@]}" \
-			"$BIN/dlaunch-train" --data synthetic:8192 --model 32-64-10 \
-			--epochs 40 --global-batch 64 --log-every 100000 >"$d/out" 2>&1
+			"$BIN/dlaunch-train" --data synthetic:8192 --model 256-512-10 \
+			--epochs 10 --global-batch 64 --log-every 100000 >"$d/out" 2>&1
 		check_eq "dlaunch-train ($how): a healthy job with quiet ranks succeeds under --progress-timeout 1s" 0 $?
 		check "dlaunch-train ($how): no rank taken as hung" \
 			bash -c '! grep -q "showed no progress" "$1"' _ "$d/out"
