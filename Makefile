@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # dlaunch: plain GNU make. Objects go under $(BUILD) (default build/);
 # each module adds its sources, binaries and tests from its own module.mk,
 # so the top level only knows the shared rules.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * addr.c - which address a node announces to the others (its MASTER_ADDR
  * when it is node rank 0).

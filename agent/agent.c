@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agent.c - one node's agent: the round loop (fsm.c) wired to the world.
  *

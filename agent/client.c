@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client.c - rendezvous HTTP calls: libcurl multi on a libevent loop.
  *

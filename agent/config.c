@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config.c - the agent's configuration defaults (see dlaunch/agent.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control.c - the agent's end of its workers' control channels
  * (docs/worker-protocol.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control_proto.c - the worker control channel's lines: split, parsed and
  * written (control_proto.h). Pure: no descriptor, no clock, no log.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control_proto.h - the worker control channel's messages
  * (docs/worker-protocol.md, version 1) with no I/O: a reader that splits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * env.c - the worker environment, the contract of DESIGN.md section 1:
  * the agent's environment plus exactly the variables torchrun sets (its

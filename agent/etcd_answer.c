@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_answer.c - the parsers of etcd's v3 JSON gateway answers and of one
  * watch answer (etcd_proto.h). No I/O.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_campaign.c - which agent of a job leads it over etcd: the
  * campaign for the job's leader key, the watch of the key by the agents

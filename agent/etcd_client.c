@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_client.c - etcd's v3 JSON gateway on the agent's event loop: calls
  * with failover and retry, the login token, watches that resume, a lease

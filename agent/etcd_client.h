@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_client.h - etcd's v3 JSON gateway on the agent's event loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_conf.c - the etcd mode's settings as both dlaunch's command line and
  * the etcd backend read them (see dlaunch/agent.h): the --rdzv-endpoint

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_leader.c - the agent that leads a job over etcd: the rendezvous
  * rules applied to what the nodes write, the outcome written back.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_leader.h - the agent that leads a job over etcd (docs/etcd.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_proto.c - request bodies for etcd's v3 JSON gateway (etcd_proto.h).
  * No I/O.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_proto.h - etcd's v3 API as its JSON gateway speaks it: request
  * bodies built, answers parsed, a watch stream split into objects. No I/O:

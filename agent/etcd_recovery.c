@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_recovery.c - the node key's "recovery" (etcd_recovery.h): written
  * by the node once it knows how its workers entered the round, read by

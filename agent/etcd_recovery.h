@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_recovery.h - how a node's workers entered a round, as its node key
  * says it to the leader of a job over etcd (docs/etcd.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_status.c - what `dlaunch status` shows for jobs led through etcd:
  * their records (PREFIX/JOB/state, written by each job's leader), read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_stream.c - the splitter of a stream of JSON objects (a watch, a
  * keepalive) into whole objects (etcd_proto.h). No I/O.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fsm.c - the agent's round loop: one table of states x events.
  *

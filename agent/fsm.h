@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fsm.h - the agent's round loop as one table of states x events.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h - the agent's private structures, shared by the agent/ sources
  * only.

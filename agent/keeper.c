@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper.c - the keeper process and the workers' cgroup (see keeper.h and
  * docs/reliability.md, "What outlives an agent").

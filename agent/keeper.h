@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper.h - what keeps a node's workers from outliving their agent
  * (agent/ only; see docs/reliability.md, "What outlives an agent").

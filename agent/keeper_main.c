@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper_main.c - dlaunch-keeper, the agent's keeper as a program of its
  * own (keeper.h; docs/reliability.md, "What outlives an agent").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper_proc.c - the keeper's life (keeper_run), and reading processes
  * from /proc and emptying a cgroup, which the keeper and the record of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper_record.c - each agent's record of its workers, for the next agent
  * of the job on this host (keeper.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper_record.h - an agent's record of its workers' process groups in a
  * runtime directory, and ending what a dead agent's record names

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
 # worker output, rendezvous client, failure reports).
 AGENT_SRCS := $(filter-out agent/keeper_main.c,$(wildcard agent/*.c))

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * output.c - workers' stdout/stderr: nonblocking pipes read on the loop.
  *

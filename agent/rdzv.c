@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv.c - what every rendezvous backend shares (see rdzv.h): reading an
  * answer's action, and what a node announces when it joins (its address,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv.h - how the agent talks with a rendezvous: one interface, one
  * implementation per backend.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_etcd.c - the rendezvous backend over etcd (docs/etcd.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_etcd_node.h - the etcd backend's state of one node, shared by its
  * two halves: rdzv_etcd.c (the node key, the inbox, the lease, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_http.c - the rendezvous backend that talks to dlaunch-rdzv over
  * its HTTP API (docs/http-api.md), on the agent's loop (client.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * report.c - what a failed worker tells: failure records for the
  * rendezvous server and the job-wide root-cause report every agent prints.

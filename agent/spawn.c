@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spawn.c - the one spawn function (see dlaunch/spawn.h).
  *

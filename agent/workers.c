@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * workers.c - one round's workers: spawn, reap, stop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bare_http.c - the limit of dlaunch-rdzv's heartbeat path: a libevent
  * HTTP server (evhttp, one thread, as dlaunch-rdzv) that reads each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench/: benchmarks of dlaunch against the tools users would otherwise use
 # (torchrun, PyTorch gloo, PyTorch DDP). Benchmarks are not tests: nothing
 # here is part of `make test`. bench/README.md says what each one measures.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckpt_bench.c - write and load speed of dlaunch-train's checkpoints,
  * through the trainer's own checkpoint code (trainer/ckpt.h).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """ddp_mlp.py - the PyTorch DDP counterpart of dlaunch-train's default job,
 for the training benchmark: same model (Linear 784-256-128-10 with ReLU),
 same global batch split over the ranks, same SGD (lr 0.05, momentum 0.9,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_bench.c - all-reduce latency and bus bandwidth of dlaunch's
  * collective library (TCP backend), the counterpart of bench/gloo_bench.py.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_load.c - load generator for dlaunch's etcd backend: many simulated
  * agents joining one job through a real etcd, then the job's leader lost.

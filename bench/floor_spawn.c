@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * floor_spawn.c - the floor of the launch and restart benchmarks: the
  * least a launcher can do to run N workers, so that dlaunch's time can be

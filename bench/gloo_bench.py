@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """gloo_bench.py - PyTorch gloo all-reduce latency and bus bandwidth, the
 counterpart of bench/dist_bench.c (same sizes, iteration formula, timing
 and output), run with /usr/bin/python3 (PyTorch 1.13 CPU).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # gpu_bench.sh - dlaunch's GPU benchmarks, for a machine with NVIDIA GPUs
 # (not run by `make bench`, which measures the CPU paths).
 #

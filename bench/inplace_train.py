@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """inplace_train.py - dlaunch-train's side of a node loss, side by side:
 re-forming in place (issue 20) against today's path (every process stopped,
 new ones started from the last checkpoint), with the same model, data,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """page_poll.py - load a dlaunch-rdzv the way open status pages and a
 Prometheus scraping it would, to measure what they cost the server: run it
 beside `bench.py rdzv` and compare that benchmark's numbers with and

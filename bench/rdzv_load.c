@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_load.c - load generator for dlaunch-rdzv: many simulated nodes
  * joining one job, then a sustained stream of heartbeats.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_ckpt.py - what a PyTorch user does to checkpoint the same state as
 bench/ckpt_bench.c: torch.save of the MLP's parameters and SGD momentum
 (a state_dict of the same tensors) to a temporary file, fsync, rename,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backoff.c - exponential, capped, jittered retry pauses (backoff.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clock.c - monotonic and wall clocks. */
 #include "dlaunch/clock.h"
 

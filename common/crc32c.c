@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crc32c.c - CRC-32C, table driven (slice by 8) or SSE4.2 when present. */
 #include "dlaunch/crc32c.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* error.c - descriptions of the DL_E* codes. */
 #include "dlaunch/error.h"
 

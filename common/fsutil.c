@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fsutil.c - durable file operations (tmp, fsync, rename, fsync dir). */
 #include "dlaunch/fsutil.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* jsonh.c - strict typed access to JSON objects (over jansson). */
 #include "dlaunch/jsonh.h"
 

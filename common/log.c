@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log.c - leveled logging, one write(2) per line. */
 #include "dlaunch/log.h"
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # common/: helpers several modules share (logging, errors, parsing, buffers,
 # JSON, time, files, checksums, the option engine). Only jsonh.c needs
 # jansson; the trainer links this archive without jansson and so must not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opt.c - the command-line engine (see dlaunch/opt.h): one table per
  * binary drives the environment, the command line, validation and --help.

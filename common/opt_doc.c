@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opt_doc.c - an option table written as the OPTIONS of a man page (roff,
  * man(7) macros) and as the data of the shell completion. Both come from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opt_doc.h - an option table as a man page's options and as completion
  * data (opt_doc.c); reached through opt_usage_format (dlaunch/opt.h).

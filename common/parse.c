@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* parse.c - checked parsing of numbers, durations, sizes, addresses, names. */
 #include "dlaunch/parse.h"
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # install-deps.sh - install the Debian packages dlaunch needs to build, test
 # and run its examples, only those missing, quietly. Idempotent.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # version.sh - dlaunch's version, for the man pages and the Debian package.
 #
 #   contrib/version.sh          e.g. 0.1.0+git512.6da9c3f

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * devices.c - how many workers --nproc-per-node gpu|cpu|auto means on this
  * node: the GPUs this job may use (the host's, narrowed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_options.c - the etcd backend's part of dlaunch's command line (see
  * etcd_options.h): --rdzv-conf's etcd keys, one table of small setters,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_options.h - the etcd backend's part of dlaunch's command line
  * (etcd_options.c), for options.c: --rdzv-conf's etcd keys and the checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c - dlaunch: parse the command line, pick the mode, run the agent.
  *

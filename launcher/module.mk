@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # launcher/: the dlaunch binary (command line, --standalone, status).
 LAUNCHER_SRCS := $(wildcard launcher/*.c)
 OBJS += $(call objs,$(LAUNCHER_SRCS))

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c - dlaunch's command line (see dlaunch/launcher.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c - `dlaunch status`: a readable table of the rendezvous' jobs,
  * or of one job's members and failures, from GET /v1/jobs[/{job}]. Its

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # completion.sh - make the bash completion file of dlaunch's commands:
 #
 #   man/completion.sh BINDIR FUNCTIONS >FILE

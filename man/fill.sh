@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # fill.sh - make a man page from its template (man/*.in):
 #
 #   man/fill.sh TEMPLATE BINDIR VERSION DATE DOCDIR >PAGE

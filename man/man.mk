@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # man/: the man pages and the bash completion, made at build time from the
 # binaries' own option tables, so they cannot drift from --help: each
 # binary's --help writes its options as roff with DLAUNCH_HELP_FORMAT=man

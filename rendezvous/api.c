@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api.c - the rendezvous HTTP API (docs/http-api.md) without the HTTP:
  * routing, strict validation of paths, queries and JSON bodies, the

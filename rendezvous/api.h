@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api.h - the HTTP API of docs/http-api.md as plain functions, private to
  * rendezvous/.

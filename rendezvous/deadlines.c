@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * deadlines.c - the timer side of the rendezvous state machine: evicting
  * members whose heartbeats stopped, dropping waiters that stopped polling

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * history.c - the timeline of a job's rounds for the status page and
  * GET /v1/jobs/{job}: when each round opened, when it formed (with how

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http.c - libevent evhttp glue: authentication, the request's bytes into
  * api.c and its answer back out, parked long polls with their deadlines

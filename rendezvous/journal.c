@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * journal.c - the rendezvous journal and snapshot (see journal.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * journal.h - durability of the rendezvous state (private to rendezvous/).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kv.c - a job's key-value store: a sorted array searched by bisection.
  * At most a few thousand keys per job, so the array never grows large and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kv.h - a job's small key-value store (private to rendezvous/).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c - dlaunch-rdzv: its command line (the table is options.c), the
  * event loop, signals. Everything else is librdzv (rdzv_server.h).

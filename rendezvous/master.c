@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * master.c - the master address of a round (MASTER_ADDR: node rank 0's
  * announced address) must be one every member can reach. Loopback is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.c - what GET /metrics exposes, in the Prometheus text format
  * with Prometheus's naming (base units, _total counters, _seconds): jobs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.h - request counters and latency histograms, and the Prometheus
  * text rendering of GET /metrics (private to rendezvous/). The names,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # rendezvous/: dlaunch-rdzv and librdzv.a (everything but main.c, so the
 # launcher can embed the server for --standalone).
 #

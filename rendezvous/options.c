@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c - dlaunch-rdzv's options: one table on the shared engine, from
  * which parsing, --help (with the defaults of rdzv_server_config_init) and

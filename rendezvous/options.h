@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.h - dlaunch-rdzv's command line (options.c): one table on the
  * shared engine (dlaunch/opt.h), parsed straight into the server's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * page.c - which paths are the status page's and which embedded file
  * answers each. The files themselves are rendezvous/page/, turned into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * page.h - the status page's files, compiled into the binary (private to
  * rendezvous/). The page is static: HTML, a script and a style sheet that

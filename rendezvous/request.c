@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * request.c - strict reading of the requests' fields for api.c: query
  * parameters, the JSON bodies of join, heartbeat, report and leave, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * request.h - strict reading of the rendezvous requests' fields (private
  * to rendezvous/, used by api.c). Every function returns 0 or DL_EINVAL

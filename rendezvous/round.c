@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * round.c - the rules of the rendezvous: the events of a node (join,
  * heartbeat, watch, report, leave) and what they decide for the job's

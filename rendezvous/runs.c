@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * runs.c - the runs of one job id: a job id whose run has ended can be
  * run again (rdzv_limits.rerun_after_ms, docs/http-api.md "Ended jobs");

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server.c - the rendezvous server as a library (dlaunch/rdzv_server.h):
  * binds the listener (HTTP or HTTPS), recovers the journal, owns the state

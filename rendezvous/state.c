@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state.c - the rendezvous state machine's job table: creating, finding,
  * forgetting and deleting jobs, the member index, the change marks the

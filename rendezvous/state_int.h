@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state_int.h - the rendezvous state machine's data and the helpers its
  * files share: state.c (the job table), round.c (the rules of rounds),

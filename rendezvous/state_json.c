@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state_json.c - the state machine's jobs as JSON views: the answers of
  * the HTTP API (join assignment, job detail, job list). The durable form

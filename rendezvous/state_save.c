@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state_save.c - a job's durable form: rdzv_job_save turns a job (without
  * its KV store, which is saved key by key) into JSON, rdzv_job_restore

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libFuzzer harnesses over the file readers (tests/fuzz/fuzz_*.c), built
 # with clang straight from the sources so every file is instrumented, like
 # rendezvous/module.mk's fuzz-rdzv. `make fuzz` runs each for

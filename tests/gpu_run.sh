@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_run.sh - the GPU checks in one go, for a session lent a GPU machine
 # that has a driver, CUDA, NCCL and PyTorch but not Debian's packages (so
 # nothing can be built there).
@@ -139,5 +140,5 @@ run() {
 case "${1:-}" in
 pack) pack ;;
 run) shift; run "$@" ;;
-*) sed -n '2,23p' "$0"; exit 2 ;;
+*) sed -n '3,24p' "$0"; exit 2 ;;
 esac

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh - run dlaunch's test suite and print one summary line.
 #
 #   tests/run.sh [--build DIR] [--suite default|unit|quick|e2e|faults|all] [PATTERN...]
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
 		[ "$1" = --build ] && build=$2 || suite=$2
 		shift 2
 		;;
-	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,16p' "$0"; exit 0 ;;
 	-*) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) patterns+=("$1"); shift ;;
 	esac

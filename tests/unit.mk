@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tests/unit.mk: unit tests that span modules (each module's own tests are
 # in its module.mk).
 $(eval $(call unit_test,test_cli_defaults,$(RDZV_LIB) $(TRAIN_LIB) \

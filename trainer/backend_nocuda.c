@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* backend_nocuda.c - the GPU backend's entry points in builds without CUDA
  * (NO_CUDA=1, sanitizer builds, no nvcc): no device is ever available. */
 #include <stdio.h>

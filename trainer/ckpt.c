@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckpt.c - checkpoint files of dlaunch-train: encoding, validation, durable
  * writes, retention and "newest valid" selection (format in ckpt.h).

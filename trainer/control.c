@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control.c - the worker control channel of dlaunch-train: the socket
  * inherited through DLAUNCH_CONTROL_FD, a reader thread of its own (the

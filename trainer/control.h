@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control.h - dlaunch-train's side of the worker control channel
  * (docs/worker-protocol.md): the agent's messages parsed by a small strict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control_msg.c - the messages of the worker control channel, read and
  * written by dlaunch-train without a JSON library (DESIGN.md: the trainer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control_state.c - the state agreement of dlaunch-train after a group
  * forms (at start and after every in-place re-form): who is ahead, who

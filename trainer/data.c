@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * data.c - IDX readers (gzip through zlib, which also reads plain files)
  * and the synthetic data set. Every size from a file is checked against the

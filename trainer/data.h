@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * data.h - the trainer's data sets: Fashion-MNIST (and any MNIST-format
  * data) from IDX files, gzip-compressed or not, and a deterministic

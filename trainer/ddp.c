@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ddp.c - DDP for dlaunch-train: the bucket plan, the gradient all-reduce
  * issued from the model's backward hooks, and the parameter broadcast.

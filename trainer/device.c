@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * device.c - which device and collective backend a rank uses (see
  * train_device.h): no I/O, so every case is unit-tested

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist.c - the public face of the collective library: configuration,
  * group lifetime, argument checks and the bookkeeping of asynchronous

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist.h - the collective library of dlaunch-train: one API, two backends.
  *

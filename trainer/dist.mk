@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # trainer/dist.mk: the collective library of dlaunch-train (libdist.a):
 # the TCP backend always, the NCCL backend when CUDA is found; without
 # CUDA, dist_nccl_nocuda.c answers that there is no NCCL backend.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_nccl.c - the NCCL backend of the collective library (CUDA builds
  * only; NCCL's API is plain C, so this is compiled by the C compiler).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dist_nccl_nocuda.c - the NCCL backend's entry point in builds without
  * CUDA (NO_CUDA=1, sanitizer builds, no nvcc): there is no NCCL table, and
  * asking for it says so. */

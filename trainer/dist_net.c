@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_net.c - the bootstrap and the TCP mesh of the collective library.
  *

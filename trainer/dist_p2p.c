@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_p2p.c - point-to-point sends and receives of the TCP backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_priv.h - the insides of struct dist shared by the collective
  * library's files: the group itself (dist.c), the bootstrap (dist_net.c,

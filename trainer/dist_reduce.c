@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_reduce.c - the element-wise reduction kernels of the TCP backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_sock.c - the sockets under the collective library's bootstrap:
  * addresses as the group table carries them, connects with retries,

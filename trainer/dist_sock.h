@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_sock.h - the sockets under the collective library's bootstrap
  * (dist_sock.c): addresses in the form the group table carries, connects

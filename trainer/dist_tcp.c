@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_tcp.c - the collective algorithms of the TCP backend on host
  * buffers, over the full mesh that dist_net.c forms.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_tcp_backend.c - the TCP backend's table (struct dist_ops) and its
  * asynchronous operations.

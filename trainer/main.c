@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c - dlaunch-train: the training loop, progress, checkpoints and
  * the final summary (the command line: options.c; the process group and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mlp.c - the trainer's model: shape parsing, initialisation and the
  * forward/backward pass, written once against the kernel table of

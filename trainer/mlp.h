@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mlp.h - the trainer's model: a multi-layer perceptron of any widths with
  * ReLU between layers, optional batch norm after each hidden layer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mlp_cpu.c - the host backend of the trainer's kernels: cblas sgemm for the
  * matrix products, plain loops (which the compiler vectorises) for the rest.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mlp_cuda.cu - the GPU backend of the trainer's kernels (train_backend.h):
  * cuBLAS for the matrix products, small kernels for the rest, everything

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # trainer/: dlaunch-train, the data-parallel MLP trainer. The collective
 # library (dist*.c, $(DIST_LIB)) has its own fragment, trainer/dist.mk.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim.c - SGD with momentum and weight decay (see train_optim.h). */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c - dlaunch-train's command line: one table of options on the
  * shared engine (dlaunch/opt.h), from which parsing, defaults and --help

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.h - dlaunch-train's command line (options.c): what a run is
  * asked to do.

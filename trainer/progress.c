@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress.c - every rank touches DLAUNCH_PROGRESS_FILE as it steps (see
  * train_progress.h). The file is opened once; each touch is one

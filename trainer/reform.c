@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reform.c - dlaunch-train's process group: its formation (from the
  * environment at start, from the agent's membership on a re-form), the

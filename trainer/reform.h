@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reform.h - dlaunch-train's process group and its in-place re-form
  * (reform.c): forming the group from the environment or from the agent's

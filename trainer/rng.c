@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rng.c - SplitMix64-based counter generator (see train_rng.h). */
 #include <math.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sampler.c - DistributedSampler with a fixed global batch (see
  * train_sampler.h). */
 #include <stdlib.h>

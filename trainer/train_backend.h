@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_backend.h - the kernels the trainer's model code runs on.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_ddp.h - data parallelism for dlaunch-train on top of dist.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_device.h - where a rank trains: one decision, taken once from the
  * options, the rank's place on its node and the GPUs it can see, and used

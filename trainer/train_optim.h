@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_optim.h - SGD with momentum and weight decay, PyTorch semantics:
  *   g = grad + weight_decay * p

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_progress.h - dlaunch-train shows the agent it is alive.
  *

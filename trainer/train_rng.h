@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_rng.h - the trainer's deterministic random numbers.
  *

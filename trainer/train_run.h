@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_run.h - dlaunch-train's run: everything one worker process holds
  * (options, group, model, optimizer, data, position, control channel),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_sampler.h - DistributedSampler with a fixed global batch.
  *

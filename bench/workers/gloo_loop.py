@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """gloo_loop.py FILE LABEL - the worker of the node-loss benchmark.
 
 Appends "start LABEL RESTART_COUNT RANK NS" to FILE as its first act (NS:

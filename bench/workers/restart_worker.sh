@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # restart_worker.sh FILE - the worker of the restart benchmark.
 # Appends "start RESTART_COUNT RANK SECONDS" to FILE when it starts
 # (SECONDS: bash's $EPOCHREALTIME, wall clock with microseconds, read

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # contrib/debian/deb.mk: `make deb` builds a Debian binary package of
 # dlaunch with dpkg-deb, offline: the binaries (built again under
 # $(DEB_BUILD) with Debian's hardening flags, and without CUDA, since a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # mkdeb.sh - build dlaunch's Debian binary package from an installed tree:
 #
 #   contrib/debian/mkdeb.sh ROOT OUTDIR VERSION MAINTAINER

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # etcd-cluster.sh - a 3-member etcd for dlaunch's etcd rendezvous
 # (--rdzv-backend etcd): TLS between members and to clients, client
 # certificates required, and an etcd user that can touch only dlaunch's
@@ -43,7 +44,7 @@ PKI_DIR=${PKI_DIR:-/etc/etcd/pki}
 DATA_DIR=${DATA_DIR:-/var/lib/etcd/dlaunch}
 
 die() { echo "etcd-cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '3,41p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 need() {
 	local t

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """allreduce.py - the smallest distributed PyTorch program: join the process
 group from the launcher's environment and sum one tensor across all ranks.
 

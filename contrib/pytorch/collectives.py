@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """collectives.py - the collective operations a data-parallel program uses:
 broadcast, reduce, all-reduce (sum, max, min) and all-gather.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ddp_fashion_mnist.py - data-parallel training of an MLP on Fashion-MNIST
 with DistributedDataParallel, the way a PyTorch user writes it: the process
 group comes from the launcher's environment, a DistributedSampler (with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dump_env.py - write the environment a launcher gave this worker to a JSON
 file, so that two launchers can be compared variable for variable.
 

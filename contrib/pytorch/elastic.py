@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """elastic.py - a job that survives restarts: it counts steps, keeps its
 progress in a state file, and after a restart picks up where it left off,
 reading TORCHELASTIC_RESTART_COUNT the way torchelastic programs do.

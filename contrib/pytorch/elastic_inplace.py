@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """elastic_inplace.py - a DDP script that re-forms in place under dlaunch
 with the dlaunch module (python/dlaunch/, installed with dlaunch): when a
 node is lost or one joins, the surviving processes keep their parameters

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p2p.py - point-to-point messages between ranks: blocking send/recv around
 a ring, then non-blocking isend/irecv in both directions at once.
 

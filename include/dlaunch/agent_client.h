@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agent_client.h - HTTP(S) calls to the rendezvous server on an event loop.
  *

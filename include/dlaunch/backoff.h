@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backoff.h - the pause before the next try of a failed request:
  * exponential, capped and jittered, so that clients that failed together

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * clock.h - time sources. Every timeout uses the monotonic clock; wall time
  * is for logs and reports only.

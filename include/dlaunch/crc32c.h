@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * crc32c.h - CRC-32C (Castagnoli), the checksum of journal records and
  * checkpoints. Uses the SSE4.2 instruction when the CPU has it.

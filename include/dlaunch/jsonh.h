@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jsonh.h - strict typed access to JSON objects (over jansson).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * launcher.h - dlaunch's command line: torchrun-compatible options.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opt.h - the one command-line engine of every dlaunch binary.
  *

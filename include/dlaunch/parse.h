@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * parse.h - checked parsing of numbers, durations, sizes, addresses and
  * names.

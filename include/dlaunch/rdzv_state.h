@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_state.h - the rendezvous state machine, with no I/O.
  *

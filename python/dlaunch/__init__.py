@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlaunch - PyTorch training scripts re-form in place under dlaunch.
 
 A script run by dlaunch gets a private channel to its agent

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # embed.sh FILE... - write to stdout a C file holding each FILE as a
 # NUL-terminated byte array, and the table rdzv_page_blobs (page.h) naming
 # them by their base names. Only POSIX sh, od and sed: the page is built

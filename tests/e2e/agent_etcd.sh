@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_etcd.sh - dlaunch --rdzv-backend etcd against a real 3-member etcd
 # cluster on loopback: the multi-agent cases of agent_rdzv.sh (ranks,
 # job-wide restart, budget exhausted with the root-cause report, a late

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_etcd_ended.sh - a job id whose run has ended, with the etcd
 # backend (docs/etcd.md): it never starts a new run; a node joining it
 # after the end runs nothing and exits 1 saying so.

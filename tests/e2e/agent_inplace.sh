@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_inplace.sh - the in-place re-form (issue 20, docs/worker-protocol.md)
 # on loopback against a real dlaunch-rdzv, with workers that speak the
 # worker side of the control channel (progs/control_worker.py):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_inplace_etcd.sh - the in-place re-form (tests/e2e/lib_inplace.sh)
 # with --rdzv-backend etcd against a real 3-member etcd cluster on
 # loopback: node loss, a worker crash, a fallback, bad input.

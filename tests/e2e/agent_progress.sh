@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_progress.sh - --progress-timeout: a worker that stops itself
 # (SIGSTOP) is taken as hung and the group restarts, in static mode and
 # with a rendezvous (--standalone); touching DLAUNCH_PROGRESS_FILE counts as

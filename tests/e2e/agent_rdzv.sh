@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_rdzv.sh - dlaunch against a real dlaunch-rdzv on loopback and
 # --standalone: rank assignment over 2 and 3 agents, job-wide restarts,
 # bounded failure with the root-cause report, kill -9 of an agent,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_rerun.sh - a job id whose run has ended, against a real
 # dlaunch-rdzv (docs/http-api.md, "Ended jobs"): a node late for the run
 # that just ended runs nothing and exits 1 with a message saying why; the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_secure.sh - dlaunch agents against a dlaunch-rdzv that wants a
 # bearer token over TLS (--token-file, --tls-cert/--tls-key): with the
 # token file and the CA (--rdzv-token-file, --rdzv-ca) two agents form the

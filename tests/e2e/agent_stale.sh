@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_stale.sh - an answer about an old round never acts on the new one.
 #
 # A scripted server (progs/agent_fake_rdzv.py) replays, deterministically,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_static.sh - dlaunch without a rendezvous server (static mode):
 # worker environment, restarts, failure report, missing program, stopping
 # (grandchildren, SIGTERM-ignoring workers, signals, kill -9 of dlaunch)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # build_cuda.sh - how the Makefile finds the CUDA toolkit: from what nvcc
 # itself reports (a wrapper script on PATH, as on these machines, must not
 # send the build to /usr/local/include), and a toolkit without the runtime,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cdp.py - a minimal Chrome DevTools Protocol client on the standard
 library only: starts headless Chromium on a fresh profile, speaks the
 WebSocket protocol (RFC 6455, client side: masked text frames out,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # cli_help.sh - the four command lines share one option engine: each
 # --help is generated from its table and shows every default (the values
 # of the config a bare command line gets: agent_config_init,

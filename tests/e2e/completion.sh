@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # completion.sh - the bash completion the build makes (man/man.mk), driven
 # as bash drives it (COMP_WORDS and COMP_CWORD set, the function called,
 # COMPREPLY read): it offers every option each command's --help lists

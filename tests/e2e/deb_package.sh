@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # deb_package.sh - make deb builds a Debian package that lintian passes
 # without an error, whose Depends name the packages of the libraries the
 # binaries link, and that installs and removes cleanly with dpkg, the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # etcd_contrib.sh - contrib/etcd/etcd-cluster.sh does what its README says:
 # "local" starts a 3-member etcd with TLS and an auth role limited to
 # /dlaunch/, prints the dlaunch options for it, stops and starts again with

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # etcd_harness.sh - the etcd test harness (lib_etcd.sh) against a real etcd,
 # so that the backend's tests can trust what it says: a 3-member cluster
 # forms on free loopback ports, survives the loss of its leader and of all

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_train.sh - dlaunch-train on CUDA under dlaunch, end to end. Needs a
 # CUDA build and a GPU; skipped otherwise with one line saying why.
 #   - one rank per GPU trains on cuda (--device auto picks it);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh - helpers for end-to-end tests (sourced by tests/e2e/*.sh).
 #
 # A test prints "ok - what", "not ok - what" or "skip - what: why" per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_agent.sh - helpers for the agent/launcher end-to-end tests (sourced
 # after lib.sh). Every dlaunch a test starts carries DLAUNCH_TEST_MARK, so
 # the processes of a job (dlaunch, workers, their children) are found

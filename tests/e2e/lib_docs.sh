@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_docs.sh - helpers for the tests of the man pages, the completion and
 # the package (sourced after lib.sh).
 

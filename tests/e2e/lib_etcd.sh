@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_etcd.sh - real etcd clusters for the tests of the etcd backend
 # (sourced after tests/e2e/lib.sh; for the namespace variant, also after
 # tests/faults/lib_netns.sh).

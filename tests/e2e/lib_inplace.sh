@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_inplace.sh - the cases of the in-place re-form (issue 20,
 # docs/worker-protocol.md), run by agent_inplace.sh against dlaunch-rdzv
 # and by agent_inplace_etcd.sh against etcd (sourced after lib.sh,

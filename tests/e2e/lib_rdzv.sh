@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_rdzv.sh - helpers for the dlaunch-rdzv end-to-end tests (sourced
 # after lib.sh). Everything goes through real HTTP with curl.
 

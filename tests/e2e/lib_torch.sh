@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_torch.sh - helpers for the PyTorch end-to-end tests (tests/e2e/torch_*.sh),
 # sourced after lib.sh.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_train.sh - helpers for the trainer's end-to-end tests (sourced after
 # lib.sh): run N ranks of dlaunch-train under dlaunch when it is built, or
 # as N hand-started processes with the worker environment otherwise, and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # man_pages.sh - the man pages the build makes (man/man.mk) are clean for
 # mandoc -Tlint and groff -ww, and say what --help says: every option each
 # command's --help lists (parsed from the --help text) is in its page,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """page_browser.py - the status page of dlaunch-rdzv in headless Chromium
 (driven by cdp.py), for rdzv_page.sh, which started the servers and the
 agents. Prints "ok - ..." / "not ok - ..." lines.

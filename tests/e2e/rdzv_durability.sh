@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rdzv_durability.sh - dlaunch-rdzv with --state-dir: kill -9 and restart
 # on the same directory keeps jobs, rounds, members, restart counts and
 # KV values; a torn journal tail is ignored with a warning; the journal

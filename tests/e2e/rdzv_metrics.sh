@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rdzv_metrics.sh - /metrics of a live dlaunch-rdzv as Prometheus takes
 # it (promtool check metrics), with the per-job, parked-poll and journal
 # figures it must show; the alert rules of contrib/prometheus/ (promtool

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rdzv_page.sh - the status page of dlaunch-rdzv in a real browser
 # (headless Chromium, driven over the DevTools protocol by
 # page_browser.py): a running 3-agent job's members and ranks as the JSON

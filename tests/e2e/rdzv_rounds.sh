@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rdzv_rounds.sh - dlaunch-rdzv over real HTTP: a round of three nodes,
 # eviction of a silent node, failure reports and the restart budget, a late
 # joiner, stale-round fencing, job listing, metrics, clean SIGTERM.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rdzv_security.sh - dlaunch-rdzv's guards: bearer token (401), body limit
 # (413), malformed, deeply nested and wrongly typed JSON and bad names
 # (400), all while a long poll of another client stays served; TLS only

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # runner.sh - the suite cannot end green without testing anything:
 #   - tests/run.sh over an empty build directory fails, naming each unit-test
 #     binary the Makefile builds as missing;

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts.sh - the project's scripts are whole: every Python file in the
 # tree compiles, every shell script parses, and the benchmark driver
 # starts (make bench is not part of the suite, so nothing else would see a

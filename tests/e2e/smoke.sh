@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # smoke.sh - each program of the project runs once, in seconds (the
 # end-to-end half of make test-quick; the whole suite tests each in depth):
 #   - dlaunch-rdzv starts on a free port and answers /healthz;

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_ddp.sh - DDP training of an MLP on Fashion-MNIST
 # (contrib/pytorch/ddp_fashion_mnist.py) under dlaunch: standalone with an
 # elastic restart (a worker killed with SIGKILL in the middle of epoch 1; the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_env.sh - the environment-equivalence test: for the same program
 # (contrib/pytorch/dump_env.py) and the same options, the workers started by
 # dlaunch get the same torch/elastic variables with the same values as those

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_etcd.sh - an unmodified PyTorch DDP job (contrib/pytorch/
 # ddp_fashion_mnist.py) on three agents that meet through etcd
 # (--rdzv-backend etcd, min 2 max 3 nodes): one agent is killed with

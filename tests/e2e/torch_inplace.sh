@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_inplace.sh - PyTorch scripts re-form in place with the dlaunch
 # module (python/dlaunch/, issue 24), with Debian's torch and gloo, on
 # loopback: three agents of one worker each against a real dlaunch-rdzv,

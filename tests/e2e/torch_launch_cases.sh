@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_launch_cases.sh - PyTorch's own launcher test cases
 # (test/distributed/launcher/run_test.py of torch 1.13 and its bin/
 # workers), re-expressed against the dlaunch binary: the same command lines

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_module.sh - the dlaunch Python module's side of the control channel
 # (progs/torch_module_channel.py plays the agent over a socket pair): hello,
 # close-on-exec, fencing, aborted/step lines, bad input and a missing or

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_options.sh - every torchrun option a user passes is accepted by
 # dlaunch in both spellings and means the same thing, checked through what
 # the workers see (contrib/pytorch/dump_env.py, which needs no torch, so

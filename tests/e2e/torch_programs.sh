@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # torch_programs.sh - the contrib/pytorch example programs (all-reduce,
 # point-to-point, collectives, elastic resume) run unchanged under dlaunch:
 # standalone on one node, and as two agents on loopback against a

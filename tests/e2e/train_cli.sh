@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # train_cli.sh - dlaunch-train's command line and inputs: bad options are
 # usage errors (exit 2) with a message naming the option; unusable data,
 # a checkpoint directory of another model and a CUDA request on a machine

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # train_ddp.sh - dlaunch-train across ranks (under dlaunch when built, by
 # hand otherwise), on small synthetic data:
 #   - 2 ranks train and report a JSON summary with a good accuracy;

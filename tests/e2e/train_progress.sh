@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # train_progress.sh - a healthy dlaunch-train job is not taken as hung:
 # every rank touches DLAUNCH_PROGRESS_FILE as it steps, so ranks that print
 # nothing (all but rank 0; rank 0 too with a long --log-every) keep their

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # record.sh - record real answers of etcd's v3 JSON gateway into
 # tests/etcd/recorded/, the truth tests/unit/test_etcd_proto.c parses.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """ckpt_tool.py - read dlaunch-train checkpoints independently of the trainer.
 
 The layout is the one trainer/ckpt.h documents (32-byte header with

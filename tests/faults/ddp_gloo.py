@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ddp_gloo.py - a small PyTorch DDP job over gloo for the fault suite.
 
     ddp_gloo.py STEPS PAUSE_S

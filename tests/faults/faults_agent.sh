@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_agent.sh - agent faults: SIGKILL, SIGTERM, SIGSTOP shorter and
 # longer than the heartbeat timeout.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_checker.sh - the checker checks: every other case trusts
 # lib_check.sh to fail when a process is left, a rank is held twice, the
 # server's members overlap, the workers hold other ranks than the server

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_delay.sh - a slow, lossy network between the agents and the server:
 # 200 ms delay each way and 20% loss.
 #

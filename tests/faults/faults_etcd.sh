@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_etcd.sh - faults of the etcd control plane (--rdzv-backend etcd).
 #
 # Three agents (--nnodes=2:3, one worker each) against a real 3-member

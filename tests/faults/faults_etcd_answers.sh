@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_etcd_answers.sh - an --rdzv-endpoint that answers, but not as
 # etcd's gateway does (issue 23, case 5).
 #

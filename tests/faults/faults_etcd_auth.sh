@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_etcd_auth.sh - the etcd backend with etcd's own authentication
 # when the login token expires (issue 23, cases 1 and 2).
 #

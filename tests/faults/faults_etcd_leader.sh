@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_etcd_leader.sh - faults of the agent that leads a job over etcd
 # (--rdzv-backend etcd), against one real etcd member (tests/e2e/lib_etcd.sh).
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_etcd_members.sh - an etcd member that hangs (issue 23, cases 4 and 3).
 #
 # Three agents (--nnodes=2:3, one worker each, lease TTL 3 s) on a real

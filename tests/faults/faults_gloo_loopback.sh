@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_gloo_loopback.sh - a PyTorch DDP job (gloo) on two hosts whose own
 # names resolve to loopback.
 #

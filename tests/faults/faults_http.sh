@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_http.sh - hostile and heavy clients against dlaunch-rdzv:
 # oversized bodies, bad Content-Length, huge headers, malformed / deep /
 # wrongly typed JSON, odd node ids and paths, missing or wrong token,

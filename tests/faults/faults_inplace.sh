@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_inplace.sh - the in-place re-form (issue 20) across hosts made with
 # network namespaces (lib_netns.sh): three hosts of two workers each, the
 # server on h0. The workers speak the worker side of the control channel

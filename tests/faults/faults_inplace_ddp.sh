@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_inplace_ddp.sh - dlaunch-train re-forms in place under dlaunch, on
 # four namespace hosts of two workers each (issue 20), with the rendezvous
 # on a fifth host: dlaunch-rdzv, then a one-member etcd. Per backend:

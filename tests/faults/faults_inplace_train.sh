@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_inplace_train.sh - dlaunch-train keeps its process, parameters and
 # optimizer state through a membership change (issue 20, the worker side of
 # docs/worker-protocol.md). inplace_harness.py plays the agent over socket

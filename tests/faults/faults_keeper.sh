@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_keeper.sh - nothing of a worker outlives its agent, however the
 # agent dies (docs/reliability.md, "What outlives an agent").
 #

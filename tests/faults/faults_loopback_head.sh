@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_loopback_head.sh - a head whose own name is loopback on itself.
 #
 # Two hosts made with network namespaces (lib_netns.sh). The server runs on

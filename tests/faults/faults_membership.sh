@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_membership.sh - membership changes: a node joining a running job,
 # and fewer than min nodes left (or ever there).
 source "$(dirname "$0")/lib_faults.sh"

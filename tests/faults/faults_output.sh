@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_output.sh - a worker printing 100 MB.
 #
 # Agent A's two workers each print 100 MiB of 200-byte lines as fast as they

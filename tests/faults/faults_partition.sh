@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_partition.sh - a host partitioned from the others and healed.
 #
 # Three hosts made with network namespaces (lib_netns.sh): h0 runs

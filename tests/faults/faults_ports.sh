@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_ports.sh - ports: two jobs on one host at once, and an occupied
 # master port.
 #

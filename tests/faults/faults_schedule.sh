@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_schedule.sh - the fault schedule runner: a training job under random
 # kills of workers and agents and server restarts, then the proof that it
 # ended where an uninterrupted run ends.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_server.sh - the rendezvous server killed and restarted during a
 # running job, and its journal damaged at the tail.
 #

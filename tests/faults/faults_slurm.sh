@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_slurm.sh - contrib/slurm/train.sbatch as shipped, under a real
 # Slurm (lib_slurm.sh: slurmctld and three slurmd, each node its own
 # network namespace and host name):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_torch_inplace.sh - a PyTorch DDP script (gloo, Debian's torch) with
 # the dlaunch module re-forms in place on three namespace hosts of one
 # worker each (issue 24), the rendezvous on a fourth:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_trainer.sh - dlaunch-train's checkpoints under damage and kills, and
 # a hung trainer rank under dlaunch.
 #

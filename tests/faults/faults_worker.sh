@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # faults_worker.sh - worker faults: killed with SIGKILL, exiting 1, forking
 # its own children, failing always, hung.
 #

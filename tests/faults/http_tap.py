@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """http_tap.py - a transparent HTTP/1.1 proxy that logs every exchange.
 
 Stands between one agent and dlaunch-rdzv, on the agent's host, so a case

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """inplace_harness.py - plays the agent's part of the worker control channel
 (docs/worker-protocol.md) for N dlaunch-train processes started here, over
 socket pairs, and drives one membership change:

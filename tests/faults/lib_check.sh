@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_check.sh - the checker run after every case of the reliability suite
 # (sourced by lib_faults.sh).
 #

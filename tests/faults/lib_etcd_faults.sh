@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_etcd_faults.sh - helpers of the etcd fault scripts (faults_etcd*.sh):
 # a case's job under a key prefix of its own, three agents A, B, C with one
 # worker each, and the checks on the workers' records, the job record in

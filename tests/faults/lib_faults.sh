@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_faults.sh - helpers shared by the reliability suite (tests/faults/*.sh).
 #
 # Sources tests/e2e/lib.sh (ok/not_ok/skip/check/wait_for/spawn_bg/finish)

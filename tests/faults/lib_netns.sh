@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib_netns.sh - separate "hosts" for the reliability suite, made with
 # network namespaces (sourced after lib_faults.sh).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash disable=SC2034 # SLURM_WHY is read by the tests
 # lib_slurm.sh - a local Slurm cluster for the tests (sourced after
 # lib_faults.sh): Debian's slurmctld and slurmd with munge, one network

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """master_meet.py - a worker that needs MASTER_ADDR to be reachable, as
 every distributed program's bootstrap does: rank 0 listens on MASTER_PORT,
 every other rank connects to MASTER_ADDR:MASTER_PORT (retrying for 20 s)

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """netem_proxy.py - a TCP proxy that makes a bad network, in user space.
 
 The kernel here has no sch_netem, so `tc qdisc ... netem delay 200ms loss

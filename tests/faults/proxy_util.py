@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """proxy_util.py - what the test proxies (netem_proxy.py, http_tap.py)
 share: ending a connection the way a cut-off host looks to its peer."""
 import socket

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """rdzv_hostile.py - hostile and heavy clients for dlaunch-rdzv.
 
 Prints one TAP-style line per check ("ok - ...", "not ok - ...") for

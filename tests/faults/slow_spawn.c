@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * slow_spawn.c - an LD_PRELOAD shim that holds an agent in the middle of
  * starting its workers, for faults_keeper.sh ("agent SIGKILL while

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # worker.sh - the test worker of the reliability suite.
 #
 # Started by dlaunch (--no-python) with FAULT_DIR and FAULT_NODE in its

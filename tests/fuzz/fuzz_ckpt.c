@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_ckpt.c - libFuzzer harness for the checkpoint readers: ckpt_decode
  * (an image in memory) and ckpt_load (a file, streamed) must refuse any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_control.c - libFuzzer harness for dlaunch-train's control-channel
  * reader (control_parse): any bytes are refused with an error or accepted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_control_proto.c - libFuzzer harness for the worker control
  * channel's line layer (agent/control_proto.h): whatever a worker writes,

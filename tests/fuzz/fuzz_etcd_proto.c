@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_etcd_proto.c - libFuzzer harness for the etcd gateway protocol
  * layer (agent/etcd_proto.h): the stream splitter and every answer parser.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_idx.c - libFuzzer harness for the IDX (MNIST format) reader:
  * data_read_idx must refuse anything malformed with an error, never crash

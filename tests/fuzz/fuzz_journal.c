@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_journal.c - libFuzzer harness for the rendezvous journal reader:
  * rdzv_journal_open replays DIR/journal (records "RDZJ" | len | crc |

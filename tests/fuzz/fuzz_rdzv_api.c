@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_rdzv_api.c - libFuzzer harness over the rendezvous request handling:
  * a script of HTTP requests (method, path, query, JSON body) and clock

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memfile.h - for the reader fuzzers: an input written to an anonymous
  * memory file (memfd), opened by path as a reader opens real files.

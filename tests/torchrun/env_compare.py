@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """env_compare.py - compare the worker environments two launchers gave the
 same program (contrib/pytorch/dump_env.py) variable for variable.
 

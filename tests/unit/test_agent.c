@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_agent.c - the agent's pure pieces: worker environment (the progress
  * file included), std specs,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_agent_control.c - the agent's end of a worker's control channel
  * (agent/control.c) on a real socket pair and event loop, the test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_agent_fsm.c - the agent's round loop (agent/fsm.c) with no process
  * and no network: its effects are recorded, its events are made up.

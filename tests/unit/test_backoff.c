@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_backoff.c - unit tests of the retry schedule (common/backoff.c):
  * its bounds, its reset, its arguments, and 1000 simulated agents that
  * lost their server together and come back spread, not in lockstep. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_ckpt.c - checkpoint format and files: round trip, every damaged
  * variant (bit flips in header and payload, torn/truncated writes, wrong

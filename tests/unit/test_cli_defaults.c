@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_cli_defaults.c - dlaunch-rdzv's and dlaunch-train's --help show the
  * defaults they use: each default the table prints parses back to the

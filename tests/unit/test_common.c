@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_common.c - unit tests of the shared helpers in common/. */
 #include <setjmp.h>
 #include <stdarg.h>

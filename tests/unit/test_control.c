@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_control.c - dlaunch-train's side of the worker control channel:
  * the strict message reader (every message type, unknown members and

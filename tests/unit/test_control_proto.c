@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_control_proto.c - the worker control channel's lines
  * (agent/control_proto.c): the worker's messages parsed, bad ones refused

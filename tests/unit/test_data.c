@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_data.c - the IDX reader (gzip and plain; good, wrong-magic,
  * truncated, trailing-data, mismatched and out-of-range files), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_device.c - the choice of device and backend (trainer/device.c): one
  * GPU per rank, the same GPU for the kernels and NCCL, the fall-back of

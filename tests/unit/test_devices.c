@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_devices.c - --nproc-per-node gpu|auto counts the GPUs the job may
  * use: the host's narrowed by CUDA_VISIBLE_DEVICES as CUDA reads it.

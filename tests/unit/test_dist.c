@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_dist.c - unit tests of the collective library: the TCP backend,
  * and the NCCL backend on device memory where the build has CUDA and the

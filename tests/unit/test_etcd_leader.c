@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_etcd_leader.c - the leader of a job over etcd (agent/etcd_leader.c)
  * against a fake etcd client: the test defines the client's calls and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_etcd_proto.c - the etcd gateway protocol layer (agent/etcd_proto.c)
  * on the answers a real etcd 3.4 gave (tests/etcd/recorded/, made by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_etcd_recovery.c - the node key's "recovery" over etcd
  * (agent/etcd_recovery.c): what a node writes after an in-place re-form

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_launcher.c - dlaunch's command line: both spellings, PET_*
  * variables, --nnodes ranges, --rdzv-conf, --progress-timeout, refusals,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_mlp.c - the trainer's model and optimizer on the CPU backend:
  * shape parsing, gradients against finite differences (with and without

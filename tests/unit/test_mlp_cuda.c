@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_mlp_cuda.c - the GPU backend (trainer/mlp_cuda.cu) against the CPU
  * backend, which test_mlp.c checks against finite differences: one

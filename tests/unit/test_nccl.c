@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_nccl.c - the NCCL backend as dlaunch-train uses it, on GPUs:
  *  - ordered behind the compute stream (dist_set_stream with the GPU

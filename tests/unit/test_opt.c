@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_opt.c - the shared option engine (common/opt.c) on a table with
  * every type: both spellings, short options, values from the environment,

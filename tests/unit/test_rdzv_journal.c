@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_rdzv_journal.c - the rendezvous journal: replay, damaged tails,
  * compaction, and the request layer's translation of state answers. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rdzv_runs.c - the rendezvous state machine across the runs of one
  * job id (a join after the end starts a new run; one sooner is late for

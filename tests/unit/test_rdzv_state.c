@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_rdzv_state.c - the rendezvous state machine, event by event. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_sampler.c - DistributedSampler semantics: a permutation per epoch
  * that depends only on seed and epoch, global batches split into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_spawn.c - the spawn function: resolution, exec errors, process
  * group, descriptors, signal reset.

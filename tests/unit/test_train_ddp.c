@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_train_ddp.c - the DDP layer in one process: bucket plans and the
  * host helpers (multi-rank behaviour is covered by tests/e2e/train_*.sh).

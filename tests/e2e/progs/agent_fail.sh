@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # agent_fail.sh MODE: rank 1 fails. MODE once: only in the first attempt
 # (TORCHELASTIC_RESTART_COUNT=0); always: every time, after writing the
 # PyTorch @record error file; others succeed.

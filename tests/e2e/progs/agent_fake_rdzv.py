@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """agent_fake_rdzv.py - a scripted rendezvous server for one dlaunch agent.
 
     agent_fake_rdzv.py DIR

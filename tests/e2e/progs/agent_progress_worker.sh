@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # agent_progress_worker.sh MODE DIR: a worker for the --progress-timeout tests.
 # Every start appends "RANK RESTART_COUNT PID" to DIR/starts.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """control_worker.py - a worker that speaks the worker side of the control
 channel (docs/worker-protocol.md, version 1) for the agent's tests.
 

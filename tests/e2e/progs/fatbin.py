@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fatbin.py - what a CUDA fatbinary holds, for tests (no cuobjdump needed).
 
     fatbin.py FILE            one line per image: "elf 75" or "ptx 120"

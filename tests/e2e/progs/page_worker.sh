@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # page_worker.sh FILE [xss]: a worker that runs until it is stopped; in the
 # first attempt, rank 1 fails once FILE exists. Its stderr is what a
 # training script's crash looks like (a Python traceback, exit 1): the

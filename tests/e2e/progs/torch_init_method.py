@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_init_method.py - worker of tests/e2e/torch_launch_cases.sh.
 
     torch_init_method.py --init-method tcp://HOST:PORT|env:// [--rank R]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_launched.py --out-file FILE - worker of tests/e2e/
 torch_launch_cases.sh: writes what torch.distributed.is_torchelastic_launched()
 says (True under a torchrun-compatible launcher, False when run directly)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_mark.py - worker of tests/e2e/torch_launch_cases.sh; needs no torch.
 
     torch_mark.py --mark-dir DIR    create DIR/<RANK>

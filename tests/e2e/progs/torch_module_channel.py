@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch_module_channel.py - the dlaunch module's control channel
 (python/dlaunch/, docs/worker-protocol.md) against a socket pair that plays
 the agent: prints "ok - ..." / "not ok - ..." lines (torch_module.sh)."""

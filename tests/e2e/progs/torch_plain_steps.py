@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch_plain_steps.py - a DDP-style worker that does not use the dlaunch
 module: the process group from the environment, one all-reduce a step,
 rank 0 keeps the step in a state file, and after a restart every rank
