@@ -10,9 +10,9 @@
  * together do not come back together) while the workers keep running; the first
  * failure and the recovery are logged once. The heartbeat and the watch
  * pause at most one heartbeat interval, so that a member is heard again
- * within heartbeat_timeout of a restarted server's return. An answer is about the round its
- * request named, and is posted as such: the round loop drops it when it has
- * moved on.
+ * within heartbeat_timeout of a restarted server's return. An answer is about
+ * the round its request named, and is posted as such: the round loop drops it
+ * when it has moved on.
  */
 #include <event2/event.h>
 #include <stdio.h>
