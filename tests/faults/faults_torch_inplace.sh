@@ -11,6 +11,7 @@
 #     3 ranks to that step and 2 from its checkpoint, bit for bit (gloo's
 #     ring all-reduce adds in a fixed order at a given world size).
 source "$(dirname "$0")/lib_faults.sh"
+source "$(dirname "$0")/../e2e/lib_elastic.sh"
 faults_require dlaunch-rdzv dlaunch
 what="PyTorch in place on namespace hosts"
 faults_require_hosts "$what"
@@ -30,33 +31,8 @@ ARGS=(--epochs 3 --samples 960 --global-batch 24 --step-ms 40 --log-every 5
 	--reform-timeout 10)
 
 logs() { cat "$TEST_TMP"/agent.h*.log 2>/dev/null; }
-rank0_step() {
-	logs | sed -n 's/.*inplace step=\([0-9]*\) rank=0 .*/\1/p' | sort -n | tail -n 1
-}
-past_step() { local s; s=$(rank0_step); [ -n "$s" ] && [ "$s" -ge "$1" ]; }
-n_reformed() { [ "$(logs | grep -c 're-formed in place for round')" -ge "$1" ]; }
-resume_steps() {
-	logs | sed -n 's/.*re-formed in place .*resuming after step \([0-9]*\).*/\1/p' |
-		sort -u | tr '\n' ' '
-}
-pids_of() {
-	sed -n "s/.*inplace $2 .*pid=\([0-9]*\).*/\1/p" "$TEST_TMP/agent.$1.log" | sort -u | tr '\n' ' '
-}
-digests() {
-	logs | sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' | sort -u | tr '\n' ' '
-}
-# reference W1 STEP W2: on loopback, W1 ranks to STEP, W2 from its checkpoint
-reference() {
-	local d=$TEST_TMP/ref
-	mkdir -p "$d"
-	GLOO_SOCKET_IFNAME=lo timeout 120 "$BIN/dlaunch" --standalone \
-		--nproc-per-node "$1" "$S" "${ARGS[@]}" --step-ms 0 \
-		--max-steps "$2" --checkpoint "$d/ck.pt" >"$d/a.log" 2>&1 || return 1
-	GLOO_SOCKET_IFNAME=lo timeout 120 "$BIN/dlaunch" --standalone \
-		--nproc-per-node "$3" "$S" "${ARGS[@]}" --step-ms 0 \
-		--checkpoint "$d/ck.pt" >"$d/b.log" 2>&1 || return 1
-	sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' "$d/b.log" | sort -u | tr '\n' ' '
-}
+log_of() { echo "$TEST_TMP/agent.$1.log"; }
+DLAUNCH_BIN=$BIN/dlaunch
 
 case_what="$what: host lost"
 new_case
