@@ -78,12 +78,15 @@ def main():
     for idx in job.batches(a.epochs):        # dlaunch: this rank's samples
         if a.max_steps and job.global_step >= a.max_steps:
             break
+        before = job.global_step
         with job.step():                     # dlaunch: a step it may drop
             loss = F.mse_loss(job.model(x[idx]), y[idx])
             loss.backward()
             if a.step_ms:
                 time.sleep(a.step_ms / 1000)
         s = job.global_step
+        if s == before:                      # dropped: the group re-formed
+            continue
         if s % a.log_every == 0:
             say("inplace step=%d rank=%d world=%d loss=%.6f" % (
                 s, job.rank, job.world_size, loss.item()))
