@@ -429,9 +429,9 @@ json_t *rdzv_hang_json(struct rdzv_state *st, const char *job, const char *id,
 	if (id && !t)
 		return NULL;
 	if (!t)
-		return json_pack("{s:n, s:b, s:[], s:n, s:s}", "trigger",
-				 "complete", 0, "reports", "analysis", "text",
-				 "");
+		return json_pack("{s:n, s:b, s:i, s:i, s:[], s:n, s:s}",
+				 "trigger", "complete", 0, "reported", 0,
+				 "asked", 0, "reports", "analysis", "text", "");
 	refresh(st, t, wall_ms);
 	reports = json_array();
 	for (size_t i = 0; reports && i < t->nnodes; i++)
@@ -440,10 +440,12 @@ json_t *rdzv_hang_json(struct rdzv_state *st, const char *job, const char *id,
 			json_decref(reports);
 			return NULL;
 		}
-	out = json_pack("{s:o, s:b, s:o, s:O?, s:s}", "trigger",
+	out = json_pack("{s:o, s:b, s:I, s:I, s:o, s:O?, s:s}", "trigger",
 			open_trigger_json(t, now_ms), "complete",
-			t->nreported == t->nnodes, "reports", reports,
-			"analysis", t->nreported ? t->analysis : NULL, "text",
+			t->nreported == t->nnodes, "reported",
+			(json_int_t)t->nreported, "asked",
+			(json_int_t)t->nnodes, "reports", reports, "analysis",
+			t->nreported ? t->analysis : NULL, "text",
 			t->nreported && t->text ? t->text : "");
 	return out;
 }
@@ -457,9 +459,11 @@ json_t *rdzv_hang_summary_json(struct rdzv_state *st, const char *job,
 	if (!t)
 		return NULL;
 	refresh(st, t, wall_ms);
-	return json_pack("{s:o, s:b, s:O?}", "trigger",
+	return json_pack("{s:o, s:b, s:I, s:I, s:O?}", "trigger",
 			 open_trigger_json(t, now_ms), "complete",
-			 t->nreported == t->nnodes, "analysis",
+			 t->nreported == t->nnodes, "reported",
+			 (json_int_t)t->nreported, "asked",
+			 (json_int_t)t->nnodes, "analysis",
 			 t->nreported ? t->analysis : NULL);
 }
 
