@@ -38,12 +38,18 @@
 #include "hang.h"
 #include "internal.h"
 
-#define OPEN_MS	     2000 /* the backend's answer to an open */
+#define OPEN_MS	       2000 /* the backend's answer to an open */
 #define FETCH_EVERY_MS 250
-#define SEEN_IDS     8
-#define TEXT_MAX     (4 * 1024 * 1024)
+#define SEEN_IDS       8
+#define TEXT_MAX       (4 * 1024 * 1024)
 
-enum hang_phase { HP_IDLE, HP_OPENING, HP_COLLECTING, HP_POSTING, HP_GATHERING };
+enum hang_phase {
+	HP_IDLE,
+	HP_OPENING,
+	HP_COLLECTING,
+	HP_POSTING,
+	HP_GATHERING
+};
 
 struct agent_hang {
 	struct agent *a;
@@ -112,8 +118,7 @@ static void print_verdict(struct agent_hang *h, json_t *analysis,
 	    json_string_value(json_object_get(analysis, "verdict"));
 	const char *reason =
 	    json_string_value(json_object_get(analysis, "reason"));
-	const char *by =
-	    json_string_value(json_object_get(h->trigger, "by"));
+	const char *by = json_string_value(json_object_get(h->trigger, "by"));
 	const char *kind =
 	    json_string_value(json_object_get(h->trigger, "kind"));
 	json_t *stuck = json_object_get(analysis, "stuck");
@@ -132,9 +137,11 @@ static void print_verdict(struct agent_hang *h, json_t *analysis,
 	}
 	snprintf(h->last_reason, sizeof(h->last_reason), "%s",
 		 reason ? reason : "");
-	fprintf(fp, "============================================================"
-		    "\n");
-	fprintf(fp, "dlaunch: hang diagnosis of job %s (trigger %s: %s by %s)\n",
+	fprintf(fp,
+		"============================================================"
+		"\n");
+	fprintf(fp,
+		"dlaunch: hang diagnosis of job %s (trigger %s: %s by %s)\n",
 		a->cfg.run_id, h->id, kind ? kind : "?", by ? by : "?");
 	fprintf(fp, "  %-10s: %s\n", "verdict", verdict ? verdict : "?");
 	if (*ranks)
@@ -144,16 +151,17 @@ static void print_verdict(struct agent_hang *h, json_t *analysis,
 		json_array_size(missing) ? ", some missing" : "");
 	if (txt_path)
 		fprintf(fp, "  %-10s: %s\n", "details", txt_path);
-	fprintf(fp, "============================================================"
-		    "\n");
+	fprintf(fp,
+		"============================================================"
+		"\n");
 	fflush(fp);
 }
 
 /* write_files: LOG_DIR/hang-report.json and .txt; path of the text
  * version into txt (or "") */
-static void write_files(struct agent_hang *h, json_t *reports,
-			json_t *analysis, int complete, const char *text,
-			char *txt, size_t txt_size)
+static void write_files(struct agent_hang *h, json_t *reports, json_t *analysis,
+			int complete, const char *text, char *txt,
+			size_t txt_size)
 {
 	struct agent *a = h->a;
 	char path[PATH_MAX + 32];
@@ -198,7 +206,8 @@ static void fail_with_verdict(struct agent_hang *h)
 	}
 	json_array_foreach(f, i, v)
 	{
-		const char *m = json_string_value(json_object_get(v, "message"));
+		const char *m =
+		    json_string_value(json_object_get(v, "message"));
 		struct buf b;
 		if (!h->last_reason[0])
 			break;
@@ -236,9 +245,9 @@ static void finish(struct agent_hang *h, json_t *reports, int complete)
 	log_info("job=%s event=hang_diagnosed trigger=%s verdict=%s "
 		 "complete=%d",
 		 h->a->cfg.run_id, h->id,
-		 analysis ? json_string_value(
-				json_object_get(analysis, "verdict"))
-			  : "?",
+		 analysis
+		     ? json_string_value(json_object_get(analysis, "verdict"))
+		     : "?",
 		 complete);
 	json_decref(analysis);
 	json_decref(h->own);

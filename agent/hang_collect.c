@@ -46,9 +46,9 @@
 #include "hang.h"
 #include "internal.h"
 
-#define TICK_MS		   50
-#define NATIVE_READ_MAX	   (256 * 1024) /* read at most this of eu-stack */
-#define DUMP_FILE_MAX	   (4 * 1024 * 1024)
+#define TICK_MS		     50
+#define NATIVE_READ_MAX	     (256 * 1024) /* read at most this of eu-stack */
+#define DUMP_FILE_MAX	     (4 * 1024 * 1024)
 #define PYSTACK_STABLE_TICKS 2 /* unchanged this many ticks: complete */
 
 enum py_how { PY_NONE, PY_CONTROL, PY_SIGNAL, PY_DONE };
@@ -213,8 +213,7 @@ static void py_take_dump(struct hc_worker *w)
 
 /* py_poll: a signalled worker's file is complete once it has stopped
  * growing for a few ticks */
-static void py_poll(struct hang_collect *c, struct hc_worker *w,
-		    uint64_t now)
+static void py_poll(struct hang_collect *c, struct hc_worker *w, uint64_t now)
 {
 	struct stat st;
 	if (w->py == PY_SIGNAL && stat(w->py_file, &st) == 0 &&
@@ -300,8 +299,8 @@ static void native_start(struct hang_collect *c, struct hc_worker *w)
 	int pfd[2], fl;
 	struct spawn_opts o;
 	char *eu[] = {c->native_tool, "-p", pid, NULL};
-	char *gdb[] = {c->native_tool, "-batch", "-nx", "-p", pid,
-		       "-ex",	       "thread apply all bt", NULL};
+	char *gdb[] = {c->native_tool,	      "-batch", "-nx", "-p", pid, "-ex",
+		       "thread apply all bt", NULL};
 	w->nat_done = 1;
 	if (!c->native_tool[0]) {
 		note(w, "native: neither eu-stack (elfutils) nor gdb found");
@@ -329,8 +328,8 @@ static void native_start(struct hang_collect *c, struct hc_worker *w)
 	if (fl >= 0)
 		fcntl(pfd[0], F_SETFL, fl | O_NONBLOCK);
 	w->nat_fd = pfd[0];
-	w->nat_ev = event_new(c->a->base, pfd[0], EV_READ | EV_PERSIST,
-			      on_native, w);
+	w->nat_ev =
+	    event_new(c->a->base, pfd[0], EV_READ | EV_PERSIST, on_native, w);
 	if (!w->nat_ev) {
 		close(pfd[0]);
 		w->nat_fd = -1;
@@ -364,8 +363,9 @@ static void native_check(struct hc_worker *w)
 	out = buf_cstr(&w->nat_out);
 	why = native_refusal(out);
 	if (w->nat_late) {
-		note(w, "native: no answer in %d ms (uninterruptible sleep, "
-			"or a slow symbol lookup)",
+		note(w,
+		     "native: no answer in %d ms (uninterruptible sleep, "
+		     "or a slow symbol lookup)",
 		     HANG_NATIVE_TIMEOUT_MS);
 		if (!*out)
 			return;
@@ -412,16 +412,16 @@ static json_t *worker_entry(struct hang_collect *c, struct hc_worker *w,
 	json_object_set_new(e, "wchan", json_string(w->alive ? p->wchan : ""));
 	json_object_set_new(
 	    e, "cpu_ms",
-	    json_integer(w->alive && w->have_p1 && hz > 0 &&
-				 w->p1.cpu_ticks >= w->p0.cpu_ticks
-			     ? (json_int_t)((w->p1.cpu_ticks -
-					     w->p0.cpu_ticks) *
-					    1000 / (uint64_t)hz)
-			     : 0));
+	    json_integer(
+		w->alive && w->have_p1 && hz > 0 &&
+			w->p1.cpu_ticks >= w->p0.cpu_ticks
+		    ? (json_int_t)((w->p1.cpu_ticks - w->p0.cpu_ticks) * 1000 /
+				   (uint64_t)hz)
+		    : 0));
 	json_object_set_new(e, "interval_ms",
 			    json_integer((json_int_t)interval));
-	json_object_set_new(e, "threads", json_integer(w->alive ? p->threads
-								: 0));
+	json_object_set_new(e, "threads",
+			    json_integer(w->alive ? p->threads : 0));
 	if (w->has_step) {
 		json_object_set_new(e, "step",
 				    json_integer((json_int_t)w->step));
@@ -435,9 +435,9 @@ static json_t *worker_entry(struct hang_collect *c, struct hc_worker *w,
 	if (w->python)
 		json_object_set(e, "python", w->python);
 	if (w->nat_out.len > 0)
-		json_object_set_new(e, "native",
-				    hang_text(w->nat_out.data, w->nat_out.len,
-					      HANG_TEXT_MAX));
+		json_object_set_new(
+		    e, "native",
+		    hang_text(w->nat_out.data, w->nat_out.len, HANG_TEXT_MAX));
 	if (w->flight)
 		json_object_set(e, "flight", w->flight);
 	json_object_set(e, "notes", w->notes);
@@ -460,7 +460,8 @@ static json_t *build_report(struct hang_collect *c)
 	json_object_set_new(r, "job", json_string(a->cfg.run_id));
 	json_object_set_new(r, "node", json_string(a->node_id));
 	json_object_set_new(r, "host", hang_text(host, strlen(host), 255));
-	json_object_set_new(r, "round", json_integer((json_int_t)a->fsm.r.round));
+	json_object_set_new(r, "round",
+			    json_integer((json_int_t)a->fsm.r.round));
 	json_object_set(r, "trigger", c->trigger);
 	json_object_set_new(r, "nproc", json_integer(a->cfg.nproc));
 	for (int i = 0; i < c->n; i++)
@@ -585,8 +586,9 @@ struct hang_collect *hang_collect_start(struct agent *a, json_t *trigger,
 		w->alive = aw->pid > 0 && !aw->reaped &&
 			   hang_proc_read(aw->pid, &w->p0) == 0;
 		if (!w->alive) {
-			note(w, "gone: %s", aw->pid > 0 ? "it exited before the dump"
-						       : "it was never started");
+			note(w, "gone: %s",
+			     aw->pid > 0 ? "it exited before the dump"
+					 : "it was never started");
 			w->py = PY_DONE;
 			continue;
 		}

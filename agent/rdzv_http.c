@@ -510,19 +510,18 @@ static void on_hang_open(void *arg, const struct client_reply *r)
 	if (r->status == 200 && r->json &&
 	    jsonh_get_str(r->json, "id", 1, 64, &id, NULL, 0) == 0) {
 		json_t *tm = json_object_get(r->json, "time_ms");
-		t = json_pack("{s:s,s:s,s:s}", "id", id, "kind",
-			      json_is_string(json_object_get(r->json, "kind"))
-				  ? json_string_value(
-					json_object_get(r->json, "kind"))
-				  : h->hang_kind,
-			      "by",
-			      json_is_string(json_object_get(r->json, "by"))
-				  ? json_string_value(
-					json_object_get(r->json, "by"))
-				  : h->node_id);
-		json_object_set_new(
-		    t, "time_ms",
-		    json_integer(json_is_integer(tm) ? json_integer_value(tm)
+		t = json_pack(
+		    "{s:s,s:s,s:s}", "id", id, "kind",
+		    json_is_string(json_object_get(r->json, "kind"))
+			? json_string_value(json_object_get(r->json, "kind"))
+			: h->hang_kind,
+		    "by",
+		    json_is_string(json_object_get(r->json, "by"))
+			? json_string_value(json_object_get(r->json, "by"))
+			: h->node_id);
+		json_object_set_new(t, "time_ms",
+				    json_integer(json_is_integer(tm)
+						     ? json_integer_value(tm)
 						     : (json_int_t)0));
 	} else {
 		log_warn("rendezvous at %s could not open a hang trigger: %s "
