@@ -155,9 +155,7 @@ static void put_trigger(struct rdzv_etcd *h, int64_t mod)
 	EH(h)->value =
 	    json_pack("{s:s,s:s,s:s,s:I}", "id", id, "kind", EH(h)->kind, "by",
 		      h->node_id, "time_ms", (json_int_t)clock_wall_ms());
-	value = EH(h)->value ? json_dumps(EH(h)->value,
-						JSON_COMPACT)
-				   : NULL;
+	value = EH(h)->value ? json_dumps(EH(h)->value, JSON_COMPACT) : NULL;
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_HANG_TRIGGER, NULL);
 	memset(&cmp, 0, sizeof(cmp));
 	cmp.key.data = k;
@@ -171,9 +169,8 @@ static void put_trigger(struct rdzv_etcd *h, int64_t mod)
 	put.value.data = value;
 	put.value.len = value ? strlen(value) : 0;
 	put.lease = h->lease_id;
-	if (value &&
-	    etcd_build_txn(&cmp, 1, &put, 1, NULL, 0, &body, err,
-			   sizeof(err)) == 0)
+	if (value && etcd_build_txn(&cmp, 1, &put, 1, NULL, 0, &body, err,
+				    sizeof(err)) == 0)
 		EH(h)->open = etcd_call(h->c, "hang trigger", "/v3/kv/txn",
 					body, 0, on_put_trigger, h);
 	json_decref(body);
@@ -230,9 +227,9 @@ static void read_trigger(struct rdzv_etcd *h)
 	op.key.data = k;
 	op.key.len = strlen(k);
 	if (etcd_build_op(&op, &body, err, sizeof(err)) == 0)
-		EH(h)->open = etcd_call(h->c, "hang trigger read",
-					"/v3/kv/range", body, 0,
-					on_read_trigger, h);
+		EH(h)->open =
+		    etcd_call(h->c, "hang trigger read", "/v3/kv/range", body,
+			      0, on_read_trigger, h);
 	json_decref(body);
 	if (!EH(h)->open)
 		opened(h, NULL);
@@ -261,8 +258,7 @@ static void on_post(void *arg, const struct etcd_answer *a)
 	if (ok)
 		etcd_txn_response_release(&t);
 	else
-		log_warn("etcd: cannot store this node's hang report: %s",
-			 err);
+		log_warn("etcd: cannot store this node's hang report: %s", err);
 	if (h->base.hang.posted)
 		h->base.hang.posted(h->base.hang.ctx, ok);
 }
@@ -286,8 +282,8 @@ void etcd_hang_post(struct agent_rdzv *r, json_t *report)
 	EH(h)->post = NULL;
 	if (value && etcd_build_txn(NULL, 0, &put, 1, NULL, 0, &body, err,
 				    sizeof(err)) == 0)
-		EH(h)->post = etcd_call(h->c, "hang report", "/v3/kv/txn",
-					body, 0, on_post, h);
+		EH(h)->post = etcd_call(h->c, "hang report", "/v3/kv/txn", body,
+					0, on_post, h);
 	json_decref(body);
 	free(value);
 	if (!EH(h)->post && h->base.hang.posted)
@@ -317,16 +313,16 @@ static void on_fetch(void *arg, const struct etcd_answer *a)
 		if (jsonh_parse(r.kvs[i].value, r.kvs[i].value_len, 32, &rep,
 				NULL, 0) != 0)
 			continue;
-		id = json_string_value(json_object_get(
-		    json_object_get(rep, "trigger"), "id"));
+		id = json_string_value(
+		    json_object_get(json_object_get(rep, "trigger"), "id"));
 		if (id && strcmp(id, EH(h)->fetch_id) == 0)
 			json_array_append(reports, rep);
 		json_decref(rep);
 	}
 	etcd_range_response_release(&r);
-	answer = json_pack("{s:o,s:b}", "reports", reports, "complete",
-			   nnodes > 0 &&
-			       json_array_size(reports) >= (size_t)nnodes);
+	answer =
+	    json_pack("{s:o,s:b}", "reports", reports, "complete",
+		      nnodes > 0 && json_array_size(reports) >= (size_t)nnodes);
 	if (h->base.hang.fetched)
 		h->base.hang.fetched(h->base.hang.ctx, answer);
 	json_decref(answer);

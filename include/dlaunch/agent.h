@@ -158,6 +158,16 @@ struct json_t;
 int agent_etcd_status(const struct agent_config *cfg, const char *job,
 		      struct json_t **out, char *err, size_t err_size);
 
+/* agent_etcd_dump opens a hang trigger of kind "dump" for job in etcd
+ * (cfg's endpoints, credentials and key prefix; docs/hangs.md) and reads
+ * the nodes' reports for it until every member of the job's round has
+ * one or timeout_ms; *out is {"trigger", "complete", "reports"} (a new
+ * reference, also when incomplete). 0 complete, 1 incomplete, or a
+ * negative code with a message (*out may then be NULL). */
+int agent_etcd_dump(const struct agent_config *cfg, const char *job,
+		    uint64_t timeout_ms, struct json_t **out, char *err,
+		    size_t err_size);
+
 /* agent_etcd_lease_ttl_s: the lease TTL the agent asks for (cfg's, else
  * heartbeat_timeout rounded up to whole seconds, at least 2). */
 unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
