@@ -109,6 +109,14 @@ static void fx_finish(void *ctx)
 {
 	struct agent *a = ctx;
 	a->rdzv->ops->cancel(a->rdzv);
+	/* a hang diagnosis under way ends first (its phases are bounded):
+	 * this node's verdict is printed even when the job ended meanwhile,
+	 * but not after a signal to us */
+	if (hang_busy(a) && a->fsm.exit_status < 128) {
+		log_info("the job is over; finishing the hang diagnosis first");
+		a->exit_after_hang = 1;
+		return;
+	}
 	event_base_loopexit(a->base, NULL);
 }
 

@@ -19,10 +19,10 @@
 #include "etcd_client.h"
 #include "etcd_proto.h"
 
-#define POLL_MS	 250
-#define KEY_MAX	 1024
-#define TRIGGER	 "/hang/trigger"
-#define REPORTS	 "/hang/report/"
+#define POLL_MS 250
+#define KEY_MAX 1024
+#define TRIGGER "/hang/trigger"
+#define REPORTS "/hang/report/"
 
 struct dump_run {
 	struct event_base *base;
@@ -175,9 +175,9 @@ int agent_etcd_dump(const struct agent_config *cfg, const char *job,
 		 job);
 	snprintf(d.id, sizeof(d.id), "cli-%llu",
 		 (unsigned long long)clock_wall_ms());
-	d.trigger = json_pack("{s:s,s:s,s:s,s:I}", "id", d.id, "kind", "dump",
-			      "by", "cli", "time_ms",
-			      (json_int_t)clock_wall_ms());
+	d.trigger =
+	    json_pack("{s:s,s:s,s:s,s:I}", "id", d.id, "kind", "dump", "by",
+		      "cli", "time_ms", (json_int_t)clock_wall_ms());
 	d.reports = json_array();
 	d.rc = DL_EIO;
 	d.deadline = clock_now_ms() + timeout_ms;

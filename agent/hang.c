@@ -256,6 +256,8 @@ static void finish(struct agent_hang *h, json_t *reports, int complete)
 	h->trigger = NULL;
 	h->phase = HP_IDLE;
 	fail_with_verdict(h);
+	if (h->a->exit_after_hang)
+		event_base_loopexit(h->a->base, NULL);
 }
 
 /* finish_own: the analysis of this node's report alone */
@@ -371,6 +373,8 @@ static void collect(struct agent_hang *h, json_t *trigger)
 		h->phase = HP_IDLE;
 		json_decref(h->failures);
 		h->failures = NULL;
+		if (h->a->exit_after_hang)
+			event_base_loopexit(h->a->base, NULL);
 	}
 }
 

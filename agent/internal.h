@@ -140,6 +140,7 @@ struct agent {
 	/* hang diagnosis (hang.c) */
 	struct agent_hang *hang;
 	int hang_kept;		 /* a hang report is in log_dir: keep it */
+	int exit_after_hang;	 /* the loop exits when the diagnosis ends */
 	char site_dir[PATH_MAX]; /* the sitecustomize's ("": none) */
 	uint64_t stall_round;	 /* a stall was found in this round (+1) */
 	unsigned stragglers;	 /* stragglers seen in this run */
