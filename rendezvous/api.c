@@ -6,11 +6,13 @@
  * codes and JSON, journaling before answering.
  */
 #include "api.h"
+#include "api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -36,6 +38,7 @@ struct rdzv_api {
 	uint64_t rewrite_at_ms;	   /* the next rewrite attempt */
 	uint64_t journal_failures; /* failed appends and rewrites */
 	uint64_t now_ms;	   /* of the event being handled */
+	size_t max_body_bytes;	   /* of every request but hang reports */
 };
 
 #define REWRITE_RETRY_MS 1000
@@ -51,7 +54,13 @@ struct rdzv_api *rdzv_api_new(struct rdzv_state *st,
 		return NULL;
 	api->st = st;
 	api->journal = journal;
+	api->max_body_bytes = 64 * 1024;
 	return api;
+}
+
+void rdzv_api_set_max_body(struct rdzv_api *api, size_t bytes)
+{
+	api->max_body_bytes = bytes;
 }
 
 void rdzv_api_free(struct rdzv_api *api)
@@ -78,8 +87,9 @@ void rdzv_response_release(struct rdzv_response *resp)
 const char *rdzv_endpoint_name(enum rdzv_endpoint ep)
 {
 	static const char *const names[RDZV_EP_COUNT] = {
-	    "join", "heartbeat", "watch",   "report",  "leave", "jobs",
-	    "job",  "kv",	 "healthz", "metrics", "page",	"other"};
+	    "join",    "heartbeat", "watch", "report", "leave",
+	    "jobs",    "job",	    "kv",    "dump",   "hang",
+	    "healthz", "metrics",   "page",  "other"};
 	return (unsigned)ep < RDZV_EP_COUNT ? names[ep] : "other";
 }
 
@@ -131,6 +141,21 @@ static int status_of(int rc)
 	}
 }
 
+void api_reply_json(struct rdzv_response *resp, int status, json_t *v)
+{
+	reply_json(resp, status, v);
+}
+
+void api_reply_error(struct rdzv_response *resp, int status, const char *msg)
+{
+	reply_error(resp, status, msg, NULL);
+}
+
+int api_status_of(int rc)
+{
+	return status_of(rc);
+}
+
 /* reply_state_error answers a state machine error; 409 and 410 carry the
  * job's round, state and action. */
 static void reply_state_error(struct rdzv_response *resp, int rc,
@@ -141,15 +166,29 @@ static void reply_state_error(struct rdzv_response *resp, int rc,
 		    (status == 409 || status == 410) && r ? r : NULL);
 }
 
+static json_t *status_json(const struct rdzv_reply *r)
+{
+	return json_pack("{s:I, s:s, s:s, s:I}", "round", (json_int_t)r->round,
+			 "state", rdzv_job_state_name(r->state), "action",
+			 rdzv_action_name(r->action), "restart_count",
+			 (json_int_t)r->restart_count);
+}
+
 static void reply_status(struct rdzv_response *resp, int status,
 			 const struct rdzv_reply *r)
 {
-	reply_json(resp, status,
-		   json_pack("{s:I, s:s, s:s, s:I}", "round",
-			     (json_int_t)r->round, "state",
-			     rdzv_job_state_name(r->state), "action",
-			     rdzv_action_name(r->action), "restart_count",
-			     (json_int_t)r->restart_count));
+	reply_json(resp, status, status_json(r));
+}
+
+/* reply_status_dump: a heartbeat's or watch's answer, with "dump" while
+ * a hang trigger of the job is open */
+static void reply_status_dump(struct rdzv_api *api, struct rdzv_response *resp,
+			      const struct rdzv_reply *r, const char *job,
+			      uint64_t now_ms)
+{
+	json_t *v = status_json(r);
+	api_hang_add_dump(api->st, job, now_ms, v);
+	reply_json(resp, 200, v);
 }
 
 /* --- journal and wake-ups --- */
@@ -325,14 +364,27 @@ static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
 	if (rc < 0)
 		reply_state_error(resp, rc, err, &r);
 	else
-		reply_status(resp, 200, &r);
+		reply_status_dump(api, resp, &r, job, req->now_ms);
+}
+
+/* dump_open_other: the job has an open hang trigger other than seen (a
+ * trigger id, or NULL for any) */
+static int dump_open_other(struct rdzv_api *api, const char *job,
+			   const char *seen, uint64_t now_ms)
+{
+	json_t *d = rdzv_hang_open_json(api->st, job, now_ms);
+	int other =
+	    d && (!seen || strcmp(json_string_value(json_object_get(d, "id")),
+				  seen) != 0);
+	json_decref(d);
+	return other;
 }
 
 static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 		     const char *job, struct rdzv_response *resp)
 {
 	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
-	char err[512] = "";
+	char seen[RDZV_HANG_ID_MAX + 1], err[512] = "";
 	struct rdzv_reply r;
 	uint64_t round = 0, wait_ms;
 	int rc;
@@ -343,6 +395,8 @@ static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 			       sizeof(node_id), err, sizeof(err)) ||
 	    request_query_name(req->query, "incarnation", RDZV_INCARNATION_MAX,
 			       inc, sizeof(inc), err, sizeof(err)) ||
+	    request_query_name(req->query, "dump_seen", RDZV_HANG_ID_MAX, seen,
+			       sizeof(seen), err, sizeof(err)) ||
 	    request_wait(req, NULL, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
 			 sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
@@ -353,13 +407,15 @@ static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 			sizeof(err));
 	if (rc < 0) {
 		reply_state_error(resp, rc, err, &r);
-	} else if (rc == RDZV_DONE || wait_ms == 0) {
-		reply_status(resp, 200, &r);
+	} else if (rc == RDZV_DONE || wait_ms == 0 ||
+		   (seen[0] && dump_open_other(api, job, seen, req->now_ms))) {
+		reply_status_dump(api, resp, &r, job, req->now_ms);
 	} else {
 		park(resp, RDZV_POLL_WATCH, job, req->now_ms + wait_ms);
 		memcpy(resp->poll.node_id, node_id, sizeof(node_id));
 		memcpy(resp->poll.incarnation, inc, sizeof(inc));
 		resp->poll.round = round;
+		resp->poll.hang_seq = rdzv_hang_seq(api->st, job);
 	}
 }
 
@@ -508,11 +564,10 @@ enum rdzv_endpoint rdzv_api_route(const char *path)
 	static const struct {
 		const char *name;
 		enum rdzv_endpoint ep;
-	} verbs[] = {{"join", RDZV_EP_JOIN},
-		     {"heartbeat", RDZV_EP_HEARTBEAT},
-		     {"watch", RDZV_EP_WATCH},
-		     {"report", RDZV_EP_REPORT},
-		     {"leave", RDZV_EP_LEAVE}};
+	} verbs[] = {{"join", RDZV_EP_JOIN},   {"heartbeat", RDZV_EP_HEARTBEAT},
+		     {"watch", RDZV_EP_WATCH}, {"report", RDZV_EP_REPORT},
+		     {"leave", RDZV_EP_LEAVE}, {"dump", RDZV_EP_DUMP},
+		     {"hang", RDZV_EP_HANG}};
 	const char *rest, *slash;
 
 	if (strcmp(path, "/healthz") == 0)
@@ -544,9 +599,13 @@ static int method_ok(enum rdzv_endpoint ep, const char *method)
 	case RDZV_EP_JOIN:
 	case RDZV_EP_HEARTBEAT:
 	case RDZV_EP_REPORT:
-	case RDZV_EP_LEAVE: return strcmp(method, "POST") == 0;
+	case RDZV_EP_LEAVE:
+	case RDZV_EP_DUMP: return strcmp(method, "POST") == 0;
 	case RDZV_EP_KV:
 		return strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0;
+	case RDZV_EP_HANG:
+		return strcmp(method, "GET") == 0 ||
+		       strcmp(method, "POST") == 0;
 	default: return strcmp(method, "GET") == 0;
 	}
 }
@@ -620,16 +679,23 @@ static int job_of(const char *path, char *job, const char **rest,
 }
 
 /* answer_job_detail answers GET /v1/jobs/{job}. */
-static void answer_job_detail(struct rdzv_api *api, const char *job,
-			      uint64_t now_ms, struct rdzv_response *resp)
+static void answer_job_detail(struct rdzv_api *api,
+			      const struct rdzv_request *req, const char *job,
+			      struct rdzv_response *resp)
 {
-	json_t *v = rdzv_job_detail_json(api->st, job, now_ms);
+	json_t *v = rdzv_job_detail_json(api->st, job, req->now_ms), *hang;
 	char err[512];
 	if (!v) {
 		snprintf(err, sizeof(err), "no job %s", job);
 		reply_error(resp, 404, err, NULL);
 		return;
 	}
+	/* the latest hang diagnosis, without its reports */
+	hang = rdzv_hang_summary_json(api->st, job, req->now_ms,
+				      req->wall_ms ? req->wall_ms
+						   : clock_wall_ms());
+	if (hang)
+		json_object_set_new(v, "hang", hang);
 	reply_json(resp, 200, v);
 }
 
@@ -684,7 +750,26 @@ static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 	if (job_of(req->path, job, &rest, resp) != 0)
 		return;
 	if (ep == RDZV_EP_JOB) {
-		answer_job_detail(api, job, req->now_ms, resp);
+		answer_job_detail(api, req, job, resp);
+		return;
+	}
+	if (req->body_len > api->max_body_bytes &&
+	    !(ep == RDZV_EP_HANG && strcmp(req->method, "POST") == 0)) {
+		snprintf(err, sizeof(err),
+			 "request body over %zu bytes (the server's "
+			 "--max-body)",
+			 api->max_body_bytes);
+		reply_error(resp, 413, err, NULL);
+		return;
+	}
+	if (ep == RDZV_EP_DUMP || ep == RDZV_EP_HANG) {
+		if (ep == RDZV_EP_DUMP)
+			api_hang_dump(api->st, req, job, resp);
+		else if (strcmp(req->method, "POST") == 0)
+			api_hang_post(api->st, req, job, resp);
+		else
+			api_hang_get(api->st, req, job, resp);
+		journal_changes(api);
 		return;
 	}
 	if (ep == RDZV_EP_KV) {
@@ -772,9 +857,12 @@ static int poll_check_watch(struct rdzv_api *api, const struct rdzv_poll *poll,
 		reply_error(resp, 410, err, NULL);
 		return 1;
 	}
-	if (rc == RDZV_WAIT && !expired)
+	/* a hang trigger opened since it parked answers it at once */
+	if (rc == RDZV_WAIT && !expired &&
+	    !(rdzv_hang_seq(api->st, poll->job) > poll->hang_seq &&
+	      dump_open_other(api, poll->job, NULL, now_ms)))
 		return 0;
-	reply_status(resp, 200, &r);
+	reply_status_dump(api, resp, &r, poll->job, now_ms);
 	return 1;
 }
 

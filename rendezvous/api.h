@@ -29,6 +29,8 @@ enum rdzv_endpoint {
 	RDZV_EP_JOBS,
 	RDZV_EP_JOB,
 	RDZV_EP_KV,
+	RDZV_EP_DUMP, /* POST /v1/jobs/{job}/dump: open a hang trigger */
+	RDZV_EP_HANG, /* POST/GET /v1/jobs/{job}/hang: node reports */
 	RDZV_EP_HEALTHZ,
 	RDZV_EP_METRICS,
 	RDZV_EP_PAGE, /* the status page and its script and style (page.c) */
@@ -55,6 +57,7 @@ struct rdzv_poll {
 	char incarnation[RDZV_INCARNATION_MAX + 1]; /* join, watch */
 	char key[RDZV_NAME_MAX + 1];		    /* kv */
 	uint64_t round;				    /* watch */
+	uint64_t hang_seq; /* watch: triggers the job had opened */
 	uint64_t deadline_ms;
 };
 
@@ -66,6 +69,7 @@ struct rdzv_request {
 	size_t body_len;
 	const char *peer_addr; /* the client's IP address */
 	uint64_t now_ms;
+	uint64_t wall_ms; /* unix ms (dates hang triggers); 0: read it */
 };
 
 struct rdzv_response {
@@ -83,6 +87,10 @@ struct rdzv_api;
 struct rdzv_api *rdzv_api_new(struct rdzv_state *st,
 			      struct rdzv_journal *journal);
 void rdzv_api_free(struct rdzv_api *api);
+/* rdzv_api_set_max_body: the largest body of any request (413 beyond;
+ * default 64 KiB) but POST /v1/jobs/{job}/hang, whose bound is
+ * RDZV_HANG_REPORT_MAX_BYTES. The HTTP layer must let both through. */
+void rdzv_api_set_max_body(struct rdzv_api *api, size_t bytes);
 
 void rdzv_response_init(struct rdzv_response *resp);
 void rdzv_response_release(struct rdzv_response *resp);

@@ -415,6 +415,7 @@ static void to_request(struct evhttp_request *req, const char *path,
 	rq->body_len = len;
 	rq->peer_addr = peer;
 	rq->now_ms = clock_now_ms();
+	rq->wall_ms = clock_wall_ms();
 }
 
 void http_request_cb(struct evhttp_request *req, void *arg)

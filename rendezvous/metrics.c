@@ -3,9 +3,10 @@
  * metrics.c - what GET /metrics exposes, in the Prometheus text format
  * with Prometheus's naming (base units, _total counters, _seconds): jobs
  * by state, members, rounds, restarts, heartbeats, evictions; per job its
- * state, round, members, spares, restarts and the age of its round; the
- * journal (size, compactions, write failures, writable); parked long
- * polls; request counts by endpoint and status and latency histograms by
+ * state, round, members, spares, restarts and the age of its round; hang
+ * diagnoses (triggers by kind, reports, stuck ranks); the journal (size,
+ * compactions, write failures, writable); parked long polls; request
+ * counts by endpoint and status and latency histograms by
  * endpoint.
  */
 #include "metrics.h"
@@ -106,6 +107,22 @@ static int render_state(const struct rdzv_metrics_src *src, struct buf *out)
 				 "%" PRIu64 "\n",
 				 rdzv_recovery_name((enum rdzv_recovery)i),
 				 c.recoveries_total[i]);
+	rc |= head(out, "dlaunch_rdzv_hang_triggers_total", "counter",
+		   "Hang diagnoses opened, by what set them off: dump (asked "
+		   "for), progress-timeout, stall, exit.");
+	for (int i = 0; i < RDZV_HANG_NKINDS; i++)
+		rc |=
+		    buf_printf(out,
+			       "dlaunch_rdzv_hang_triggers_total{kind=\"%s\"} "
+			       "%" PRIu64 "\n",
+			       rdzv_hang_kind_name((enum rdzv_hang_kind)i),
+			       c.hang_triggers_total[i]);
+	rc |= one(out, "dlaunch_rdzv_hang_reports_total", "counter",
+		  "Node reports stored for hang diagnoses.",
+		  c.hang_reports_total);
+	rc |= one(out, "dlaunch_rdzv_hang_stuck_ranks", "gauge",
+		  "Ranks the latest hang analysis named as stuck.",
+		  c.hang_stuck_ranks);
 	rc |= head(out, "dlaunch_rdzv_long_polls_parked", "gauge",
 		   "Long polls held open, by endpoint (join, watch, kv).");
 	rc |= buf_printf(out,

@@ -9,7 +9,8 @@
 # the server's layers (api, journal, http) fails the build.
 RDZV_STATE_SRCS := rendezvous/state.c rendezvous/round.c \
 	rendezvous/deadlines.c rendezvous/state_json.c rendezvous/state_save.c \
-	rendezvous/kv.c rendezvous/history.c rendezvous/runs.c rendezvous/master.c
+	rendezvous/kv.c rendezvous/history.c rendezvous/runs.c rendezvous/master.c \
+	rendezvous/hangs.c
 RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
 $(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
 
@@ -54,7 +55,7 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
 # instrumented. `make fuzz` runs it for $(FUZZ_SECONDS); new inputs go to
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
-RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c \
+RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c rendezvous/api_hang.c \
 	rendezvous/request.c rendezvous/journal.c rendezvous/page.c \
 	$(PAGE_GEN) $(RDZV_STATE_SRCS) \
 	$(wildcard common/*.c)

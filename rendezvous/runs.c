@@ -50,6 +50,7 @@ int job_new_run(struct job *j, const struct rdzv_job_config *cfg,
 	j->failures = failures;
 	rdzv_kv_free(j->kv);
 	j->kv = kv;
+	job_hangs_free(j); /* the ended run's hang reports go with it */
 	j->cfg = *cfg;
 	j->run++;
 	j->round++;

@@ -263,11 +263,19 @@ static int setup_http(struct rdzv_server *srv,
 		      size_t err_size)
 {
 	uint64_t idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 60000;
+	size_t max_body = cfg->max_body_bytes ? cfg->max_body_bytes : 65536;
 	struct timeval idle;
 
+	/* hang reports (POST /v1/jobs/{job}/hang) may be larger than other
+	 * bodies: libevent lets up to twice their bound through, so that a
+	 * report somewhat over it gets the api's clear 413 (libevent's own
+	 * 413 cuts the connection while the client is still sending), and
+	 * the api holds every other request to --max-body */
+	rdzv_api_set_max_body(srv->api, max_body);
 	evhttp_set_max_body_size(
-	    srv->http,
-	    (ev_ssize_t)(cfg->max_body_bytes ? cfg->max_body_bytes : 65536));
+	    srv->http, (ev_ssize_t)(max_body > 2 * RDZV_HANG_REPORT_MAX_BYTES
+					? max_body
+					: 2 * RDZV_HANG_REPORT_MAX_BYTES));
 	evhttp_set_max_headers_size(srv->http,
 				    (ev_ssize_t)(cfg->max_header_bytes
 						     ? cfg->max_header_bytes

@@ -82,6 +82,7 @@ static void job_free(struct job *j)
 {
 	if (!j)
 		return;
+	job_hangs_free(j);
 	free(j->members);
 	free(j->member_slots);
 	free(j->waiters);

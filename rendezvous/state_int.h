@@ -97,6 +97,9 @@ struct job {
 	uint64_t nrounds;
 	uint64_t changed_ms; /* last round change: opened, formed or ended */
 	struct rdzv_kv *kv;
+	/* hang triggers and their reports (hangs.c); NULL until the first
+	 * trigger; in memory only */
+	struct job_hangs *hangs;
 	unsigned changed;
 };
 
@@ -108,6 +111,7 @@ struct rdzv_state {
 	size_t ndeleted, deleted_cap;
 	uint64_t end_seq;
 	struct rdzv_counters counters;
+	size_t hang_bytes; /* node reports held over all jobs (hangs.c) */
 };
 
 /* --- state.c: the job table --- */
@@ -159,6 +163,12 @@ void job_master_reachable(struct job *j);
 /* job_finish ends the job's run in state (SUCCEEDED or FAILED). */
 void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 		const char *reason, uint64_t now_ms);
+
+/* --- hangs.c: hang triggers and node reports --- */
+
+/* job_hangs_free drops j's triggers and reports (a job freed or starting
+ * a new run), giving their bytes back to the state's total. */
+void job_hangs_free(struct job *j);
 
 /* --- history.c: the timeline of rounds --- */
 

@@ -7,7 +7,10 @@
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all -Iinclude -D_GNU_SOURCE -std=c11 -pthread
-FUZZ_COMMON := $(filter-out common/jsonh.c,$(wildcard common/*.c))
+# jsonh.c and the hang analysis need jansson: only the harnesses that link
+# it take them
+FUZZ_COMMON := $(filter-out common/jsonh.c common/hang%.c,$(wildcard common/*.c))
+FUZZ_HANG := $(wildcard common/hang*.c)
 
 FUZZ_ckpt_SRCS := trainer/ckpt.c trainer/mlp.c trainer/rng.c
 FUZZ_ckpt_LIBS := $(BLAS_LIBS) -lm
@@ -15,7 +18,8 @@ FUZZ_control_SRCS := trainer/control_msg.c
 FUZZ_control_LIBS :=
 FUZZ_idx_SRCS := trainer/data.c trainer/rng.c
 FUZZ_idx_LIBS := $(ZLIB_LIBS) -lm
-FUZZ_journal_SRCS := rendezvous/journal.c $(RDZV_STATE_SRCS) common/jsonh.c
+FUZZ_journal_SRCS := rendezvous/journal.c $(RDZV_STATE_SRCS) common/jsonh.c \
+	$(FUZZ_HANG)
 FUZZ_journal_LIBS := -Irendezvous $(JSON_LIBS) $(SSL_LIBS) -lm
 # the etcd gateway layer is private to agent/: -Iagent, its header a
 # prerequisite (FUZZ_NAME_DEPS: files the harness reads but does not build)
@@ -27,6 +31,10 @@ FUZZ_etcd_proto_DEPS := agent/etcd_proto.h
 FUZZ_control_proto_SRCS := agent/control_proto.c common/jsonh.c
 FUZZ_control_proto_LIBS := -Iagent $(JSON_LIBS) -lm
 FUZZ_control_proto_DEPS := agent/control_proto.h
+# the hang analysis over any node reports (include/dlaunch/hang.h)
+FUZZ_hang_SRCS := $(FUZZ_HANG)
+FUZZ_hang_LIBS := $(JSON_LIBS) -lm
+FUZZ_hang_DEPS := common/hang_int.h
 
 # $(call reader_fuzzer,NAME)
 define reader_fuzzer
@@ -45,4 +53,4 @@ fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
 		tests/fuzz/corpus/$(1)
 FUZZ_RUNS += fuzz-$(1)
 endef
-$(foreach f,ckpt idx journal etcd_proto control_proto control,$(eval $(call reader_fuzzer,$(f))))
+$(foreach f,ckpt idx journal etcd_proto control_proto control hang,$(eval $(call reader_fuzzer,$(f))))

@@ -135,6 +135,15 @@ enum rdzv_recovery {
 };
 #define RDZV_RECOVERY_WHY_MAX 160 /* bytes of the reason */
 
+/* What set off a hang diagnosis (see rdzv_hang_trigger). */
+enum rdzv_hang_kind {
+	RDZV_HANG_DUMP = 0,
+	RDZV_HANG_PROGRESS_TIMEOUT,
+	RDZV_HANG_STALL,
+	RDZV_HANG_EXIT,
+};
+#define RDZV_HANG_NKINDS 4
+
 /* Counters for /metrics, monotonically increasing. */
 struct rdzv_counters {
 	uint64_t rounds_total;	 /* rounds closed */
@@ -144,6 +153,12 @@ struct rdzv_counters {
 	/* members' entries into rounds, by rdzv_recovery (each member and
 	 * round counted once, when it first says) */
 	uint64_t recoveries_total[RDZV_RECOVERY_N];
+	/* hang diagnosis: triggers opened, by enum rdzv_hang_kind; node
+	 * reports stored; and (a gauge) the stuck ranks the latest analysis
+	 * named */
+	uint64_t hang_triggers_total[RDZV_HANG_NKINDS];
+	uint64_t hang_reports_total;
+	uint64_t hang_stuck_ranks;
 };
 
 struct rdzv_state;
@@ -306,6 +321,83 @@ int rdzv_kv_each(const struct rdzv_state *st, const char *job,
 		 int (*fn)(void *ctx, const char *key, const void *data,
 			   size_t len),
 		 void *ctx);
+
+/*
+ * Hang diagnosis (docs/http-api.md, "Hang diagnosis"). A trigger asks
+ * every member node of the job's running round for a report of its
+ * workers (stacks, flight records, states); it stays open until each of
+ * those nodes posted one, or RDZV_HANG_OPEN_MS. A job keeps its last
+ * RDZV_HANG_KEPT triggers with their reports, at most
+ * RDZV_HANG_JOB_MAX_BYTES of reports (older triggers dropped first) and
+ * the server RDZV_HANG_ALL_MAX_BYTES over all jobs; none of it is
+ * journaled. wall_ms is the caller's unix time (the state reads no
+ * clock); it dates triggers and is the analysis's "now".
+ */
+#define RDZV_HANG_ID_MAX	   64
+#define RDZV_HANG_OPEN_MS	   30000
+#define RDZV_HANG_KEPT		   4
+#define RDZV_HANG_REPORT_MAX_BYTES (512u * 1024)
+#define RDZV_HANG_JOB_MAX_BYTES	   (8u * 1024 * 1024)
+#define RDZV_HANG_ALL_MAX_BYTES	   (256u * 1024 * 1024)
+#define RDZV_HANG_TEXT_MAX_BYTES   (1024u * 1024)
+
+/* rdzv_hang_kind_parse: "dump", "progress-timeout", "stall", "exit";
+ * DL_EINVAL otherwise. rdzv_hang_kind_name the other way. */
+int rdzv_hang_kind_parse(const char *s, enum rdzv_hang_kind *out);
+const char *rdzv_hang_kind_name(enum rdzv_hang_kind k);
+
+/*
+ * rdzv_hang_trigger opens a trigger in job for by (a node id or "cli"),
+ * or, while one is open, answers that one. node_id (NULL: none) must be
+ * a member of the running round, with incarnation when given. *out: a new
+ * {"id", "kind", "by", "time_ms", "round", "opened"} ("opened": a new
+ * trigger). Opening marks the job RDZV_CHANGED_WAKE, so that parked
+ * watches answer with it. Errors: DL_ENOTFOUND (no job), DL_EGONE (the
+ * job ended), DL_ESTALE (node_id not a member, or another incarnation),
+ * DL_ECONFLICT (no running round), DL_ENOMEM.
+ */
+int rdzv_hang_trigger(struct rdzv_state *st, const char *job,
+		      const char *node_id, const char *incarnation,
+		      enum rdzv_hang_kind kind, const char *by, uint64_t now_ms,
+		      uint64_t wall_ms, json_t **out, char *err,
+		      size_t err_size);
+
+/*
+ * rdzv_hang_report stores report (a node report, borrowed; kept by
+ * reference, the caller must not change it afterwards), bytes long on
+ * the wire, for the trigger it names (report.trigger.id), replacing the
+ * node's earlier report for it. The node (report.node, incarnation) must
+ * have been a member of the round when the trigger opened; an ended job
+ * still takes reports for its kept triggers. Errors: DL_EINVAL (not a
+ * node report), DL_ENOTFOUND (no job, or no such trigger kept),
+ * DL_ESTALE (not a member then, or another incarnation), DL_ELIMIT (over
+ * a size bound), DL_ENOMEM. *complete: every node asked has reported.
+ */
+int rdzv_hang_report(struct rdzv_state *st, const char *job,
+		     const char *incarnation, json_t *report, size_t bytes,
+		     uint64_t now_ms, uint64_t wall_ms, int *complete,
+		     char *err, size_t err_size);
+
+/*
+ * rdzv_hang_json: the trigger id (NULL: the latest) of job as GET
+ * /v1/jobs/{job}/hang answers it: {"trigger": {..., "open"} | null,
+ * "complete", "reports", "analysis" | null, "text"}. The analysis is
+ * brought up to date first (hence st is not const). A new reference;
+ * NULL when there is no such job or trigger (or memory ran out).
+ */
+json_t *rdzv_hang_json(struct rdzv_state *st, const char *job, const char *id,
+		       uint64_t now_ms, uint64_t wall_ms);
+/* rdzv_hang_summary_json: {"trigger", "analysis"} of the latest trigger
+ * (no reports, no stacks), NULL when the job has none. */
+json_t *rdzv_hang_summary_json(struct rdzv_state *st, const char *job,
+			       uint64_t now_ms, uint64_t wall_ms);
+/* rdzv_hang_open_json: {"id", "kind", "by", "time_ms"} of job's open
+ * trigger, NULL when none is open. */
+json_t *rdzv_hang_open_json(const struct rdzv_state *st, const char *job,
+			    uint64_t now_ms);
+/* rdzv_hang_seq: how many triggers job has opened (0: none, or no job);
+ * a watch parked at seq n answers once a trigger n + 1 is open. */
+uint64_t rdzv_hang_seq(const struct rdzv_state *st, const char *job);
 
 /* Metrics: jobs per state (RDZV_JOB_NSTATES entries), members of current
  * rounds, and the counters. */

@@ -39,6 +39,13 @@ req() {
 	fi
 }
 
+# req_file METHOD PATH FILE: req with the body read from FILE (for bodies
+# over the 128 KiB a single command-line argument may hold)
+req_file() {
+	curl -s -m 70 "${RDZV_CURL_ARGS[@]}" -o "$TEST_TMP/body" \
+		-w '%{http_code}' -X "$1" --data-binary "@$3" "$RDZV$2"
+}
+
 # body_field FILTER: a jq filter over the last answer's body
 body_field() { jq -r "$1" "$TEST_TMP/body"; }
 

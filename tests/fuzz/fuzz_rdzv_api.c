@@ -109,7 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			*q++ = '\0';
 		{
 			struct rdzv_request req = {
-			    line, sp + 1, q, body, body_len, "10.0.0.1", now};
+			    line,     sp + 1,	  q,   body,
+			    body_len, "10.0.0.1", now, 1800000000000ULL};
 			struct rdzv_response resp;
 			rdzv_response_init(&resp);
 			rdzv_api_handle(api, &req, &resp);

@@ -27,7 +27,7 @@ static struct rdzv_response call(struct rdzv_api *api, const char *method,
 				 const char *body, uint64_t now)
 {
 	struct rdzv_request req = {method,	 path,	      query, body,
-				   strlen(body), "127.0.0.1", now};
+				   strlen(body), "127.0.0.1", now,   0};
 	struct rdzv_response resp;
 	rdzv_response_init(&resp);
 	rdzv_api_handle(api, &req, &resp);

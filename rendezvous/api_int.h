@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * api_int.h - what api.c shares with the files that answer some of its
+ * endpoints (api_hang.c), private to them.
+ */
+#ifndef DLAUNCH_RDZV_API_INT_H
+#define DLAUNCH_RDZV_API_INT_H
+
+#include <jansson.h>
+
+#include "api.h"
+
+/* api_reply_json answers status with v (taken; NULL: a 500). */
+void api_reply_json(struct rdzv_response *resp, int status, json_t *v);
+/* api_reply_error answers status with {"error": msg}. */
+void api_reply_error(struct rdzv_response *resp, int status, const char *msg);
+/* api_status_of: the HTTP status of a DL_E* code from the state. */
+int api_status_of(int rc);
+
+/* api_hang_dump answers POST /v1/jobs/{job}/dump, api_hang_post POST and
+ * api_hang_get GET /v1/jobs/{job}/hang (api_hang.c). */
+void api_hang_dump(struct rdzv_state *st, const struct rdzv_request *req,
+		   const char *job, struct rdzv_response *resp);
+void api_hang_post(struct rdzv_state *st, const struct rdzv_request *req,
+		   const char *job, struct rdzv_response *resp);
+void api_hang_get(struct rdzv_state *st, const struct rdzv_request *req,
+		  const char *job, struct rdzv_response *resp);
+
+/* api_hang_add_dump adds "dump" (the job's open trigger) to a heartbeat
+ * or watch answer v while one is open. */
+void api_hang_add_dump(const struct rdzv_state *st, const char *job,
+		       uint64_t now_ms, json_t *v);
+
+#endif
