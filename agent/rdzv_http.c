@@ -22,6 +22,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
+#include "hang.h"
 #include "rdzv.h"
 
 #define WATCH_WAIT_MS	  30000
@@ -197,7 +198,8 @@ static int heard_dump(struct rdzv_http *h, const struct client_reply *r)
 	json_t *d = r->json ? json_object_get(r->json, "dump") : NULL;
 	const char *id = json_string_value(json_object_get(d, "id"));
 	int fresh;
-	if (!json_is_object(d) || !id)
+	/* the id goes into the watch's URL: only one of the documented form */
+	if (!json_is_object(d) || !hang_id_valid(id))
 		return 0;
 	fresh = strcmp(id, h->dump_seen) != 0;
 	snprintf(h->dump_seen, sizeof(h->dump_seen), "%s", id);
@@ -365,12 +367,15 @@ static void on_watch(void *arg, const struct client_reply *r)
 
 static void send_watch(struct rdzv_http *h)
 {
-	char path[768];
+	char path[900];
 	h->watch.round = h->round;
+	/* the trigger heard last: the server parks the watch until another
+	 * one opens (docs/http-api.md) */
 	snprintf(path, sizeof(path),
-		 "/v1/jobs/%s/watch?round=%llu&node_id=%s&wait_ms=%d",
+		 "/v1/jobs/%s/watch?round=%llu&node_id=%s&wait_ms=%d%s%s",
 		 h->cfg->run_id, (unsigned long long)h->round, h->node_id,
-		 WATCH_WAIT_MS);
+		 WATCH_WAIT_MS, h->dump_seen[0] ? "&dump_seen=" : "",
+		 h->dump_seen);
 	op_call(&h->watch, "GET", path, NULL,
 		WATCH_WAIT_MS + h->cfg->read_timeout_ms, on_watch);
 }
