@@ -81,7 +81,7 @@ train_case() {
 	done
 	check_eq "$what: the job's detail carries the verdict" "[$k]" \
 		"$(job_field "$job" '.hang.analysis.stuck' | jq -c .)"
-	"$BIN/dlaunch" status --rdzv-endpoint "$EP" --rdzv-id "$job" \
+	netns_exec 0 "$BIN/dlaunch" status --rdzv-endpoint "$EP" --rdzv-id "$job" \
 		>"$TEST_TMP/status.$job" 2>&1
 	check "$what: dlaunch status shows the verdict" \
 		grep -q "verdict hang: .*rank $k" "$TEST_TMP/status.$job"
