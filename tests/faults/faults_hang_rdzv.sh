@@ -96,7 +96,7 @@ train_case 3 loop
 
 # ---- a PyTorch gloo script ------------------------------------------------------
 what="PyTorch gloo on two hosts, rank 1 sleeps before its all_reduce"
-if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
+if "$PY" -c "import torch.distributed" 2>/dev/null; then
 	cat >"$TEST_TMP/gloo_hang.py" <<'EOF'
 import os, time
 import torch
@@ -113,7 +113,7 @@ for step in range(1000000):
 EOF
 	line=$(grep -n GLOO-HANG-LINE "$TEST_TMP/gloo_hang.py" | cut -d: -f1)
 	new_case
-	agents gl 1 --progress-timeout=8 "$TEST_TMP/gloo_hang.py"
+	agents gl 1 --progress-timeout=8 --python "$PY" "$TEST_TMP/gloo_hang.py"
 	if wait_for 120 log_has "$(agent_log gl.1)" "stuck +: 1$"; then
 		j=$TEST_TMP/gl.1/hang-report.json
 		check "$what: node gl.0 names rank 1 too" \
@@ -129,7 +129,7 @@ EOF
 	stop_agents gl
 	check_case "$what" --no-workers
 else
-	skip "$what: /usr/bin/python3 has no torch.distributed"
+	skip "$what: $PY has no torch.distributed"
 fi
 
 # ---- dlaunch dump of a healthy job ------------------------------------------------
