@@ -101,13 +101,22 @@ static void fx_print_report(void *ctx, json_t *job_failures,
 	    json_is_array(job_failures) && json_array_size(job_failures) > 0
 		? job_failures
 		: own_failures;
-	report_print(a->cfg.run_id, f, (int)json_array_size(f));
+	report_print(a->cfg.run_id, f, (int)json_array_size(f),
+		     hang_last_reason(a));
 }
 
 static void fx_finish(void *ctx)
 {
 	struct agent *a = ctx;
 	a->rdzv->ops->cancel(a->rdzv);
+	/* a hang diagnosis under way ends first (its phases are bounded):
+	 * this node's verdict is printed even when the job ended meanwhile,
+	 * but not after a signal to us */
+	if (hang_busy(a) && a->fsm.exit_status < 128) {
+		log_info("the job is over; finishing the hang diagnosis first");
+		a->exit_after_hang = 1;
+		return;
+	}
 	event_base_loopexit(a->base, NULL);
 }
 
@@ -259,6 +268,11 @@ int agent_new(struct event_base *base, const struct agent_config *cfg,
 		return rc;
 	}
 	socket_ifname(a);
+	if (hang_new(a) != 0) {
+		agent_free(a);
+		snprintf(err, err_size, "out of memory");
+		return DL_ENOMEM;
+	}
 	*out = a;
 	return 0;
 }
@@ -324,6 +338,9 @@ int agent_start(struct agent *a, char *err, size_t err_size)
 	rc = make_log_dir(a, err, err_size);
 	if (rc)
 		return rc;
+	/* plain Python workers' stacks on SIGUSR2 (docs/hangs.md) */
+	if (hang_site_dir(a->log_dir, a->site_dir, sizeof(a->site_dir)) != 0)
+		a->site_dir[0] = '\0';
 	agent_fsm_post_kind(&a->fsm, AGENT_EV_START, 0);
 	return 0;
 }
@@ -355,6 +372,7 @@ void agent_free(struct agent *a)
 				waitpid(a->workers[i].pid, NULL, 0);
 	}
 	workers_free(a);
+	hang_free(a);
 	control_release(a);
 	keeper_free(a->keeper);
 	a->keeper = NULL;
@@ -369,7 +387,7 @@ void agent_free(struct agent *a)
 		event_free(a->sigs[i]);
 	free(a->sigs);
 	agent_fsm_release(&a->fsm);
-	if (a->log_dir_temp && a->cfg.redirects.all < 0 &&
+	if (a->log_dir_temp && !a->hang_kept && a->cfg.redirects.all < 0 &&
 	    a->cfg.redirects.n == 0 && a->cfg.tee.all < 0 && a->cfg.tee.n == 0)
 		nftw(a->log_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(a);

@@ -37,6 +37,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
+#include "hang.h"
 #include "internal.h"
 #include "keeper.h"
 
@@ -345,6 +346,7 @@ static void on_message(struct agent_worker *w, const struct control_msg *m)
 		w->ctl.has_step = 1;
 		w->ctl.step_ms = clock_now_ms();
 		w->last_progress_ms = w->ctl.step_ms; /* progress.c */
+		w->moved_ms = w->ctl.step_ms;
 		break;
 	case CONTROL_MSG_ABORTED:
 		on_answer(w, m, AGENT_CONTROL_WAIT_ABORTED);
@@ -352,7 +354,7 @@ static void on_message(struct agent_worker *w, const struct control_msg *m)
 	case CONTROL_MSG_REFORMED:
 		on_answer(w, m, AGENT_CONTROL_WAIT_REFORMED);
 		break;
-	case CONTROL_MSG_DUMPED:
+	case CONTROL_MSG_DUMPED: hang_dumped(w, m->id); break;
 	case CONTROL_MSG_UNKNOWN: break; /* nothing of ours */
 	}
 }
@@ -500,6 +502,17 @@ void control_worker_finished(struct agent_worker *w)
 		miss(w->a, "rank %d (pid %ld) exited", w->rank, (long)w->pid);
 	w->ctl.wait = AGENT_CONTROL_WAIT_NONE;
 	control_close(w);
+}
+
+/* control_send_dump asks w for a dump (hang_collect.c); 0 when the line
+ * is on its way, -1 when w does not speak `dump` or its channel broke */
+int control_send_dump(struct agent_worker *w, const char *id, const char *path)
+{
+	if (w->ctl.state != AGENT_CONTROL_SPEAKS ||
+	    !(w->ctl.handles & CONTROL_HANDLES_DUMP))
+		return -1;
+	sent(w, control_write_dump(&w->ctl.out, id, path));
+	return w->ctl.state == AGENT_CONTROL_SPEAKS ? 0 : -1;
 }
 
 /* ------------------------------------------------------- the re-form */

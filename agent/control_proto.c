@@ -241,3 +241,9 @@ int control_write_membership(struct buf *b, const struct control_membership *m)
 		      (int)m->master_port, "restart_count", m->restart_count,
 		      "store_prefix", m->store_prefix ? m->store_prefix : ""));
 }
+
+int control_write_dump(struct buf *b, const char *id, const char *path)
+{
+	return put(b, json_pack("{s:s,s:s,s:s}", "type", "dump", "id",
+				id ? id : "", "path", path ? path : ""));
+}

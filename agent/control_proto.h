@@ -100,6 +100,9 @@ int control_write_welcome(struct buf *b, unsigned version,
 			  uint64_t rejoin_timeout_ms);
 int control_write_abort(struct buf *b, uint64_t round, const char *reason);
 int control_write_membership(struct buf *b, const struct control_membership *m);
+/* dump: write a report of every thread to path, then answer `dumped` with
+ * id (docs/worker-protocol.md, docs/hangs.md) */
+int control_write_dump(struct buf *b, const char *id, const char *path);
 
 const char *control_msg_name(enum control_msg_type t);
 

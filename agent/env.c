@@ -15,13 +15,25 @@
 #include "dlaunch/error.h"
 
 /* the most set() calls below: torchrun's 16, 3 defaults, 2 interfaces,
- * 6 DLAUNCH_* (test_env_every_variable sets them all) */
-#define ENV_OWN_MAX 27
+ * 6 DLAUNCH_*, PYTHONPATH and DLAUNCH_PYSTACK_FILE
+ * (test_env_every_variable sets them all) */
+#define ENV_OWN_MAX 29
 
 struct env_var {
 	const char *name;
-	char value[PATH_MAX + 64]; /* the longest: a path under --log-dir */
+	/* the longest: PYTHONPATH, a path under --log-dir and the user's */
+	char value[2 * PATH_MAX + 64];
 };
+
+/* base_value: the value of name in base, or NULL */
+static const char *base_value(char *const *base, const char *name)
+{
+	size_t n = strlen(name);
+	for (; base && *base; base++)
+		if (strncmp(*base, name, n) == 0 && (*base)[n] == '=')
+			return *base + n + 1;
+	return NULL;
+}
 
 /* has_name tells whether "NAME=..." entry is for name. */
 static int has_name(const char *entry, const char *name)
@@ -57,6 +69,7 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 		    char ***out)
 {
 	struct env_var own[ENV_OWN_MAX];
+	const char *old_path;
 	int n_own = 0, i;
 	size_t n_base = 0, k = 0;
 	char **env;
@@ -99,6 +112,17 @@ int agent_env_build(char *const *base, const struct agent_worker_env *e,
 	if (e->progress_file)
 		set(own, &n_own, "DLAUNCH_PROGRESS_FILE", "%s",
 		    e->progress_file);
+	old_path = base_value(base, "PYTHONPATH");
+	/* a PYTHONPATH set but empty, or one too long to carry ours too,
+	 * is left alone: no Python stacks on SIGUSR2 then */
+	if (e->site_dir && e->pystack_file && (!old_path || *old_path) &&
+	    strlen(e->site_dir) + (old_path ? strlen(old_path) : 0) + 2 <
+		sizeof(own[0].value)) {
+		/* the sitecustomize puts the old value back in os.environ */
+		set(own, &n_own, "PYTHONPATH", "%s%s%s", e->site_dir,
+		    old_path ? ":" : "", old_path ? old_path : "");
+		set(own, &n_own, "DLAUNCH_PYSTACK_FILE", "%s", e->pystack_file);
+	}
 	if (e->control_fd > 2) {
 		set(own, &n_own, "DLAUNCH_CONTROL_FD", "%d", e->control_fd);
 		set(own, &n_own, "DLAUNCH_CONTROL_VERSION", "%u",

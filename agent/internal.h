@@ -23,6 +23,7 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/buf.h"
 #include "fsm.h"
+#include "hang.h"
 #include "keeper.h"
 #include "rdzv.h"
 
@@ -94,10 +95,15 @@ struct agent_worker {
 	size_t tail_len, tail_pos;
 	/* progress (progress.c) */
 	char progress_file[PATH_MAX];	/* DLAUNCH_PROGRESS_FILE */
+	char pystack_file[PATH_MAX];	/* DLAUNCH_PYSTACK_FILE (hang.h) */
 	struct timespec progress_mtime; /* as last seen; 0: no file */
 	uint64_t last_progress_ms;	/* monotonic */
 	struct agent_control ctl;	/* control.c */
 	int kept;			/* kept from an earlier round */
+	/* stall detection (progress.c): when its step or progress file
+	 * last moved (monotonic; output does not count), 0: never */
+	uint64_t moved_ms;
+	int straggling; /* said to be a straggler; quiet until it catches up */
 };
 
 struct agent {
@@ -131,6 +137,13 @@ struct agent {
 	char socket_ifname[32];
 	char socket_why[512];
 	int socket_said;
+	/* hang diagnosis (hang.c) */
+	struct agent_hang *hang;
+	int hang_kept;		 /* a hang report is in log_dir: keep it */
+	int exit_after_hang;	 /* the loop exits when the diagnosis ends */
+	char site_dir[PATH_MAX]; /* the sitecustomize's ("": none) */
+	uint64_t stall_round;	 /* a stall was found in this round (+1) */
+	unsigned stragglers;	 /* stragglers seen in this run */
 };
 
 /* workers.c: each posts to a->fsm what happens to the workers */
@@ -166,6 +179,9 @@ void control_membership(struct agent *a);
 /* control_cancel: nothing is awaited any more */
 void control_cancel(struct agent *a);
 void control_release(struct agent *a);
+/* control_send_dump sends w a `dump` for id, the file path; -1 when w
+ * does not declare `dump` or its channel is broken */
+int control_send_dump(struct agent_worker *w, const char *id, const char *path);
 
 /* output.c */
 int output_open(struct agent_worker *w, int which, int *child_fd);
@@ -183,6 +199,7 @@ json_t *report_failure(const struct agent_worker *w);
 json_t *report_hang(const struct agent_worker *w, uint64_t timeout_ms);
 /* report_print writes the root-cause report for the failures array (in the
  * server's form) to stderr. */
-void report_print(const char *job, json_t *failures, int n_total);
+void report_print(const char *job, json_t *failures, int n_total,
+		  const char *hang_reason);
 
 #endif

@@ -22,8 +22,10 @@ $(eval $(call unit_test,test_agent_fsm,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_etcd_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_control_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_control,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
+$(eval $(call unit_test,test_hang_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 
 .PHONY: agent
 agent: $(AGENT_LIB) $(BUILD)/tests/test_agent $(BUILD)/tests/test_spawn \
 	$(BUILD)/tests/test_agent_fsm $(BUILD)/tests/test_etcd_proto \
-	$(BUILD)/tests/test_control_proto $(BUILD)/tests/test_agent_control
+	$(BUILD)/tests/test_control_proto $(BUILD)/tests/test_agent_control \
+	$(BUILD)/tests/test_hang_agent

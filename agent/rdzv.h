@@ -56,6 +56,29 @@ struct agent_rdzv_ops {
 	/* optional: the node's workers entered the round begun last, as
 	 * fsm->recovery says (dlaunch-rdzv hears it with heartbeats) */
 	void (*entered)(struct agent_rdzv *r);
+	/* optional, hang diagnosis (docs/hangs.md); NULL in a backend with
+	 * no job-wide store (static: the node analyses its own report).
+	 * Answers go to the hang callbacks of struct agent_rdzv, never to
+	 * the round loop. hang_open opens a trigger of kind (by: this node)
+	 * -> opened(trigger or NULL); hang_post stores this node's report
+	 * (borrowed) -> posted(ok); hang_fetch reads the reports of trigger
+	 * id -> fetched({"reports": [...], "complete": bool} or NULL);
+	 * hang_cancel drops what of these is in flight. */
+	void (*hang_open)(struct agent_rdzv *r, const char *kind);
+	void (*hang_post)(struct agent_rdzv *r, json_t *report);
+	void (*hang_fetch)(struct agent_rdzv *r, const char *id);
+	void (*hang_cancel)(struct agent_rdzv *r);
+};
+
+/* Where a backend's hang answers go (agent.c sets them; hang.c). heard:
+ * a trigger is open (seen in a heartbeat or watch answer, or the etcd
+ * key); borrowed. */
+struct agent_rdzv_hang_cb {
+	void (*opened)(void *ctx, json_t *trigger);
+	void (*heard)(void *ctx, json_t *trigger);
+	void (*posted)(void *ctx, int ok);
+	void (*fetched)(void *ctx, json_t *answer);
+	void *ctx;
 };
 
 /* The part every backend begins with. */
@@ -66,6 +89,7 @@ struct agent_rdzv {
 	 * backend is made; NULL or "": none (static mode, or the server
 	 * uses the address it sees) */
 	const char *addr;
+	struct agent_rdzv_hang_cb hang; /* all NULL until agent.c sets them */
 };
 
 /* What a backend is made from; everything is borrowed and outlives it. */

@@ -680,6 +680,7 @@ static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 	h->round = round;
 	h->in_round = 1;
 	h->joining = 0;
+	etcd_hang_round(h); /* hear hang triggers from now on */
 	/* a node that joined says how it entered before the round begins
 	 * here (etcd_entered): that is written now */
 	if (recovery_round(h) == round)
@@ -850,6 +851,7 @@ static void etcd_free(struct agent_rdzv *r)
 	if (h->lease)
 		etcd_lease_free(h->lease);
 	etcd_client_free(h->c); /* every call and watch with it */
+	etcd_hang_free(h);
 	if (h->depose)
 		event_free(h->depose);
 	if (h->recampaign)
@@ -871,6 +873,10 @@ static const struct agent_rdzv_ops etcd_ops = {
     .status = etcd_status,
     .free = etcd_free,
     .entered = etcd_entered,
+    .hang_open = etcd_hang_open,
+    .hang_post = etcd_hang_post,
+    .hang_fetch = etcd_hang_fetch,
+    .hang_cancel = etcd_hang_cancel,
 };
 
 int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
@@ -898,7 +904,7 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 	}
 	h->depose = event_new(p->base, -1, 0, rdzv_etcd_on_deposed, h);
 	h->recampaign = evtimer_new(p->base, rdzv_etcd_on_recampaign, h);
-	if (!h->depose || !h->recampaign) {
+	if (!h->depose || !h->recampaign || etcd_hang_new(h) != 0) {
 		etcd_free(&h->base);
 		snprintf(err, err_size, "out of memory");
 		return DL_ENOMEM;

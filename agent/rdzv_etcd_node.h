@@ -22,6 +22,7 @@ struct etcd_call;
 struct etcd_lease;
 struct etcd_leader;
 struct etcd_watch;
+struct etcd_hang;
 
 #define PREFIX_MAX 600
 
@@ -66,6 +67,7 @@ struct rdzv_etcd {
 	struct etcd_leader *leader;
 	struct event *depose, *recampaign;
 	struct etcd_call *status_call, *leave_call;
+	struct etcd_hang *hang; /* etcd_hang.c */
 };
 
 /* rdzv_etcd_key: PREFIX/JOB/ + what + id (id NULL: none) into out */
@@ -92,5 +94,16 @@ void rdzv_etcd_lead(struct rdzv_etcd *h, int64_t revision);
 /* event callbacks (arg: the struct rdzv_etcd): h->depose, h->recampaign */
 void rdzv_etcd_on_deposed(evutil_socket_t fd, short what, void *arg);
 void rdzv_etcd_on_recampaign(evutil_socket_t fd, short what, void *arg);
+
+/* etcd_hang.c: hang diagnosis (rdzv.h's hang_* ops); etcd_hang_round
+ * starts the watch of the trigger key (once); etcd_hang_free after the
+ * client is freed */
+int etcd_hang_new(struct rdzv_etcd *h);
+void etcd_hang_free(struct rdzv_etcd *h);
+void etcd_hang_round(struct rdzv_etcd *h);
+void etcd_hang_open(struct agent_rdzv *r, const char *kind);
+void etcd_hang_post(struct agent_rdzv *r, json_t *report);
+void etcd_hang_fetch(struct agent_rdzv *r, const char *id);
+void etcd_hang_cancel(struct agent_rdzv *r);
 
 #endif

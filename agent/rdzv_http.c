@@ -24,6 +24,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
+#include "hang.h"
 #include "rdzv.h"
 
 #define WATCH_WAIT_MS	  30000
@@ -66,7 +67,13 @@ struct rdzv_http {
 	struct http_op join, watch, heartbeat, report, leave, status;
 	struct event *hb_timer;
 	json_t *pending_report; /* body of the report being sent */
+	/* hang diagnosis (docs/hangs.md): one call of each kind at most */
+	struct client_call *hang_open_call, *hang_post_call, *hang_fetch_call;
+	char hang_kind[32];
+	char dump_seen[72]; /* the last trigger id an answer carried */
 };
+
+#define HANG_CALL_MS 2000 /* each hang call's own bound */
 
 /* ---------------------------------------------------------------- ops */
 
@@ -199,6 +206,23 @@ static int post_action(struct rdzv_http *h, uint64_t round,
 	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
 	return agent_rdzv_post_action(h->base.fsm, round, action, state);
+}
+
+/* heard_dump: an answer carries an open trigger ("dump"); returns 1
+ * when it is one this agent had not heard of */
+static int heard_dump(struct rdzv_http *h, const struct client_reply *r)
+{
+	json_t *d = r->json ? json_object_get(r->json, "dump") : NULL;
+	const char *id = json_string_value(json_object_get(d, "id"));
+	int fresh;
+	/* the id goes into the watch's URL: only one of the documented form */
+	if (!json_is_object(d) || !hang_id_valid(id))
+		return 0;
+	fresh = strcmp(id, h->dump_seen) != 0;
+	snprintf(h->dump_seen, sizeof(h->dump_seen), "%s", id);
+	if (h->base.hang.heard)
+		h->base.hang.heard(h->base.hang.ctx, d);
+	return fresh;
 }
 
 /* ----------------------------------------------------------- requests */
@@ -339,24 +363,38 @@ static void send_watch(struct rdzv_http *h);
 static void on_watch(void *arg, const struct client_reply *r)
 {
 	struct rdzv_http *h = arg;
+	int stale_dump;
 	if (!op_answered(&h->watch, r))
 		return;
+	stale_dump = r->status == 200 && !heard_dump(h, r) &&
+		     json_is_object(json_object_get(r->json, "dump"));
 	if (post_action(h, h->watch.round, r))
 		return; /* the round is over: no need to watch it */
 	if (r->status != 200)
 		log_warn("watch answered %ld: %s", r->status, r->error);
-	if (h->watch.round == h->round)
-		send_watch(h); /* a timed-out long-poll: poll again */
+	if (h->watch.round != h->round)
+		return;
+	if (stale_dump) {
+		/* a server that answers at once while a trigger is open must
+		 * not make this a busy loop */
+		struct timeval tv = {0, 500 * 1000};
+		evtimer_add(h->watch.retry, &tv);
+		return;
+	}
+	send_watch(h); /* a timed-out long-poll: poll again */
 }
 
 static void send_watch(struct rdzv_http *h)
 {
-	char path[768];
+	char path[900];
 	h->watch.round = h->round;
+	/* the trigger heard last: the server parks the watch until another
+	 * one opens (docs/http-api.md) */
 	snprintf(path, sizeof(path),
-		 "/v1/jobs/%s/watch?round=%llu&node_id=%s&wait_ms=%d",
+		 "/v1/jobs/%s/watch?round=%llu&node_id=%s&wait_ms=%d%s%s",
 		 h->cfg->run_id, (unsigned long long)h->round, h->node_id,
-		 WATCH_WAIT_MS);
+		 WATCH_WAIT_MS, h->dump_seen[0] ? "&dump_seen=" : "",
+		 h->dump_seen);
 	op_call(&h->watch, "GET", path, NULL,
 		WATCH_WAIT_MS + h->cfg->read_timeout_ms, on_watch);
 }
@@ -366,6 +404,8 @@ static void on_heartbeat(void *arg, const struct client_reply *r)
 	struct rdzv_http *h = arg;
 	if (!op_answered(&h->heartbeat, r))
 		return;
+	if (r->status == 200)
+		heard_dump(h, r);
 	if (with_action(r))
 		post_action(h, h->heartbeat.round, r);
 	else
@@ -483,6 +523,116 @@ static void send_status(struct rdzv_http *h)
 	}
 }
 
+/* ---------------------------------------------------- hang diagnosis */
+
+static void on_hang_open(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	json_t *t = NULL;
+	const char *id = NULL;
+	h->hang_open_call = NULL;
+	if (r->status == 200 && r->json &&
+	    jsonh_get_str(r->json, "id", 1, 64, &id, NULL, 0) == 0) {
+		json_t *tm = json_object_get(r->json, "time_ms");
+		t = json_pack(
+		    "{s:s,s:s,s:s}", "id", id, "kind",
+		    json_is_string(json_object_get(r->json, "kind"))
+			? json_string_value(json_object_get(r->json, "kind"))
+			: h->hang_kind,
+		    "by",
+		    json_is_string(json_object_get(r->json, "by"))
+			? json_string_value(json_object_get(r->json, "by"))
+			: h->node_id);
+		json_object_set_new(t, "time_ms",
+				    json_integer(json_is_integer(tm)
+						     ? json_integer_value(tm)
+						     : (json_int_t)0));
+	} else {
+		log_warn("rendezvous at %s could not open a hang trigger: %s "
+			 "(HTTP %ld)",
+			 client_base_url(h->client),
+			 *r->error ? r->error : "no answer", r->status);
+	}
+	if (h->base.hang.opened)
+		h->base.hang.opened(h->base.hang.ctx, t);
+	json_decref(t);
+}
+
+static void http_hang_open(struct agent_rdzv *rr, const char *kind)
+{
+	struct rdzv_http *h = (struct rdzv_http *)rr;
+	char path[512];
+	json_t *b = identity(h);
+	snprintf(h->hang_kind, sizeof(h->hang_kind), "%s", kind);
+	json_object_set_new(b, "kind", json_string(kind));
+	json_object_set_new(b, "by", json_string(h->node_id));
+	job_path(h, path, sizeof(path), "dump");
+	client_cancel(h->client, h->hang_open_call);
+	h->hang_open_call = client_call(h->client, "POST", path, b,
+					HANG_CALL_MS, on_hang_open, h);
+	json_decref(b);
+	if (!h->hang_open_call && h->base.hang.opened)
+		h->base.hang.opened(h->base.hang.ctx, NULL);
+}
+
+static void on_hang_post(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	h->hang_post_call = NULL;
+	if (r->status != 200)
+		log_warn("rendezvous at %s did not take this node's hang "
+			 "report: %s (HTTP %ld)",
+			 client_base_url(h->client),
+			 *r->error ? r->error : "no answer", r->status);
+	if (h->base.hang.posted)
+		h->base.hang.posted(h->base.hang.ctx, r->status == 200);
+}
+
+static void http_hang_post(struct agent_rdzv *rr, json_t *report)
+{
+	struct rdzv_http *h = (struct rdzv_http *)rr;
+	char path[768];
+	snprintf(path, sizeof(path),
+		 "/v1/jobs/%s/hang?node_id=%s&incarnation=%s", h->cfg->run_id,
+		 h->node_id, h->incarnation);
+	client_cancel(h->client, h->hang_post_call);
+	h->hang_post_call = client_call(h->client, "POST", path, report,
+					HANG_CALL_MS, on_hang_post, h);
+	if (!h->hang_post_call && h->base.hang.posted)
+		h->base.hang.posted(h->base.hang.ctx, 0);
+}
+
+static void on_hang_fetch(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	h->hang_fetch_call = NULL;
+	if (h->base.hang.fetched)
+		h->base.hang.fetched(h->base.hang.ctx,
+				     r->status == 200 ? r->json : NULL);
+}
+
+static void http_hang_fetch(struct agent_rdzv *rr, const char *id)
+{
+	struct rdzv_http *h = (struct rdzv_http *)rr;
+	char path[512];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/hang?id=%s", h->cfg->run_id,
+		 id);
+	client_cancel(h->client, h->hang_fetch_call);
+	h->hang_fetch_call = client_call(h->client, "GET", path, NULL,
+					 HANG_CALL_MS, on_hang_fetch, h);
+	if (!h->hang_fetch_call && h->base.hang.fetched)
+		h->base.hang.fetched(h->base.hang.ctx, NULL);
+}
+
+static void http_hang_cancel(struct agent_rdzv *rr)
+{
+	struct rdzv_http *h = (struct rdzv_http *)rr;
+	client_cancel(h->client, h->hang_open_call);
+	client_cancel(h->client, h->hang_post_call);
+	client_cancel(h->client, h->hang_fetch_call);
+	h->hang_open_call = h->hang_post_call = h->hang_fetch_call = NULL;
+}
+
 /* ---------------------------------------------------------- interface */
 
 static void http_join(struct agent_rdzv *r)
@@ -583,6 +733,10 @@ static const struct agent_rdzv_ops http_ops = {
     .leave = http_leave,
     .status = http_status,
     .free = http_free,
+    .hang_open = http_hang_open,
+    .hang_post = http_hang_post,
+    .hang_fetch = http_hang_fetch,
+    .hang_cancel = http_hang_cancel,
 };
 
 int agent_rdzv_http_new(const struct agent_rdzv_params *p,

@@ -185,7 +185,8 @@ static void print_indented(FILE *fp, const char *label, const char *text)
 	}
 }
 
-void report_print(const char *job, json_t *failures, int n_total)
+void report_print(const char *job, json_t *failures, int n_total,
+		  const char *hang_reason)
 {
 	json_t *f = json_array_get(failures, 0);
 	char when[32];
@@ -233,6 +234,9 @@ void report_print(const char *job, json_t *failures, int n_total)
 		fprintf(fp, "other failures: %d (dlaunch status shows them)\n",
 			n_total - 1);
 out:
+	/* this node's last hang diagnosis, where one ran */
+	if (hang_reason)
+		fprintf(fp, "last hang diagnosis: %s\n", hang_reason);
 	fprintf(fp,
 		"============================================================"
 		"\n");

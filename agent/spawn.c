@@ -194,6 +194,11 @@ static void child(const struct child_args *ca)
 		if (getppid() != ca->parent)
 			_exit(127);
 	}
+	/* a worker lets the spawner and its children (eu-stack, gdb: the
+	 * hang diagnosis) attach with ptrace under Yama's ptrace_scope 1,
+	 * without root; a kernel without Yama says EINVAL, which is fine */
+	if (!(o->flags & SPAWN_SAME_GROUP))
+		prctl(PR_SET_PTRACER, (unsigned long)ca->parent, 0, 0, 0);
 	child_watch(ca);
 
 	in = o->stdin_fd >= 0 ? o->stdin_fd : ca->devnull;

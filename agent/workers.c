@@ -62,7 +62,9 @@ static int worker_files(struct agent *a, struct agent_worker *w, char *err,
 	    snprintf(w->error_file, sizeof(w->error_file), "%s/error.json",
 		     dir) >= (int)sizeof(w->error_file) ||
 	    snprintf(w->progress_file, sizeof(w->progress_file), "%s/progress",
-		     dir) >= (int)sizeof(w->progress_file)) {
+		     dir) >= (int)sizeof(w->progress_file) ||
+	    snprintf(w->pystack_file, sizeof(w->pystack_file), "%s/%s", dir,
+		     HANG_PYSTACK_FILE) >= (int)sizeof(w->pystack_file) - 8) {
 		snprintf(err, err_size, "log directory path too long");
 		return -1;
 	}
@@ -76,6 +78,12 @@ static int worker_files(struct agent *a, struct agent_worker *w, char *err,
 	/* files from an earlier attempt must not pass for this one's */
 	unlink(w->error_file);
 	unlink(w->progress_file);
+	unlink(w->pystack_file);
+	{
+		char pid_file[PATH_MAX + 8];
+		snprintf(pid_file, sizeof(pid_file), "%s.pid", w->pystack_file);
+		unlink(pid_file);
+	}
 	return 0;
 }
 
@@ -105,6 +113,10 @@ static void worker_env(const struct agent *a, const struct agent_worker *w,
 	e->round = r->round;
 	e->node_id = a->node_id;
 	e->progress_file = w->progress_file;
+	if (a->site_dir[0]) {
+		e->site_dir = a->site_dir;
+		e->pystack_file = w->pystack_file;
+	}
 	/* one node alone talks over loopback: its environment stays what
 	 * torchrun gives (DESIGN.md section 1) */
 	if (r->nnodes > 1 && a->socket_ifname[0])
@@ -531,7 +543,7 @@ void workers_kill_all(struct agent *a)
 /* kill_if_stray SIGKILLs our child pid unless it is a live worker. */
 static void kill_if_stray(struct agent *a, pid_t pid)
 {
-	if (pid == keeper_pid(a->keeper))
+	if (pid == keeper_pid(a->keeper) || hang_owns(a, pid))
 		return;
 	for (int i = 0; i < a->n_workers; i++)
 		if (a->workers[i].pid == pid && !a->workers[i].reaped)
@@ -656,6 +668,9 @@ void workers_on_sigchld(struct agent *a)
 			if (a->workers[i].pid == pid && !a->workers[i].reaped)
 				w = &a->workers[i];
 		if (!w) {
+			/* a helper of a hang diagnosis (eu-stack, gdb) */
+			if (hang_reaped(a, pid, status))
+				continue;
 			/* the keeper, or a stray we adopted (whose death may
 			 * have handed us its own children: sweep again) */
 			if (!keeper_reaped(a->keeper, pid, status))

@@ -16,6 +16,7 @@ set -eu
 # (the /metrics, alert rule and rule unit tests); its service is not used
 # slurmctld, slurmd, slurm-client, munge: the local Slurm cluster of
 # tests/faults/faults_slurm.sh (contrib/slurm/train.sbatch for real)
+# elfutils (eu-stack), gdb: native stacks of hung workers (docs/hangs.md)
 PKGS="build-essential pkg-config
 libevent-dev libjansson-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 zlib1g-dev libopenblas-dev
@@ -24,7 +25,8 @@ python3 python3-torch dataset-fashion-mnist
 gnuplot-nox zstd
 dpkg-dev mandoc groff-base lintian
 chromium prometheus
-slurmctld slurmd slurm-client munge util-linux"
+slurmctld slurmd slurm-client munge util-linux
+elfutils gdb"
 
 missing=""
 for p in $PKGS; do

@@ -209,6 +209,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1 && strcmp(argv[1], "status") == 0)
 		return status_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "dump") == 0)
+		return dump_main(argc - 1, argv + 1);
 	if (launcher_parse_options(argc, argv, environ, &o, err, sizeof(err)) !=
 	    0)
 		return usage_error(err);

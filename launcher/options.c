@@ -459,7 +459,31 @@ static const struct opt_spec launcher_specs[] = {
      .help = "take a worker that shows no progress for this long as hung: "
 	     "it is reported as failed, its group stopped and restarted; "
 	     "progress is any output on stdout/stderr, a touch of "
-	     "$DLAUNCH_PROGRESS_FILE or a step on the control channel"},
+	     "$DLAUNCH_PROGRESS_FILE or a step on the control channel; "
+	     "the stacks of every rank are collected first "
+	     "(docs/hangs.md)"},
+    {.name = "hang-timeout",
+     .type = OPT_DURATION,
+     LO(cfg.hang_timeout_ms),
+     .max = DURATION_MAX_MS,
+     .env = "PET_HANG_TIMEOUT",
+     .metavar = "DURATION",
+     .unset = "0: off",
+     .help = "take the node as stalled when no rank has moved its step "
+	     "(control channel) or touched $DLAUNCH_PROGRESS_FILE for this "
+	     "long, after one did: every node collects its ranks' stacks, "
+	     "the report names the stuck rank, then the workers are "
+	     "restarted as for --progress-timeout (docs/hangs.md)"},
+    {.name = "straggler-steps",
+     .type = OPT_INT,
+     LO(cfg.straggler_steps),
+     .max = 1000000000,
+     .env = "PET_STRAGGLER_STEPS",
+     .metavar = "N",
+     .unset = "0: off",
+     .help = "log a rank more than N steps behind the median of its "
+	     "node's ranks while they move as a straggler (counted, not "
+	     "stopped)"},
     {.name = "reform-timeout",
      .type = OPT_DURATION,
      LO(cfg.reform_timeout_ms),

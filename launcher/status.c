@@ -59,6 +59,27 @@ static void print_jobs(json_t *j)
 		printf("(no jobs)\n");
 }
 
+/* print_hang: the job's last hang diagnosis ("hang" of the job's detail,
+ * docs/http-api.md), where there is one */
+static void print_hang(json_t *j)
+{
+	json_t *h = json_object_get(j, "hang");
+	json_t *t = json_object_get(h, "trigger");
+	json_t *an = json_object_get(h, "analysis");
+	char when[32];
+	long long tm = num(t, "time_ms");
+	if (!json_is_object(t))
+		return;
+	clock_format_wall(tm > 0 ? (uint64_t)tm : 0, when, sizeof(when));
+	printf("last hang diagnosis: trigger %s (%s by %s) at %s\n",
+	       str(t, "id"), str(t, "kind"), str(t, "by"), when);
+	if (json_is_object(an))
+		printf("  verdict %s: %s\n", str(an, "verdict"),
+		       str(an, "reason"));
+	else
+		printf("  (no analysis yet)\n");
+}
+
 static void print_job(json_t *j)
 {
 	json_t *members = json_object_get(j, "members"), *m;
@@ -97,6 +118,7 @@ static void print_job(json_t *j)
 		    printf(" %s", str(m, "node_id"));
 		printf("\n");
 	}
+	print_hang(j);
 	if (json_array_size(failures) > 0) {
 		printf("failures (first is the root cause):\n");
 		json_array_foreach(failures, i, m)

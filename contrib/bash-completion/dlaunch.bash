@@ -1,4 +1,4 @@
-# dlaunch.bash - bash completion for dlaunch, dlaunch status, dlaunch-rdzv
+# dlaunch.bash - bash completion for dlaunch, dlaunch status and dump, dlaunch-rdzv
 # and dlaunch-train: their options, and the values an option takes.
 #
 # The build (man/man.mk) puts the option tables first, from each binary's
@@ -66,6 +66,8 @@ _dlaunch()
 		table=$_dlaunch_table_dlaunch program=1
 		if [ "$COMP_CWORD" -gt 1 ] && [ "${COMP_WORDS[1]}" = status ]; then
 			table=$_dlaunch_table_status program=0 i=2
+		elif [ "$COMP_CWORD" -gt 1 ] && [ "${COMP_WORDS[1]}" = dump ]; then
+			table=$_dlaunch_table_dump program=0 i=2
 		fi
 		;;
 	esac
@@ -114,11 +116,11 @@ _dlaunch()
 		mapfile -t COMPREPLY < <(compgen -W "$longs" -- "$cur")
 		return 0
 	fi
-	# dlaunch's program (or, first, the status subcommand)
+	# dlaunch's program (or, first, the status or dump subcommand)
 	[ "$COMP_CWORD" -eq 1 ] && first_arg=1
 	compopt -o filenames 2>/dev/null
 	mapfile -t COMPREPLY < <(
-		[ "$first_arg" = 1 ] && compgen -W status -- "$cur"
+		[ "$first_arg" = 1 ] && compgen -W "status dump" -- "$cur"
 		compgen -f -- "$cur"
 		[[ $cur != */* ]] && compgen -c -- "$cur"
 	)

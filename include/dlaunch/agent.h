@@ -68,6 +68,13 @@ struct agent_config {
 	/* a worker with no output and no touch of its DLAUNCH_PROGRESS_FILE
 	 * for this long is taken as hung (failed); 0: never */
 	uint64_t progress_timeout_ms;
+	/* stall: no rank of the node moved its step (control channel) or
+	 * touched its progress file for this long, after one did once: a
+	 * hang diagnosis, then as a hung worker; 0: never (docs/hangs.md) */
+	uint64_t hang_timeout_ms;
+	/* a rank more than this many steps behind the node's median while
+	 * the others move is logged as a straggler (not stopped); 0: off */
+	int straggler_steps;
 	/* each step of an in-place re-form (docs/worker-protocol.md): abort
 	 * to aborted, rejoin to the new round, membership to reformed */
 	uint64_t reform_timeout_ms;
@@ -101,7 +108,8 @@ struct agent_config {
 };
 
 /* agent_config_init fills the defaults (static, 1 node, 1 worker, role
- * "default", shutdown 30 s, no progress timeout, re-form 30 s, heartbeat 1 s/5
+ * "default", shutdown 30 s, no progress timeout, hang timeout 5 min,
+ * stragglers 5 steps behind, re-form 30 s, heartbeat 1 s/5
  * s, join 600 s, last call 5 s, read 60 s, master 127.0.0.1:29500). They are
  * the one source of dlaunch's defaults: the command line is parsed onto a
  * config this function filled, and `dlaunch --help` prints each default
@@ -150,6 +158,16 @@ struct json_t;
 int agent_etcd_status(const struct agent_config *cfg, const char *job,
 		      struct json_t **out, char *err, size_t err_size);
 
+/* agent_etcd_dump opens a hang trigger of kind "dump" for job in etcd
+ * (cfg's endpoints, credentials and key prefix; docs/hangs.md) and reads
+ * the nodes' reports for it until every member of the job's round has
+ * one or timeout_ms; *out is {"trigger", "complete", "reports"} (a new
+ * reference, also when incomplete). 0 complete, 1 incomplete, or a
+ * negative code with a message (*out may then be NULL). */
+int agent_etcd_dump(const struct agent_config *cfg, const char *job,
+		    uint64_t timeout_ms, struct json_t **out, char *err,
+		    size_t err_size);
+
 /* agent_etcd_lease_ttl_s: the lease TTL the agent asks for (cfg's, else
  * heartbeat_timeout rounded up to whole seconds, at least 2). */
 unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
@@ -176,6 +194,11 @@ struct agent_worker_env {
 	 * DLAUNCH_CONTROL_VERSION); <= 2: no channel, neither is set */
 	int control_fd;
 	unsigned control_version;
+	/* dlaunch's sitecustomize directory, put first on PYTHONPATH (the
+	 * old value after it), and the file its SIGUSR2 handler writes the
+	 * Python stacks to (DLAUNCH_PYSTACK_FILE); NULL: neither */
+	const char *site_dir;
+	const char *pystack_file;
 };
 
 /*
@@ -189,7 +212,8 @@ struct agent_worker_env {
  * base lacks it and e->socket_ifname is set, and DLAUNCH_CONTROL_FD /
  * DLAUNCH_CONTROL_VERSION when e->control_fd > 2 (replacing inherited
  * ones; removed from base otherwise, so a worker never takes its agent's
- * channel for its own).
+ * channel for its own), and, with e->site_dir, PYTHONPATH = site_dir
+ * followed by base's PYTHONPATH and DLAUNCH_PYSTACK_FILE (docs/hangs.md).
  * Free with agent_env_free. Returns 0 or DL_ENOMEM.
  */
 int agent_env_build(char *const *base, const struct agent_worker_env *e,

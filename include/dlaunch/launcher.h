@@ -133,5 +133,8 @@ char **launcher_worker_argv(const struct launcher_options *o,
 /* status_main runs `dlaunch status ...` (argv[0] is "status"); returns the
  * exit status. */
 int status_main(int argc, char **argv);
+/* dump_main runs `dlaunch dump ...` (argv[0] is "dump"): the hang report
+ * of a live job (docs/hangs.md); returns the exit status */
+int dump_main(int argc, char **argv);
 
 #endif

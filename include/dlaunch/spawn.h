@@ -6,7 +6,8 @@
  * own session and process group (setsid: pgid == pid), dies with the
  * process that spawned it (PR_SET_PDEATHSIG SIGKILL), the given descriptors
  * as stdin/stdout/stderr and no other descriptor but an optional
- * keep_fd. Between fork and exec it
+ * keep_fd, and names the spawner as its ptracer (PR_SET_PTRACER, for the
+ * hang diagnosis under Yama). Between fork and exec it
  * makes only async-signal-safe calls; an exec failure travels back to the
  * parent over a close-on-exec pipe, so spawn_process either returns a
  * running process or an error naming the program.

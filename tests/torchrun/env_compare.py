@@ -43,6 +43,12 @@ EXCLUDED = {
     "_": "set by the shell that started the launcher, not by the launcher",
     "PWD": "set by the shell that started the launcher, in a folder of its "
            "own for each run; checked: the worker's working directory",
+    "PYTHONPATH": "dlaunch starts Python workers with its sitecustomize "
+                  "directory first on PYTHONPATH (Python stacks on SIGUSR2 "
+                  "for the hang diagnosis, docs/hangs.md); the sitecustomize "
+                  "gives os.environ the old value back before the script "
+                  "runs; checked: what the worker sees is the launcher's "
+                  "own value (or unset)",
 }
 # Only when no --rdzv-id is given (standalone): both generate a random one.
 RUN_ID_NOTE = ("without --rdzv-id each launcher makes up a random run id; "
@@ -190,6 +196,13 @@ def main():
             if pwd is not None and os.path.realpath(pwd) != os.path.realpath(envs[r]["cwd"]):
                 problems.append(f"CHECK {launcher} rank={r} PWD {pwd!r} is not the "
                                 f"working directory {envs[r]['cwd']!r}")
+        if launcher == "dlaunch":
+            for r in range(args.world):
+                if envs[r]["env"].get("PYTHONPATH") != parent.get("PYTHONPATH"):
+                    problems.append(f"CHECK dlaunch rank={r} PYTHONPATH "
+                                    f"{envs[r]['env'].get('PYTHONPATH')!r} is "
+                                    f"not the launcher's "
+                                    f"{parent.get('PYTHONPATH')!r}")
         ids = values("TORCHELASTIC_RUN_ID")
         if len(set(ids)) != 1 or not ids[0]:
             problems.append(f"CHECK {launcher} TORCHELASTIC_RUN_ID: {ids}")

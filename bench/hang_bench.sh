@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# hang_bench.sh - the hang diagnosis measured (bench/bench.py hang runs
+# it; docs/hangs.md): dlaunch-train on HOSTS network-namespace hosts with
+# NPROC ranks each, through dlaunch-rdzv on a host of its own. In each
+# trial one rank hangs (DLAUNCH_DIST_FAULT=CALL:sleep|loop|read before an
+# all-reduce, or SIGSTOP), the rank position cycling over every rank;
+# --progress-timeout finds it. Per trial one JSON line on stdout:
+#   {"kind", "rank", "named": [the stuck ranks each node printed],
+#    "correct": every node named exactly that rank,
+#    "latency_s": from the trigger's time to the last node's verdict,
+#    "nodes_reported": how many nodes printed a verdict}
+#
+#   bench/hang_bench.sh BUILD_DIR [HOSTS NPROC TRIALS KINDS]
+# Needs root (network namespaces), like tests/faults; reuses their
+# helpers (tests/faults/lib_faults.sh, lib_netns.sh).
+BUILD=$(cd "${1:-build}" && pwd)
+HOSTS=${2:-4} NPROC=${3:-4} TRIALS=${4:-20} KINDS=${5:-"sleep loop read stop"}
+export DLAUNCH_BUILD=$BUILD
+BIN=$BUILD/bin
+source "$(dirname "$0")/../tests/faults/lib_faults.sh"
+# the helpers print TAP lines on stdout: ours are JSON, theirs go to stderr
+exec 3>&1 1>&2
+
+if ! netns_available; then
+	echo "{\"error\": \"$NETNS_WHY\"}" >&3
+	exit 0
+fi
+netns_setup $((HOSTS + 1)) || exit 1
+start_rdzv --ns "$HOSTS" || exit 1
+EP=$RDZV_HOST:$RDZV_PORT
+WORLD=$((HOSTS * NPROC))
+PT=5
+
+# rank_pid R: the marked dlaunch-train with RANK=R
+rank_pid() {
+	local p
+	for p in $(marked_pids); do
+		grep -qzx "RANK=$1" "/proc/$p/environ" 2>/dev/null || continue
+		grep -q dlaunch-train "/proc/$p/cmdline" 2>/dev/null || continue
+		echo "$p"
+		return 0
+	done
+	return 1
+}
+
+# ms_of "2026-11-27T22:06:34.664Z": unix ms
+ms_of() { date -d "$1" +%s%3N; }
+
+trial() {
+	local kind=$1 k=$2 job=$3 h fault=() n log named=() t_trig t_last=0 t
+	[ "$kind" != stop ] &&
+		fault=(env DLAUNCH_DIST_FAULT="30:$kind" DLAUNCH_DIST_FAULT_RANK="$k")
+	for ((h = 0; h < HOSTS; h++)); do
+		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes="$HOSTS" \
+			--nproc-per-node="$NPROC" --rdzv-backend=c10d \
+			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
+			--max-restarts=0 --progress-timeout=$PT \
+			--log-dir "$TEST_TMP/$job.$h" --no-python "${fault[@]}" \
+			"$BIN/dlaunch-train" --device cpu --threads 1 \
+			--data synthetic:4096 --model 32-32-4 --global-batch 64 \
+			--epochs 1000 --max-steps 100000 --timeout 300s --log-every 1000
+	done
+	if [ "$kind" = stop ]; then
+		wait_for 120 log_has "$TEST_TMP/agent.$job.0.log" "step +20/" &&
+			kill -STOP "$(rank_pid "$k")"
+	fi
+	for ((h = 0; h < HOSTS; h++)); do
+		wait_for 180 log_has "$TEST_TMP/agent.$job.$h.log" "event=hang_diagnosed"
+	done
+	t_trig=$(jq '.trigger.time_ms // 0' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
+	n=0
+	for ((h = 0; h < HOSTS; h++)); do
+		log=$TEST_TMP/agent.$job.$h.log
+		named+=("$(grep -E "^  stuck +: " "$log" | tail -n 1 | sed 's/.*: //')")
+		t=$(grep "event=hang_diagnosed" "$log" | tail -n 1 | cut -d' ' -f1)
+		if [ -n "$t" ]; then
+			n=$((n + 1))
+			t=$(ms_of "$t")
+			[ "$t" -gt "$t_last" ] && t_last=$t
+		fi
+	done
+	for ((h = 0; h < HOSTS; h++)); do
+		kill -TERM "${AGENT_PID[$job.$h]}" 2>/dev/null
+	done
+	for ((h = 0; h < HOSTS; h++)); do
+		wait_agent "$job.$h" 60
+	done
+	local correct=true
+	for h in "${named[@]}"; do
+		[ "$h" = "$k" ] || correct=false
+	done
+	[ "$n" -eq "$HOSTS" ] || correct=false
+	printf '{"kind": "%s", "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d}\n' \
+		"$kind" "$k" "$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
+		"$correct" \
+		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
+			echo "scale=3; ($t_last - $t_trig) / 1000" | bc || echo null)" \
+		"$n" >&3
+}
+
+i=0
+for kind in $KINDS; do
+	for ((t = 0; t < TRIALS; t++)); do
+		trial "$kind" $(((t * 5 + i) % WORLD)) "hb$i"
+		i=$((i + 1))
+	done
+done
+FAILED=0
