@@ -69,6 +69,17 @@ member_leaderless() {
 	[ "$(jq -r '.leader // "0"' <<<"$ans")" = 0 ]
 }
 
+# refuses_without_leader I: member I, asked for a read with etcd's
+# require-leader metadata (the header the agents send), answers at once
+# "no leader" (code 14): etcd's gateway passes the header on
+refuses_without_leader() {
+	local ans
+	ans=$(netns_exec "${ETCD_NETNS[$1]}" curl -sS --max-time 2 -X POST \
+		-H 'Grpc-Metadata-hasleader: true' -d '{"key":"AA=="}' \
+		"${ETCD_URLS[$1]}/v3/kv/range") || return 1
+	[ "$(etcd_error_code <<<"$ans")" = 14 ] && grep -q 'no leader' <<<"$ans"
+}
+
 # partition_case NAME ROLE: member 0 (follower or leader, ROLE) cut from
 # its peers, then a node stopped past its lease
 partition_case() {
@@ -94,6 +105,8 @@ partition_case() {
 	fi
 	ok "$what: member 0, the agents' member, cut from its peers in round $R0 (clients still reach it)"
 	check "$what: member 0 answers, without a leader" wait_for 10 member_leaderless 0
+	check "$what: member 0 refuses a read that requires a leader at once (Grpc-Metadata-hasleader)" \
+		refuses_without_leader 0
 	kill -STOP "${AGENT_PID[$X]}"
 	ok "$what: agent $X (not leading) stopped"
 	# the lease TTL for its key to go, then the re-form (last call 0.5 s)
