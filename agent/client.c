@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "dlaunch/buf.h"
 #include "dlaunch/error.h"
@@ -23,6 +24,8 @@
 
 #define CLIENT_MAX_BODY_BYTES	  (4u << 20)
 #define CLIENT_CONNECT_TIMEOUT_MS 5000
+/* extra headers a client sends (the Authorization, etcd's require-leader) */
+#define CLIENT_MAX_HEADERS 4
 
 struct client_call {
 	struct client *c;
@@ -42,7 +45,7 @@ struct client {
 	CURLM *multi;
 	struct event *timer;
 	char *base_url;
-	char *auth_header;
+	char *headers[CLIENT_MAX_HEADERS]; /* "Name: value" */
 	char *ca_file;
 	char *cert_file, *key_file;
 	struct client_call *calls;
@@ -265,11 +268,10 @@ int client_new(struct event_base *base, const char *endpoint, const char *token,
 		c->base_url[--len] = '\0';
 	if (token) {
 		len = strlen(token) + 32;
-		c->auth_header = malloc(len);
-		if (!c->auth_header)
+		c->headers[0] = malloc(len);
+		if (!c->headers[0])
 			goto nomem;
-		snprintf(c->auth_header, len, "Authorization: Bearer %s",
-			 token);
+		snprintf(c->headers[0], len, "Authorization: Bearer %s", token);
 	}
 	if (ca_file && !(c->ca_file = strdup(ca_file)))
 		goto nomem;
@@ -316,9 +318,10 @@ static struct client_call *start(struct client *c, const char *method,
 	if (body)
 		call->headers = curl_slist_append(
 		    call->headers, "Content-Type: application/json");
-	if (c->auth_header)
-		call->headers =
-		    curl_slist_append(call->headers, c->auth_header);
+	for (size_t i = 0; i < CLIENT_MAX_HEADERS; i++)
+		if (c->headers[i])
+			call->headers =
+			    curl_slist_append(call->headers, c->headers[i]);
 	/* no "Expect: 100-continue" round trip for small bodies */
 	call->headers = curl_slist_append(call->headers, "Expect:");
 	curl_easy_setopt(call->easy, CURLOPT_URL, buf_cstr(&url));
@@ -403,8 +406,22 @@ static int set_str(char **at, const char *a, const char *b)
 
 int client_set_header(struct client *c, const char *name, const char *value)
 {
-	/* the one extra header a client sends: the Authorization */
-	return set_str(&c->auth_header, value ? name : NULL, value);
+	size_t i, n = strlen(name), free_slot = CLIENT_MAX_HEADERS;
+	for (i = 0; i < CLIENT_MAX_HEADERS; i++) {
+		if (!c->headers[i]) {
+			if (free_slot == CLIENT_MAX_HEADERS)
+				free_slot = i;
+		} else if (strncasecmp(c->headers[i], name, n) == 0 &&
+			   c->headers[i][n] == ':') {
+			return set_str(&c->headers[i], value ? name : NULL,
+				       value);
+		}
+	}
+	if (!value)
+		return 0;
+	if (free_slot == CLIENT_MAX_HEADERS)
+		return DL_EINVAL;
+	return set_str(&c->headers[free_slot], name, value);
 }
 
 int client_set_cert(struct client *c, const char *cert_file,
@@ -445,7 +462,8 @@ void client_free(struct client *c)
 	if (c->timer)
 		event_free(c->timer);
 	free(c->base_url);
-	free(c->auth_header);
+	for (size_t i = 0; i < CLIENT_MAX_HEADERS; i++)
+		free(c->headers[i]);
 	free(c->ca_file);
 	free(c->cert_file);
 	free(c->key_file);

@@ -84,8 +84,9 @@ static void on_leader_key(void *arg, enum etcd_watch_what what,
 void rdzv_etcd_lead(struct rdzv_etcd *h, int64_t revision)
 {
 	struct timeval tv = {1, 0};
-	h->leader = etcd_leader_new(h->evb, h->c, h->prefix, h->cfg->run_id,
-				    h->node_id, revision, deposed, h);
+	h->leader = etcd_leader_new(
+	    h->evb, h->c, h->prefix, h->cfg->run_id, h->node_id, revision,
+	    agent_etcd_rerun_after_ms(h->cfg), deposed, h);
 	if (!h->leader)
 		evtimer_add(h->recampaign, &tv);
 }

@@ -48,6 +48,7 @@
 /* the least a keep-alive's try waits for its answer */
 #define KEEPALIVE_TRY_MIN_MS 250
 #define STREAM_MAX	     (4u << 20) /* unread stream bytes kept */
+#define ETCD_REQUIRE_LEADER  "Grpc-Metadata-hasleader"
 
 struct etcd_client {
 	struct event_base *base;
@@ -177,9 +178,9 @@ static void watches_leave(struct etcd_client *c, size_t ep)
 	}
 }
 
-/* moved_on: an attempt on endpoint ep got no answer; the client moves to
- * the next endpoint (unless another attempt already moved it), and so do
- * the watches there. */
+/* moved_on: an attempt on endpoint ep got no answer, or the member said
+ * it has no leader; the client moves to the next endpoint (unless another
+ * attempt already moved it), and so do the watches there. */
 static void moved_on(struct etcd_client *c, size_t ep, const char *what,
 		     const char *why)
 {
@@ -190,8 +191,13 @@ static void moved_on(struct etcd_client *c, size_t ep, const char *what,
 	/* said when a working endpoint fails, not on every retry */
 	if (c->answered && !c->outage && !c->move_said) {
 		c->move_said = 1;
-		log_info("etcd at %s did not answer %s (%s); trying %s",
-			 c->eps.url[ep], what, why, c->eps.url[c->cur]);
+		if (strstr(why, "no leader"))
+			log_info("etcd at %s has no leader (cut off from its "
+				 "peers?); trying %s",
+				 c->eps.url[ep], c->eps.url[c->cur]);
+		else
+			log_info("etcd at %s did not answer %s (%s); trying %s",
+				 c->eps.url[ep], what, why, c->eps.url[c->cur]);
 	}
 }
 
@@ -260,12 +266,15 @@ static enum verdict judge(struct etcd_client *c, const struct client_reply *r,
 		0) {
 		snprintf(msg, size, "etcd: %s (code %d)", e.message, e.code);
 		*rc = etcd_grpc_to_dl(e.code);
-		/* etcd 3.4 says some of "try later" with code 2 (unknown);
-		 * an unavailable member does not end an outage */
+		/* etcd 3.4 says some of "try later" with code 2 (unknown):
+		 * a member without a leader answers a write "context
+		 * deadline exceeded" after its request timeout; an
+		 * unavailable member does not end an outage */
 		if (*rc == DL_EAGAIN ||
 		    (e.code == ETCD_GRPC_UNKNOWN &&
 		     (strstr(e.message, "too many requests") ||
 		      strstr(e.message, "timed out") ||
+		      strstr(e.message, "deadline exceeded") ||
 		      strstr(e.message, "leader changed") ||
 		      strstr(e.message, "no leader"))))
 			return V_RETRY;
@@ -1102,6 +1111,15 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 				&c->http[i], err, err_size);
 		if (!rc && cfg->etcd.cert &&
 		    client_set_cert(c->http[i], cfg->etcd.cert, cfg->etcd.key))
+			rc = DL_ENOMEM;
+		/* etcd's require-leader metadata, passed on by its gateway:
+		 * a member without a leader (cut off from its peers) refuses
+		 * calls and new watches at once ("no leader", code 14)
+		 * instead of serving stale reads or waiting out its request
+		 * timeout, and ends the watches it streams three election
+		 * timeouts after it lost its leader: they resume elsewhere */
+		if (!rc &&
+		    client_set_header(c->http[i], ETCD_REQUIRE_LEADER, "true"))
 			rc = DL_ENOMEM;
 		if (rc) {
 			etcd_client_free(c);

@@ -248,3 +248,9 @@ unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg)
 		s = 2;
 	return s > 0xffffffffu ? 0xffffffffu : (unsigned)s;
 }
+
+uint64_t agent_etcd_rerun_after_ms(const struct agent_config *cfg)
+{
+	return cfg->etcd.rerun_after_set ? cfg->etcd.rerun_after_ms
+					 : AGENT_ETCD_RERUN_AFTER_MS;
+}

@@ -33,6 +33,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
+#include "etcd_record.h"
 #include "etcd_recovery.h"
 
 /* etcd's default limit of operations in a transaction is 128 */
@@ -57,6 +58,7 @@ struct lnode {
 	int live, held, queued, left;
 	int writing;	    /* its inbox is in a write in flight */
 	char *error;	    /* why its join was refused */
+	char *gone;	    /* why its join found the job ended */
 	char *inbox;	    /* what its inbox says now */
 	struct lnode *next; /* hash chain */
 };
@@ -100,6 +102,7 @@ struct etcd_leader {
 	struct event *timer, *retry, *record_wait;
 	int record_due; /* record_wait fired: the record goes out alone */
 	int starting;
+	uint64_t ended_wall_ms; /* when the job ended (etcd_record.h) */
 };
 
 static void after_batch(struct etcd_leader *l);
@@ -176,10 +179,15 @@ static void enqueue(struct etcd_leader *l, struct lnode *n)
 	n->queued = 1;
 }
 
+static void set_text(char **at, const char *msg)
+{
+	free(*at);
+	*at = msg ? strdup(msg) : NULL;
+}
+
 static void set_error(struct lnode *n, const char *msg)
 {
-	free(n->error);
-	n->error = msg ? strdup(msg) : NULL;
+	set_text(&n->error, msg);
 }
 
 /* the state machine forgets the node's held join (it was answered) */
@@ -200,7 +208,7 @@ static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 	struct rdzv_job_config cfg;
 	struct rdzv_reply reply;
 	const char *addr = "";
-	uint64_t nproc = 0, port = 0;
+	uint64_t nproc = 0, port = 0, run = 0;
 	char err[512];
 	int rc;
 
@@ -213,6 +221,7 @@ static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 			  sizeof(err)) ||
 	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
 			  sizeof(err)) ||
+	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, sizeof(err)) ||
 	    rdzv_job_config_from_json(json_object_get(v, "config"), &cfg, err,
 				      sizeof(err))) {
 		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
@@ -224,9 +233,13 @@ static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 	snprintf(info.addr, sizeof(info.addr), "%s", addr ? addr : "");
 	info.nproc = (uint32_t)nproc;
 	info.master_port = (uint16_t)port;
+	info.run = (uint32_t)run;
 	rc = rdzv_join(l->st, l->job, &info, &cfg, !n->held, now, &reply, err,
 		       sizeof(err));
 	set_error(n, NULL);
+	/* the job ended: late for its run, or a node of that run; the
+	 * node hears why, as dlaunch-rdzv's 410 says it */
+	set_text(&n->gone, rc == DL_EGONE ? err : NULL);
 	if (rc == RDZV_WAIT) {
 		n->held = 1;
 	} else if (rc < 0 && rc != DL_EGONE) {
@@ -403,6 +416,8 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 		json_object_set_new(o, "assignment", a);
 	if (n->error)
 		json_object_set_new(o, "error", json_string(n->error));
+	else if (ended && n->gone)
+		json_object_set_new(o, "ended_why", json_string(n->gone));
 	else if (!a && !ended && n->join)
 		/* its join was taken, but it is neither a member nor
 		 * waiting any more (the round it was placed in is over): a
@@ -507,6 +522,8 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 			evtimer_add(l->record_wait, &tv);
 	} else if (l->need_record) {
 		json_t *saved = rdzv_job_save(l->st, l->job);
+		if (saved)
+			etcd_record_stamp(saved, &l->ended_wall_ms);
 		record = saved ? json_dumps(saved, JSON_COMPACT) : NULL;
 		json_decref(saved);
 		if (record) {
@@ -815,15 +832,19 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 	}
 	if (r.n_kvs == 1) {
 		json_t *saved = NULL;
+		uint64_t now = clock_now_ms();
 		if (jsonh_parse(r.kvs[0].value, r.kvs[0].value_len, 64, &saved,
 				err, sizeof(err)) != 0 ||
-		    rdzv_job_restore(l->st, saved, clock_now_ms(), err,
-				     sizeof(err)) != 0)
+		    rdzv_job_restore(l->st, saved, now, err, sizeof(err)) !=
+			0) {
 			log_error("etcd leader: the record of job %s is "
 				  "unusable (%s); starting it afresh",
 				  l->job, err);
-		else
+		} else {
+			etcd_record_restored(l->st, l->job, saved, now,
+					     &l->ended_wall_ms);
 			log_info("etcd leader: took over job %s", l->job);
+		}
 		json_decref(saved);
 	}
 	etcd_range_response_release(&r);
@@ -909,10 +930,11 @@ static void start(struct etcd_leader *l)
 struct etcd_leader *etcd_leader_new(struct event_base *base,
 				    struct etcd_client *c, const char *prefix,
 				    const char *job, const char *self,
-				    int64_t leader_rev,
+				    int64_t leader_rev, uint64_t rerun_after_ms,
 				    void (*deposed)(void *arg), void *arg)
 {
 	struct etcd_leader *l = calloc(1, sizeof(*l));
+	struct rdzv_limits limits;
 	if (!l)
 		return NULL;
 	l->base = base;
@@ -923,7 +945,9 @@ struct etcd_leader *etcd_leader_new(struct event_base *base,
 	l->leader_rev = leader_rev;
 	l->deposed = deposed;
 	l->arg = arg;
-	l->st = rdzv_state_new(NULL);
+	rdzv_limits_init(&limits);
+	limits.rerun_after_ms = rerun_after_ms;
+	l->st = rdzv_state_new(&limits);
 	l->timer = evtimer_new(base, on_tick, l);
 	l->retry = evtimer_new(base, on_retry, l);
 	l->record_wait = evtimer_new(base, on_record_wait, l);
@@ -961,6 +985,7 @@ void etcd_leader_free(struct etcd_leader *l)
 			struct lnode *n = l->tab[i];
 			l->tab[i] = n->next;
 			free(n->error);
+			free(n->gone);
 			free(n->inbox);
 			free(n);
 		}

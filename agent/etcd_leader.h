@@ -27,11 +27,12 @@ struct etcd_leader;
 /* etcd_leader_new starts leading job under prefix with the leader key
  * created at revision leader_rev; self is this agent's node id (its own
  * inbox is written last, so that it never ends before the others are
- * told). NULL when out of memory. */
+ * told); a join rerun_after_ms after the job ended starts a new run of
+ * it (0: never). NULL when out of memory. */
 struct etcd_leader *etcd_leader_new(struct event_base *base,
 				    struct etcd_client *c, const char *prefix,
 				    const char *job, const char *self,
-				    int64_t leader_rev,
+				    int64_t leader_rev, uint64_t rerun_after_ms,
 				    void (*deposed)(void *arg), void *arg);
 void etcd_leader_free(struct etcd_leader *l); /* NULL is allowed */
 

@@ -17,6 +17,7 @@
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_leader.h"
+#include "etcd_record.h"
 
 #define KEY_MAX 1024
 
@@ -62,6 +63,14 @@ static void on_record(void *arg, const struct etcd_answer *a)
 		etcd_range_response_release(&r);
 		fail(s, DL_ECORRUPT, msg);
 		return;
+	}
+	if (saved) {
+		const char *job =
+		    json_string_value(json_object_get(saved, "job"));
+		uint64_t ended_wall_ms;
+		if (job)
+			etcd_record_restored(s->st, job, saved, clock_now_ms(),
+					     &ended_wall_ms);
 	}
 	json_decref(saved);
 	etcd_range_response_release(&r);

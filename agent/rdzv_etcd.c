@@ -73,11 +73,12 @@ static void consider(struct rdzv_etcd *h)
 {
 	json_t *v = h->inbox, *a;
 	uint64_t join = 0, round = 0;
-	const char *state = NULL, *error = NULL;
+	const char *state = NULL, *error = NULL, *why = NULL;
 	if (!v || jsonh_get_u64(v, "join", 1, 0, UINT64_MAX, &join, NULL, 0) ||
 	    jsonh_get_u64(v, "round", 1, 0, UINT64_MAX, &round, NULL, 0) ||
 	    jsonh_get_str(v, "state", 1, 16, &state, NULL, 0) ||
-	    jsonh_get_str(v, "error", 0, 1024, &error, NULL, 0))
+	    jsonh_get_str(v, "error", 0, 1024, &error, NULL, 0) ||
+	    jsonh_get_str(v, "ended_why", 0, 1024, &why, NULL, 0))
 		return;
 	a = json_object_get(v, "assignment");
 	if (h->joining && join == h->join_seq) {
@@ -89,8 +90,10 @@ static void consider(struct rdzv_etcd *h)
 			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
 		} else if (is_ended(state)) {
 			struct agent_event ev;
-			log_info("job %s has already ended (%s)",
-				 h->cfg->run_id, state);
+			/* as the join's 410 answer says it */
+			log_info("job %s has already ended (%s)%s%s",
+				 h->cfg->run_id, state, why ? ": " : "",
+				 why ? why : "");
 			h->joining = 0;
 			memset(&ev, 0, sizeof(ev));
 			ev.kind = AGENT_EV_JOIN_ENDED;
@@ -99,8 +102,12 @@ static void consider(struct rdzv_etcd *h)
 			agent_fsm_post(h->base.fsm, &ev);
 		} else if (json_is_object(a) && strcmp(state, "RUNNING") == 0) {
 			/* liveness is the lease's: no heartbeat to pace */
-			uint64_t hb = 0;
+			uint64_t hb = 0, run = 0;
 			h->joining = 0;
+			if (jsonh_get_u64(a, "run", 0, 1, UINT32_MAX, &run,
+					  NULL, 0) == 0 &&
+			    run)
+				h->run = run;
 			if (agent_rdzv_post_joined(h->base.fsm, a,
 						   h->cfg->nproc, &hb) != 0)
 				post_kind(h, AGENT_EV_JOIN_FAILED, 0);
@@ -352,6 +359,8 @@ static json_t *node_value(struct rdzv_etcd *h)
 		      "master_port", (int)h->master_port, "join",
 		      (json_int_t)h->join_seq, "config",
 		      rdzv_job_config_json(&jc));
+	if (v && h->run)
+		json_object_set_new(v, "run", json_integer((json_int_t)h->run));
 	if (v && h->report)
 		json_object_set(v, "report", h->report);
 	if (v && h->leaving)

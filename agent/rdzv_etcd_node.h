@@ -58,6 +58,9 @@ struct rdzv_etcd {
 	struct etcd_watch *node_watch;
 	struct etcd_call *node_read;
 	int displaced;
+	/* the run of the job this node took part in (0: none yet): a
+	 * node of a run that ended never starts the next one */
+	uint64_t run;
 	/* the round the workers run */
 	uint64_t round;
 	int in_round;

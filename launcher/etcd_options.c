@@ -38,6 +38,7 @@ enum etcd_conf_index {
 	ETCD_CONF_PASSWORD_FILE,
 	ETCD_CONF_KEY_PREFIX,
 	ETCD_CONF_LEASE_TTL,
+	ETCD_CONF_RERUN_AFTER,
 	ETCD_CONF_N
 };
 
@@ -208,6 +209,23 @@ static int set_etcd_lease_ttl(struct launcher_options *o,
 	return 0;
 }
 
+/* rerun_after: as dlaunch-rdzv's --rerun-after (0: never) */
+static int set_etcd_rerun_after(struct launcher_options *o,
+				const struct etcd_conf_key *k, const char *val,
+				char *err, size_t es)
+{
+	uint64_t ms;
+	if (parse_duration_ms(val, 1000, 0, UINT64_C(86400000) * 365, &ms))
+		return dl_errorf(err, es, DL_EINVAL,
+				 "--rdzv-conf %s='%s' is not a duration of "
+				 "at most a year (seconds, or with a unit "
+				 "such as 10m; 0: never rerun)",
+				 k->key, val);
+	o->cfg.etcd.rerun_after_ms = ms;
+	o->cfg.etcd.rerun_after_set = 1;
+	return 0;
+}
+
 #define ETCD_FILE(name)                                                        \
 	.set = set_etcd_file,                                                  \
 	.buf = offsetof(struct launcher_options, etcd.name),                   \
@@ -224,6 +242,8 @@ static const struct etcd_conf_key etcd_conf_keys[ETCD_CONF_N] = {
 				 .set = set_etcd_password_file},
     [ETCD_CONF_KEY_PREFIX] = {.key = "key_prefix", .set = set_etcd_key_prefix},
     [ETCD_CONF_LEASE_TTL] = {.key = "lease_ttl", .set = set_etcd_lease_ttl},
+    [ETCD_CONF_RERUN_AFTER] = {.key = "rerun_after",
+			       .set = set_etcd_rerun_after},
 };
 
 #define ETCD_GIVEN(o, i) (((o)->etcd.given >> (i)) & 1u)

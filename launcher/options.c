@@ -427,7 +427,9 @@ static const struct opt_spec launcher_specs[] = {
 	 "password_file (etcd authentication; the file holds the password), "
 	 "key_prefix (where the job's keys live; default /dlaunch), "
 	 "lease_ttl (whole seconds, 2-3600; default heartbeat_timeout "
-	 "rounded up, at least 2)"},
+	 "rounded up, at least 2), rerun_after (a join this long after the "
+	 "job ended starts a new run of its id, as dlaunch-rdzv "
+	 "--rerun-after; default 30s, 0: never)"},
     {.name = "standalone",
      .type = OPT_FLAG,
      LO(standalone),

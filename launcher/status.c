@@ -85,6 +85,7 @@ static void print_job(json_t *j)
 	json_t *members = json_object_get(j, "members"), *m;
 	json_t *waiting = json_object_get(j, "waiting");
 	json_t *failures = json_object_get(j, "failures");
+	json_t *runs = json_object_get(j, "runs");
 	size_t i;
 	printf("job %s: %s, round %lld, restarts %lld/%lld, nodes %lld-%lld, "
 	       "world size %lld, master %s:%lld\n",
@@ -141,6 +142,19 @@ static void print_job(json_t *j)
 				: "",
 			    nl ? (int)(nl - msg) : (int)strlen(msg), msg);
 		}
+	}
+	/* a job id run again (docs/http-api.md, "Ended jobs"): the runs
+	 * that ended before this one */
+	if (json_array_size(runs) > 0) {
+		printf("run %lld; earlier runs:", num(j, "run"));
+		json_array_foreach(runs, i, m)
+		{
+			printf(" %lld %s (round %lld, restarts %lld)%s",
+			       num(m, "run"), str(m, "state"), num(m, "round"),
+			       num(m, "restart_count"),
+			       i + 1 < json_array_size(runs) ? "," : "");
+		}
+		printf("\n");
 	}
 }
 

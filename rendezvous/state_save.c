@@ -416,6 +416,16 @@ static int restart_clocks(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 	return 0;
 }
 
+int rdzv_job_ended_ago(struct rdzv_state *st, const char *job, uint64_t ago_ms,
+		       uint64_t now_ms)
+{
+	struct job *j = state_find_job(st, job);
+	if (!j || !job_is_ended(j))
+		return DL_ENOTFOUND;
+	j->ended_ms = ago_ms < now_ms ? now_ms - ago_ms : 0;
+	return 0;
+}
+
 int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 		     char *err, size_t err_size)
 {

@@ -11,3 +11,6 @@ $(eval $(call unit_test,test_etcd_leader,$(AGENT_LIB) $(RDZV_STATE_LIB) \
 # the node key's "recovery" over etcd (agent/etcd_recovery.c)
 $(eval $(call unit_test,test_etcd_recovery,$(AGENT_LIB) $(RDZV_STATE_LIB) \
 	$(COMMON_LIB),$(JSON_LIBS) -lm))
+# the end time in an etcd job record, for reruns (agent/etcd_record.c)
+$(eval $(call unit_test,test_etcd_record,$(AGENT_LIB) $(RDZV_STATE_LIB) \
+	$(COMMON_LIB),$(JSON_LIBS) -lm))

@@ -56,7 +56,13 @@ struct agent_etcd_config {
 	const char *password;	/* read from password_file; borrowed */
 	const char *key_prefix; /* default "/dlaunch" */
 	unsigned lease_ttl_s;	/* 0: heartbeat_timeout rounded up, >= 2 */
+	/* rerun_after: a join this long after the job ended starts a new
+	 * run of its id (as dlaunch-rdzv --rerun-after; 0: never); the
+	 * default (AGENT_ETCD_RERUN_AFTER_MS) unless rerun_after_set */
+	uint64_t rerun_after_ms;
+	int rerun_after_set;
 };
+#define AGENT_ETCD_RERUN_AFTER_MS 30000
 
 struct agent_config {
 	enum agent_mode mode;
@@ -171,6 +177,8 @@ int agent_etcd_dump(const struct agent_config *cfg, const char *job,
 /* agent_etcd_lease_ttl_s: the lease TTL the agent asks for (cfg's, else
  * heartbeat_timeout rounded up to whole seconds, at least 2). */
 unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
+/* agent_etcd_rerun_after_ms: cfg's rerun_after, else the default */
+uint64_t agent_etcd_rerun_after_ms(const struct agent_config *cfg);
 
 /* What one worker's environment is made of. */
 struct agent_worker_env {

@@ -65,9 +65,10 @@ struct client_call *client_stream(struct client *c, const char *path,
 				  client_cb cb, void *arg);
 
 /* client_set_header sets the header name: value that every later call
- * sends (one such header; value NULL: none). client_set_cert gives a
- * client certificate and key (files) for TLS. Both return 0 or
- * DL_ENOMEM. */
+ * sends, in place of an earlier value of that name (value NULL: none of
+ * that name); up to four such headers (DL_EINVAL past that).
+ * client_set_cert gives a client certificate and key (files) for TLS.
+ * Both return 0 or DL_ENOMEM. */
 int client_set_header(struct client *c, const char *name, const char *value);
 int client_set_cert(struct client *c, const char *cert_file,
 		    const char *key_file);

@@ -313,6 +313,12 @@ json_t *rdzv_job_save(const struct rdzv_state *st, const char *job);
 int rdzv_job_restore(struct rdzv_state *st, json_t *saved, uint64_t now_ms,
 		     char *err, size_t err_size);
 void rdzv_job_delete(struct rdzv_state *st, const char *job);
+/* rdzv_job_ended_ago: a restored ended job ended ago_ms before now_ms
+ * (a restore counts the wait before a rerun from now_ms; a host that
+ * knows when the job ended says so). DL_ENOTFOUND when job is not
+ * there or has not ended. */
+int rdzv_job_ended_ago(struct rdzv_state *st, const char *job, uint64_t ago_ms,
+		       uint64_t now_ms);
 size_t rdzv_job_count(const struct rdzv_state *st);
 int rdzv_job_exists(const struct rdzv_state *st, const char *job);
 /* rdzv_job_name_at: the i-th job's name (0 <= i < count), borrowed. */

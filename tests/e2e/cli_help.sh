@@ -41,7 +41,8 @@ help_has dlaunch "$TEST_TMP/dlaunch" \
 	"etcd (etcd-v1, etcd-v2 and etcd-v3 are taken as etcd)" \
 	"--rdzv-endpoint HOST:PORT|URL[,...]" "(port 2379 when omitted;" \
 	"protocol (http or https" "key_prefix (where the job's keys live; default /dlaunch)" \
-	"lease_ttl (whole seconds, 2-3600; default heartbeat_timeout rounded up, at least 2)"
+	"lease_ttl (whole seconds, 2-3600; default heartbeat_timeout rounded up, at least 2)" \
+	"rerun_after (a join this long after the job ended starts a new run of its id, as dlaunch-rdzv --rerun-after; default 30s, 0: never)"
 
 # a bad etcd endpoint list: a usage error at once, naming the item; no
 # agent starts (nothing joins, no worker runs)

@@ -22,10 +22,18 @@
 #                             waits until every member answers a quorum read;
 #                             ETCD_FLAG... go to every member as they are
 #                             (e.g. --enable-v2 for torchrun's etcd-v2 mode)
-#   etcd_cluster_start_netns H... [--tls DIR] [--client-cert-auth] [ETCD_FLAG...]
+#   etcd_cluster_start_netns H... [--peer-net] [--tls DIR] [--client-cert-auth] [ETCD_FLAG...]
 #                             one member on each netns host H (lib_netns.sh's
 #                             index), listening on that host's address, ports
-#                             2379 (clients) and 2380 (peers)
+#                             2379 (clients) and 2380 (peers); --peer-net:
+#                             peers talk over the hosts' second network
+#                             (netns_second_net, made here), clients over
+#                             the first
+#   etcd_member_cut_peers I / etcd_member_heal_peers I
+#                             (--peer-net) take member I's peer link down
+#                             (it still answers clients, without a leader:
+#                             state "cut", which the helpers do not ask) /
+#                             up again (state "up")
 #   etcd_wait_healthy [SECS]  until every member in state "up" answers a
 #                             quorum read (default 30 s); 1 on timeout
 #   etcd_member_kill I [SIG]  signal member I (KILL by default) and, for a
@@ -80,9 +88,10 @@
 #   ETCD_ENDPOINTS       "host:port,host:port,..." for --rdzv-endpoint
 #   ETCD_URLS            client URLs (http:// or https://)
 #   ETCD_HOSTS           each member's address
+#   ETCD_PEER_HOSTS      each member's address for its peers
 #   ETCD_CLIENT_PORTS, ETCD_PEER_PORTS
 #   ETCD_PIDS            each member's pid (its process group leader)
-#   ETCD_STATE           up | down | stopped (SIGSTOP)
+#   ETCD_STATE           up | down | stopped (SIGSTOP) | cut (from its peers)
 #   ETCD_NETNS           each member's netns host index, empty on loopback
 #   ETCD_DIRS            each member's directory (data/, cmd: its argv)
 #   ETCD_LOGS            each member's current log
@@ -116,6 +125,8 @@ ETCD_SEQ=0
 ETCD_ENDPOINTS=
 ETCD_URLS=()
 ETCD_HOSTS=()
+ETCD_PEER_HOSTS=()
+_ETCD_PEER_ADDRS=() # etcd_cluster_start_netns --peer-net's, for _etcd_configure
 ETCD_CLIENT_PORTS=()
 ETCD_PEER_PORTS=()
 ETCD_PIDS=()
@@ -370,7 +381,8 @@ _etcd_launch() {
 }
 
 # _etcd_configure HOSTS NETNS CPORTS PPORTS TLS_DIR CCA FLAG...: lay out a
-# new cluster (arrays passed by name) and write each member's command line
+# new cluster (arrays passed by name) and write each member's command line;
+# the peers' addresses are _ETCD_PEER_ADDRS when set, else HOSTS
 _etcd_configure() {
 	local -n hosts_=$1 netns_=$2 cports_=$3 pports_=$4
 	local tls=$5 cca=$6
@@ -382,6 +394,8 @@ _etcd_configure() {
 	ETCD_TLS_DIR=$tls
 	[ -n "$tls" ] && ETCD_SCHEME=https
 	ETCD_HOSTS=("${hosts_[@]}")
+	ETCD_PEER_HOSTS=("${hosts_[@]}")
+	[ ${#_ETCD_PEER_ADDRS[@]} -eq 0 ] || ETCD_PEER_HOSTS=("${_ETCD_PEER_ADDRS[@]}")
 	ETCD_NETNS=("${netns_[@]}")
 	ETCD_CLIENT_PORTS=("${cports_[@]}")
 	ETCD_PEER_PORTS=("${pports_[@]}")
@@ -389,7 +403,7 @@ _etcd_configure() {
 	ETCD_AUTH=0 ETCD_ROOT_PASSWORD='' ETCD_USER='' ETCD_PASSWORD_FILE='' ETCD_COMPACT_REV=''
 	ETCD_ENDPOINTS=
 	for ((i = 0; i < n; i++)); do
-		initial+="${initial:+,}m$i=http://${hosts_[i]}:${pports_[i]}"
+		initial+="${initial:+,}m$i=http://${ETCD_PEER_HOSTS[i]}:${pports_[i]}"
 		ETCD_URLS+=("$ETCD_SCHEME://${hosts_[i]}:${cports_[i]}")
 		ETCD_ENDPOINTS+="${ETCD_ENDPOINTS:+,}${hosts_[i]}:${cports_[i]}"
 		ETCD_STATE+=(down)
@@ -407,8 +421,8 @@ _etcd_configure() {
 		local -a argv=(--name "m$i" --data-dir "$dir/data"
 			--listen-client-urls "${ETCD_URLS[i]}"
 			--advertise-client-urls "${ETCD_URLS[i]}"
-			--listen-peer-urls "http://${hosts_[i]}:${pports_[i]}"
-			--initial-advertise-peer-urls "http://${hosts_[i]}:${pports_[i]}"
+			--listen-peer-urls "http://${ETCD_PEER_HOSTS[i]}:${pports_[i]}"
+			--initial-advertise-peer-urls "http://${ETCD_PEER_HOSTS[i]}:${pports_[i]}"
 			--initial-cluster "$initial"
 			--initial-cluster-token "$token"
 			--initial-cluster-state new
@@ -495,12 +509,16 @@ etcd_cluster_start() {
 }
 
 etcd_cluster_start_netns() {
-	local i
-	local -a hs=() hosts=() cports=() pports=()
+	local i peer_net=0
+	local -a hs=() hosts=() cports=() pports=() _ETCD_PEER_ADDRS=()
 	while [[ "${1:-}" =~ ^[0-9]+$ ]]; do
 		hs+=("$1")
 		shift
 	done
+	if [ "${1:-}" = --peer-net ]; then
+		peer_net=1
+		shift
+	fi
 	if ! declare -F netns_spawn >/dev/null; then
 		echo "lib_etcd: source tests/faults/lib_netns.sh first" >&2
 		return 1
@@ -510,9 +528,14 @@ etcd_cluster_start_netns() {
 		return 1
 	fi
 	_etcd_parse_opts "$@" || return 1
+	if [ $peer_net = 1 ] && ! netns_second_net "${hs[@]}"; then
+		echo "lib_etcd: could not give hosts ${hs[*]} a peer network" >&2
+		return 1
+	fi
 	# each host has a port space of its own: the standard ports are free
 	for i in "${hs[@]}"; do
 		hosts+=("$(netns_addr "$i")")
+		[ $peer_net = 0 ] || _ETCD_PEER_ADDRS+=("$(netns_addr2 "$i")")
 		cports+=(2379)
 		pports+=(2380)
 	done
@@ -547,6 +570,21 @@ etcd_member_kill() {
 	fi
 	ETCD_STATE[i]=down
 	return 0
+}
+
+etcd_member_cut_peers() {
+	local i=$1
+	if [ "${ETCD_PEER_HOSTS[i]}" = "${ETCD_HOSTS[i]}" ] || [ "${ETCD_STATE[i]}" != up ]; then
+		echo "lib_etcd: member $i is ${ETCD_STATE[i]} or has no peer network of its own" >&2
+		return 1
+	fi
+	netns_cut2 "${ETCD_NETNS[i]}" && ETCD_STATE[i]=cut
+}
+
+etcd_member_heal_peers() {
+	local i=$1
+	[ "${ETCD_STATE[i]}" = cut ] || return 1
+	netns_heal2 "${ETCD_NETNS[i]}" && ETCD_STATE[i]=up
 }
 
 etcd_member_restart() {

@@ -18,6 +18,11 @@
 #   netns_exec I CMD...    run CMD on host I
 #   netns_spawn I LOG CMD  spawn_bg on host I (LAST_PID is the command's pid)
 #   netns_cut I / netns_heal I   take host I's link down / up again
+#   netns_second_net I...  give hosts I... a second interface eth1 on a
+#                          bridge of its own (10.214.0.(i+1)/24): a network
+#                          apart from eth0's (etcd members' peer traffic)
+#   netns_addr2 I          host I's address on that second network
+#   netns_cut2 I / netns_heal2 I   take host I's eth1 down / up again
 #   netns_teardown         kill what runs in the namespaces, delete them
 
 NETNS_PREFIX=dlf$$x
@@ -101,6 +106,40 @@ netns_spawn() {
 
 netns_cut() { ip -n "$(netns_host "$1")" link set eth0 down; }
 netns_heal() { ip -n "$(netns_host "$1")" link set eth0 up; }
+
+netns_addr2() { echo "10.214.0.$(($1 + 1))"; }
+
+# netns_second_net I...: hosts I... (made by netns_setup) get eth1 on a
+# second bridge br1 of the switch; 1 on failure
+netns_second_net() {
+	local i h
+	[ -n "$NETNS_SWITCH" ] || return 1
+	ip -n "$NETNS_SWITCH" link add br1 type bridge || return 1
+	ip -n "$NETNS_SWITCH" link set br1 up || return 1
+	for i in "$@"; do
+		h=$(netns_host "$i")
+		ip link add name eth1 netns "$h" type veth \
+			peer name "q$i" netns "$NETNS_SWITCH" || return 1
+		ip -n "$NETNS_SWITCH" link set "q$i" master br1 || return 1
+		ip -n "$NETNS_SWITCH" link set "q$i" up || return 1
+		ip -n "$h" addr add "$(netns_addr2 "$i")/24" dev eth1 || return 1
+		ip -n "$h" link set eth1 up || return 1
+	done
+	wait_for 10 netns_links2_up "$@"
+}
+
+netns_links2_up() {
+	local i
+	for i in "$@"; do
+		ip -n "$(netns_host "$i")" link show eth1 | grep -q LOWER_UP ||
+			return 1
+		bridge -n "$NETNS_SWITCH" link show dev "q$i" |
+			grep -q 'state forwarding' || return 1
+	done
+}
+
+netns_cut2() { ip -n "$(netns_host "$1")" link set eth1 down; }
+netns_heal2() { ip -n "$(netns_host "$1")" link set eth1 up; }
 
 netns_teardown() {
 	local h p

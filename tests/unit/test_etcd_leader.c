@@ -244,7 +244,7 @@ static void test_compacted_during_write(void **state)
 	ncalls = nwatches = 0;
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
-			    "A", 5, on_deposed, NULL);
+			    "A", 5, 0, on_deposed, NULL);
 	assert_non_null(l);
 	/* the record: none yet */
 	assert_int_equal(ncalls, 1);
@@ -289,7 +289,7 @@ static void test_write_answered_during_read(void **state)
 	ncalls = nwatches = 0;
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
-			    "A", 5, on_deposed, NULL);
+			    "A", 5, 0, on_deposed, NULL);
 	assert_non_null(l);
 	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
 	answer(0, empty);
@@ -326,7 +326,7 @@ static void test_inboxes_in_parallel_after_record(void **state)
 	ncalls = nwatches = 0;
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
-			    "N0", 5, on_deposed, NULL);
+			    "N0", 5, 0, on_deposed, NULL);
 	assert_non_null(l);
 	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
 	answer(0, empty);

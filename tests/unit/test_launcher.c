@@ -823,10 +823,26 @@ static void test_etcd_conf_keys(void **state)
 		 "whole seconds");
 	conf_bad(&o, NULL, "lease_ttl=0", "lease_ttl='0'", "whole seconds");
 
+	/* rerun_after: a duration, 0 (never) to a year; 30 s by default */
+	assert_int_equal(conf(&o, err, sizeof(err), NULL, "lease_ttl=2"), 0);
+	assert_int_equal(agent_etcd_rerun_after_ms(&o.cfg), 30000);
+	assert_int_equal(conf(&o, err, sizeof(err), NULL, "rerun_after=0"), 0);
+	assert_int_equal(agent_etcd_rerun_after_ms(&o.cfg), 0);
+	assert_int_equal(conf(&o, err, sizeof(err), NULL, "rerun_after=10m"),
+			 0);
+	assert_int_equal(agent_etcd_rerun_after_ms(&o.cfg), 600000);
+	assert_int_equal(conf(&o, err, sizeof(err), NULL, "rerun_after=1.5"),
+			 0);
+	assert_int_equal(agent_etcd_rerun_after_ms(&o.cfg), 1500);
+	conf_bad(&o, NULL, "rerun_after=soon", "--rdzv-conf rerun_after='soon'",
+		 "not a duration");
+	conf_bad(&o, NULL, "rerun_after=400d", "rerun_after='400d'",
+		 "at most a year");
+
 	/* an unknown key lists the etcd keys too */
 	conf_bad(&o, NULL, "endpoints=x", "--rdzv-conf key 'endpoints'",
 		 "with --rdzv-backend etcd: protocol, cacert, cert, key, "
-		 "username, password_file, key_prefix, lease_ttl");
+		 "username, password_file, key_prefix, lease_ttl, rerun_after");
 }
 
 /* the etcd keys belong to the etcd backend: any other refuses them by
