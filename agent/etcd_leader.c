@@ -382,7 +382,8 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 	json_t *o, *a = NULL;
 	char *s;
 	int ended = l->last.state == RDZV_JOB_SUCCEEDED ||
-		    l->last.state == RDZV_JOB_FAILED;
+		    l->last.state == RDZV_JOB_FAILED ||
+		    l->last.state == RDZV_JOB_PREEMPTED;
 	if (l->have_last && (l->last.state == RDZV_JOB_RUNNING || ended))
 		a = rdzv_assignment_json(l->st, l->job, n->id);
 	/* a node waiting for the open round has nothing to hear until it

@@ -105,7 +105,9 @@ static void enter(struct agent_fsm *f, enum agent_state s)
  * with the root-cause report. */
 static void end_job(struct agent_fsm *f, const struct agent_event *ev)
 {
-	int failed = strcmp(ev->job_state, "SUCCEEDED") != 0;
+	/* a preempted job stopped every rank at one step and saved it */
+	int failed = strcmp(ev->job_state, "SUCCEEDED") != 0 &&
+		     strcmp(ev->job_state, "PREEMPTED") != 0;
 	log_info("job %s ended: %s", f->job,
 		 ev->job_state[0] ? ev->job_state : "?");
 	f->exit_status = failed ? 1 : 0;

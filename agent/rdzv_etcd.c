@@ -49,7 +49,8 @@ static void post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
 static int is_ended(const char *state)
 {
 	return state && (strcmp(state, "SUCCEEDED") == 0 ||
-			 strcmp(state, "FAILED") == 0);
+			 strcmp(state, "FAILED") == 0 ||
+			 strcmp(state, "PREEMPTED") == 0);
 }
 
 /* rdzv_etcd_read_body: a read of key k that one member answers alone: a

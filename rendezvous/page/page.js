@@ -350,7 +350,8 @@ async function jobLoop(name) {
       const job = await api(base);
       renderJob(job, fetchedAt);
       setConn("updated " + new Date().toLocaleTimeString());
-      if (job.state === "SUCCEEDED" || job.state === "FAILED")
+      if (job.state === "SUCCEEDED" || job.state === "FAILED" ||
+          job.state === "PREEMPTED")
         await sleep(REFRESH_MS * 2);
       else
         await api(base + "/watch?round=" + job.round + "&wait_ms=" +
