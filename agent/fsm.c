@@ -27,6 +27,16 @@
  * once the new round is known, started again in it (RESPAWNING).
  *
  * Each cell is a small named function; an empty cell ignores the event.
+ * A preemption (SIGTERM, every worker declared preempt; preempt.c):
+ *
+ *   RUNNING -SIGTERM-> PREEMPT_ASKING -preempt (the stop step)->
+ *   PREEMPTING -gone-> DONE -stop (PREEMPTED)-> EXITED
+ *
+ * and a node that hears the stop step first from the rendezvous goes
+ * from RUNNING to PREEMPTING at once. A refusal, the end of the round or
+ * the end of --preempt-grace falls back to the plain signal
+ * (SIGNALLED).
+ *
  * The table is the documentation of how the agent behaves: read it from
  * the bottom of this file. The loop decides; the effects (fsm.h) act.
  */
@@ -63,6 +73,8 @@ static const char *const state_names[AGENT_N_STATES] = {
     [AGENT_JOINING_KEPT] = "JOINING_KEPT",
     [AGENT_REFORMING] = "REFORMING",
     [AGENT_RESPAWNING] = "RESPAWNING",
+    [AGENT_PREEMPT_ASKING] = "PREEMPT_ASKING",
+    [AGENT_PREEMPTING] = "PREEMPTING",
 };
 
 static const char *const event_names[AGENT_N_EVENTS] = {
@@ -81,6 +93,9 @@ static const char *const event_names[AGENT_N_EVENTS] = {
     [AGENT_EV_ABORTED] = "aborted",
     [AGENT_EV_REFORMED] = "reformed",
     [AGENT_EV_REFORM_MISSED] = "reform_missed",
+    [AGENT_EV_PREEMPT] = "preempt",
+    [AGENT_EV_PREEMPT_FAILED] = "preempt_failed",
+    [AGENT_EV_PREEMPT_EXPIRED] = "preempt_expired",
 };
 
 const char *agent_state_name(enum agent_state s)
@@ -591,6 +606,123 @@ static void left(struct agent_fsm *f, struct agent_event *ev)
 	f->ops->finish(f->ctx);
 }
 
+/* ------------------------------------------------------ a preemption */
+
+static int can_preempt(struct agent_fsm *f)
+{
+	return f->ops->preempt_ok && f->ops->preempt_ok(f->ctx);
+}
+
+/* run_signal: SIGTERM to a node whose workers can stop at a step asks
+ * the rendezvous for the job's stop step; any other signal (or workers
+ * that cannot) is forwarded as before */
+static void run_signal(struct agent_fsm *f, struct agent_event *ev)
+{
+	if (ev->sig != SIGTERM || !can_preempt(f)) {
+		signalled(f, ev);
+		return;
+	}
+	log_warn("received SIGTERM; every worker of this node declared "
+		 "preempt: asking the rendezvous for the job's stop step");
+	f->preempt_sigterms = 1;
+	enter(f, AGENT_PREEMPT_ASKING);
+	f->ops->preempt_grace(f->ctx);
+	f->ops->preempt_ask(f->ctx);
+}
+
+static void stop_at(struct agent_fsm *f, uint64_t step)
+{
+	f->preempt_step = step;
+	log_info("job %s is preempted: this node's workers stop after step "
+		 "%llu, save it and exit",
+		 f->job, (unsigned long long)step);
+	enter(f, AGENT_PREEMPTING);
+	f->ops->preempt_grace(f->ctx);
+	f->ops->preempt_workers(f->ctx, step);
+}
+
+/* the rendezvous says the job is preempted (another node had SIGTERM);
+ * workers that cannot stop at a step get the SIGTERM they would have */
+static void run_preempt(struct agent_fsm *f, struct agent_event *ev)
+{
+	struct agent_event sig;
+	if (can_preempt(f)) {
+		stop_at(f, ev->step);
+		return;
+	}
+	log_warn("job %s is preempted at step %llu, but not every worker of "
+		 "this node declared preempt: stopping them as SIGTERM would",
+		 f->job, (unsigned long long)ev->step);
+	memset(&sig, 0, sizeof(sig));
+	sig.kind = AGENT_EV_SIGNAL;
+	sig.sig = SIGTERM;
+	signalled(f, &sig);
+}
+
+static void asking_preempt(struct agent_fsm *f, struct agent_event *ev)
+{
+	stop_at(f, ev->step);
+}
+
+/* no stop step (refused, the round ended, the grace is over): what the
+ * signal would have done */
+static void preempt_fall_back(struct agent_fsm *f, struct agent_event *ev)
+{
+	struct agent_event sig;
+	log_warn("preemption of job %s: %s; stopping this node's workers "
+		 "with SIGTERM",
+		 f->job,
+		 ev->kind == AGENT_EV_PREEMPT_EXPIRED
+		     ? "not done within --preempt-grace"
+		 : ev->kind == AGENT_EV_PREEMPT_FAILED
+		     ? "the rendezvous refused it"
+		     : "the round ended first");
+	memset(&sig, 0, sizeof(sig));
+	sig.kind = AGENT_EV_SIGNAL;
+	sig.sig = SIGTERM;
+	signalled(f, &sig);
+}
+
+/* another SIGTERM: the first is taken by the preemption under way (a
+ * node told by the rendezvous before its own signal came); more is a
+ * plain signal */
+static void preempting_signal(struct agent_fsm *f, struct agent_event *ev)
+{
+	if (ev->sig == SIGTERM && f->preempt_sigterms == 0) {
+		f->preempt_sigterms = 1;
+		log_info("received SIGTERM; already stopping after step %llu",
+			 (unsigned long long)f->preempt_step);
+		return;
+	}
+	signalled(f, ev);
+}
+
+/* a worker failed before the step: the job cannot stop at it (the
+ * rendezvous ends it FAILED) */
+static void preempting_failed(struct agent_fsm *f, struct agent_event *ev)
+{
+	keep_failures(f, ev);
+	enter(f, AGENT_FAILING);
+	f->ops->report(f->ctx, f->r.round, 1, f->failures);
+	f->ops->stop_workers(f->ctx, SIGTERM);
+}
+
+/* this node's workers stopped and saved; the signalled agent whose job
+ * does not end within the grace leaves (its part is done) */
+static void done_expired(struct agent_fsm *f, struct agent_event *ev)
+{
+	(void)ev;
+	if (!f->preempt_sigterms)
+		return;
+	log_warn("job %s did not end within --preempt-grace; this node's "
+		 "workers stopped after step %llu: leaving",
+		 f->job, (unsigned long long)f->preempt_step);
+	f->exit_status = 128 + SIGTERM;
+	f->report_on_exit = 0;
+	f->ops->cancel(f->ctx);
+	after_signal(f);
+}
+
 /* ------------------------------------------------------------- table */
 
 #define LIVE_SIGNAL [AGENT_EV_SIGNAL] = signalled
@@ -605,9 +737,11 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 		       [AGENT_EV_WORKERS_GONE] = run_gone,
 		       [AGENT_EV_RESTART] = run_restart,
 		       [AGENT_EV_STOP] = run_stop,
-		       LIVE_SIGNAL},
+		       [AGENT_EV_PREEMPT] = run_preempt,
+		       [AGENT_EV_SIGNAL] = run_signal},
     [AGENT_DONE] = {[AGENT_EV_RESTART] = done_restart,
 		    [AGENT_EV_STOP] = done_stop,
+		    [AGENT_EV_PREEMPT_EXPIRED] = done_expired,
 		    LIVE_SIGNAL},
     [AGENT_FAILING] = {[AGENT_EV_WORKERS_GONE] = failing_gone,
 		       [AGENT_EV_STOP] = failing_stop,
@@ -667,6 +801,20 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 			  [AGENT_EV_RESTART] = respawning_restart,
 			  [AGENT_EV_STOP] = respawning_stop,
 			  LIVE_SIGNAL},
+    [AGENT_PREEMPT_ASKING] = {[AGENT_EV_PREEMPT] = asking_preempt,
+			      [AGENT_EV_PREEMPT_FAILED] = preempt_fall_back,
+			      [AGENT_EV_PREEMPT_EXPIRED] = preempt_fall_back,
+			      [AGENT_EV_RESTART] = preempt_fall_back,
+			      [AGENT_EV_WORKER_FAILED] = preempting_failed,
+			      [AGENT_EV_WORKERS_GONE] = run_gone,
+			      [AGENT_EV_STOP] = run_stop,
+			      [AGENT_EV_SIGNAL] = signalled},
+    [AGENT_PREEMPTING] = {[AGENT_EV_PREEMPT_EXPIRED] = preempt_fall_back,
+			  [AGENT_EV_RESTART] = preempt_fall_back,
+			  [AGENT_EV_WORKER_FAILED] = preempting_failed,
+			  [AGENT_EV_WORKERS_GONE] = run_gone,
+			  [AGENT_EV_STOP] = run_stop,
+			  [AGENT_EV_SIGNAL] = preempting_signal},
     /* IDLE takes nothing but start; EXITED takes nothing */
 };
 

@@ -78,9 +78,8 @@ void rdzv_response_release(struct rdzv_response *resp)
 const char *rdzv_endpoint_name(enum rdzv_endpoint ep)
 {
 	static const char *const names[RDZV_EP_COUNT] = {
-	    "join", "heartbeat", "watch",   "report",  "leave",	  "jobs",
-	    "job",  "kv",	 "healthz", "metrics", "page",	  "preempt",
-	    "other"};
+	    "join", "heartbeat", "watch",   "report", "leave",	 "jobs", "job",
+	    "kv",   "healthz",	 "metrics", "page",   "preempt", "other"};
 	return (unsigned)ep < RDZV_EP_COUNT ? names[ep] : "other";
 }
 
@@ -145,11 +144,11 @@ static void reply_state_error(struct rdzv_response *resp, int rc,
 static void reply_status(struct rdzv_response *resp, int status,
 			 const struct rdzv_reply *r)
 {
-	json_t *v = json_pack("{s:I, s:s, s:s, s:I}", "round",
-			      (json_int_t)r->round, "state",
-			      rdzv_job_state_name(r->state), "action",
-			      rdzv_action_name(r->action), "restart_count",
-			      (json_int_t)r->restart_count);
+	json_t *v =
+	    json_pack("{s:I, s:s, s:s, s:I}", "round", (json_int_t)r->round,
+		      "state", rdzv_job_state_name(r->state), "action",
+		      rdzv_action_name(r->action), "restart_count",
+		      (json_int_t)r->restart_count);
 	/* a preempted job's stop step goes with every answer to a node */
 	if (v && r->preempt_step)
 		json_object_set_new(v, "preempt_step",
@@ -549,12 +548,9 @@ enum rdzv_endpoint rdzv_api_route(const char *path)
 	static const struct {
 		const char *name;
 		enum rdzv_endpoint ep;
-	} verbs[] = {{"join", RDZV_EP_JOIN},
-		     {"heartbeat", RDZV_EP_HEARTBEAT},
-		     {"watch", RDZV_EP_WATCH},
-		     {"report", RDZV_EP_REPORT},
-		     {"leave", RDZV_EP_LEAVE},
-		     {"preempt", RDZV_EP_PREEMPT}};
+	} verbs[] = {{"join", RDZV_EP_JOIN},   {"heartbeat", RDZV_EP_HEARTBEAT},
+		     {"watch", RDZV_EP_WATCH}, {"report", RDZV_EP_REPORT},
+		     {"leave", RDZV_EP_LEAVE}, {"preempt", RDZV_EP_PREEMPT}};
 	const char *rest, *slash;
 
 	if (strcmp(path, "/healthz") == 0)

@@ -69,10 +69,11 @@ int rdzv_preempt(struct rdzv_state *st, const char *job, const char *node_id,
 	j = state_find_job(st, job);
 	if (!j || job_is_ended(j) || j->preempt_step)
 		return 0;
-	j->preempt_step =
-	    rdzv_preempt_pick_step(step, step_rate, j->cfg.heartbeat_interval_ms);
+	j->preempt_step = rdzv_preempt_pick_step(step, step_rate,
+						 j->cfg.heartbeat_interval_ms);
 	job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
-	log_info("job=%s round=%" PRIu64 " event=preempted node=%s step=%" PRIu64
+	log_info("job=%s round=%" PRIu64
+		 " event=preempted node=%s step=%" PRIu64
 		 " step_rate=%.3f stop_step=%" PRIu64,
 		 j->name, j->round, node_id, step, step_rate, j->preempt_step);
 	if (reply)

@@ -75,11 +75,10 @@ void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 	log_info("job=%s run=%" PRIu32 " round=%" PRIu64 " event=job_%s "
 		 "reason=%s restart_count=%" PRIu32,
 		 j->name, j->run, j->round,
-		 state == RDZV_JOB_SUCCEEDED	? "succeeded"
+		 state == RDZV_JOB_SUCCEEDED   ? "succeeded"
 		 : state == RDZV_JOB_PREEMPTED ? "preempted"
-						: "failed",
-		 reason,
-		 j->restart_count);
+					       : "failed",
+		 reason, j->restart_count);
 }
 
 /* late_for_run refuses a join of the ended job j: too soon after its end
@@ -438,8 +437,7 @@ static void after_new_waiter(struct rdzv_state *st, struct job *j,
 		for (size_t i = 0; i < j->nmembers; i++)
 			if (j->members[i].status == RDZV_MEMBER_SUCCEEDED)
 				done = 1;
-		if (j->nmembers < j->cfg.max_nodes && !done &&
-		    !j->preempt_step)
+		if (j->nmembers < j->cfg.max_nodes && !done && !j->preempt_step)
 			job_end_round(st, j, now_ms, "scale_up", node_id);
 	} else {
 		job_track_min(j, now_ms);

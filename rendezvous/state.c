@@ -41,9 +41,9 @@ void rdzv_job_config_init(struct rdzv_job_config *cfg)
 
 const char *rdzv_job_state_name(enum rdzv_job_state s)
 {
-	static const char *const names[] = {"WAITING",	 "RUNNING",
+	static const char *const names[] = {"WAITING",	  "RUNNING",
 					    "RESTARTING", "SUCCEEDED",
-					    "FAILED",	 "PREEMPTED"};
+					    "FAILED",	  "PREEMPTED"};
 	return (unsigned)s < RDZV_JOB_NSTATES ? names[s] : "UNKNOWN";
 }
 

@@ -50,6 +50,7 @@ struct run {
 	char ckpt_file[PATH_MAX];
 	double last_loss, last_accuracy, last_test_loss;
 	int evaluated_at_end;
+	int preempted;	     /* stopped at the agent's preempt step (main.c) */
 	struct control *ctl; /* the agent's control channel, or NULL */
 	uint64_t round;	     /* the round of the membership we are in */
 	uint64_t wait_ms;    /* bound on waiting for the agent */
