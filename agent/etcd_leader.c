@@ -34,6 +34,7 @@
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_recovery.h"
+#include "etcd_preempt.h"
 
 /* etcd's default limit of operations in a transaction is 128 */
 #define TXN_OPS 120
@@ -333,6 +334,8 @@ static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 	if (json_is_object(r))
 		apply_report(l, n, r, now);
 	apply_recovery(l, n, v);
+	etcd_preempt_apply(l->st, l->job, n->id, n->inc,
+			   json_object_get(v, "preempt"), now);
 	if (join > n->join)
 		apply_join(l, n, v, join, now);
 	leaving = json_is_true(json_object_get(v, "leaving"));
@@ -402,6 +405,10 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 	}
 	if (a)
 		json_object_set_new(o, "assignment", a);
+	if (l->last.preempt_step)
+		json_object_set_new(
+		    o, "preempt_step",
+		    json_integer((json_int_t)l->last.preempt_step));
 	if (n->error)
 		json_object_set_new(o, "error", json_string(n->error));
 	else if (!a && !ended && n->join)
@@ -688,7 +695,8 @@ static void after_batch(struct etcd_leader *l)
 		       sizeof(err)) >= 0 &&
 	    (!l->have_last || r.round != l->last.round ||
 	     r.state != l->last.state ||
-	     r.restart_count != l->last.restart_count)) {
+	     r.restart_count != l->last.restart_count ||
+	     r.preempt_step != l->last.preempt_step)) {
 		l->last = r;
 		l->have_last = 1;
 		for (size_t i = 0; i < l->tab_size; i++)
