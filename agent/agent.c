@@ -45,6 +45,9 @@ static void fx_start_workers(void *ctx, const struct agent_round *r)
 
 static void fx_stop_workers(void *ctx, int sig)
 {
+	/* a worker that took a SIGTERM as a notice of preemption takes
+	 * this one as its end: its channel is closed first */
+	control_hang_up(ctx);
 	workers_stop(ctx, sig);
 }
 

@@ -601,6 +601,17 @@ void control_membership(struct agent *a)
 	check_answers(a);
 }
 
+void control_hang_up(struct agent *a)
+{
+	for (int i = 0; i < a->n_workers; i++) {
+		struct agent_worker *w = &a->workers[i];
+		/* the worker reads the end of its channel; we still drain
+		 * what it writes until it closes its end */
+		if (worker_alive(w) && w->ctl.fd >= 0)
+			shutdown(w->ctl.fd, SHUT_WR);
+	}
+}
+
 void control_preempt(struct agent *a, uint64_t step)
 {
 	for (int i = 0; i < a->n_workers; i++) {

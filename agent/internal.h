@@ -170,6 +170,9 @@ void control_abort(struct agent *a, uint64_t round, const char *reason);
 void control_membership(struct agent *a);
 /* control_cancel: nothing is awaited any more */
 void control_cancel(struct agent *a);
+/* control_hang_up closes the agent's side of every live worker's channel
+ * for writing: the workers see its end (a stop follows) */
+void control_hang_up(struct agent *a);
 /* control_preempt sends preempt {step} to every live worker that speaks */
 void control_preempt(struct agent *a, uint64_t step);
 void control_release(struct agent *a);

@@ -56,8 +56,9 @@ static void on_stop_signal(int sig)
  * (its welcome's preempt_grace_ms), the first SIGTERM is a notice (Slurm
  * signals every process of a step, the workers too): the agent is
  * picking the job's stop step and sends it as preempt. A second SIGTERM,
- * or no stop reached within the grace after the notice, stops as a
- * SIGTERM always did. */
+ * the agent closing the channel (it does before its own SIGTERM), or no
+ * stop reached within the grace after the notice, stops as a SIGTERM
+ * always did. */
 static int stopping(struct run *r)
 {
 	uint64_t grace = control_preempt_grace_ms(r->ctl);

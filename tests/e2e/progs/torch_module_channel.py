@@ -45,9 +45,9 @@ def channel(agent_lines, env_round="1"):
 
 a, ch = channel(b'{"type":"welcome","version":1}\n')
 hello = read_line(a)
-check("hello first, version 1, handles abort and membership",
+check("hello first, version 1, handles abort, membership and preempt",
       hello == {"type": "hello", "version": 1,
-                "handles": ["abort", "membership"]})
+                "handles": ["abort", "membership", "preempt"]})
 check("welcomed", ch.ok)
 fd = int(os.environ["DLAUNCH_CONTROL_FD"])
 check("the descriptor is close-on-exec",
