@@ -482,7 +482,8 @@ static const struct opt_spec launcher_specs[] = {
 	     "stop the whole job at one step picked by the rendezvous: "
 	     "every worker completes that step, saves it and exits 0; what "
 	     "is not done within this grace is stopped as without it "
-	     "(SIGTERM, --shutdown-timeout, SIGKILL)"},
+	     "(SIGTERM, --shutdown-timeout, SIGKILL); 0: off, the SIGTERM "
+	     "is forwarded"},
     {.name = "monitor-interval",
      .type = OPT_DOUBLE,
      LO(monitor_interval_s),
