@@ -49,6 +49,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/spawn.h"
 #include "fsm.h"
+#include "fsm_cells.h"
 
 typedef void (*cell_fn)(struct agent_fsm *f, struct agent_event *ev);
 
@@ -606,121 +607,25 @@ static void left(struct agent_fsm *f, struct agent_event *ev)
 	f->ops->finish(f->ctx);
 }
 
-/* ------------------------------------------------------ a preemption */
-
-static int can_preempt(struct agent_fsm *f)
+/* cells other files hold (fsm_cells.h) use these steps */
+void fsm_enter(struct agent_fsm *f, enum agent_state s)
 {
-	return f->ops->preempt_ok && f->ops->preempt_ok(f->ctx);
+	enter(f, s);
 }
 
-/* run_signal: SIGTERM to a node whose workers can stop at a step asks
- * the rendezvous for the job's stop step; any other signal (or workers
- * that cannot) is forwarded as before */
-static void run_signal(struct agent_fsm *f, struct agent_event *ev)
+void fsm_signalled(struct agent_fsm *f, struct agent_event *ev)
 {
-	if (ev->sig != SIGTERM || !can_preempt(f)) {
-		signalled(f, ev);
-		return;
-	}
-	log_warn("received SIGTERM; every worker of this node declared "
-		 "preempt: asking the rendezvous for the job's stop step");
-	f->preempt_sigterms = 1;
-	enter(f, AGENT_PREEMPT_ASKING);
-	f->ops->preempt_grace(f->ctx);
-	f->ops->preempt_ask(f->ctx);
-}
-
-static void stop_at(struct agent_fsm *f, uint64_t step)
-{
-	f->preempt_step = step;
-	log_info("job %s is preempted: this node's workers stop after step "
-		 "%llu, save it and exit",
-		 f->job, (unsigned long long)step);
-	enter(f, AGENT_PREEMPTING);
-	f->ops->preempt_grace(f->ctx);
-	f->ops->preempt_workers(f->ctx, step);
-}
-
-/* the rendezvous says the job is preempted (another node had SIGTERM);
- * workers that cannot stop at a step get the SIGTERM they would have */
-static void run_preempt(struct agent_fsm *f, struct agent_event *ev)
-{
-	struct agent_event sig;
-	if (can_preempt(f)) {
-		stop_at(f, ev->step);
-		return;
-	}
-	log_warn("job %s is preempted at step %llu, but not every worker of "
-		 "this node declared preempt: stopping them as SIGTERM would",
-		 f->job, (unsigned long long)ev->step);
-	memset(&sig, 0, sizeof(sig));
-	sig.kind = AGENT_EV_SIGNAL;
-	sig.sig = SIGTERM;
-	signalled(f, &sig);
-}
-
-static void asking_preempt(struct agent_fsm *f, struct agent_event *ev)
-{
-	stop_at(f, ev->step);
-}
-
-/* no stop step (refused, the round ended, the grace is over): what the
- * signal would have done */
-static void preempt_fall_back(struct agent_fsm *f, struct agent_event *ev)
-{
-	struct agent_event sig;
-	log_warn("preemption of job %s: %s; stopping this node's workers "
-		 "with SIGTERM",
-		 f->job,
-		 ev->kind == AGENT_EV_PREEMPT_EXPIRED
-		     ? "not done within --preempt-grace"
-		 : ev->kind == AGENT_EV_PREEMPT_FAILED
-		     ? "the rendezvous refused it"
-		     : "the round ended first");
-	memset(&sig, 0, sizeof(sig));
-	sig.kind = AGENT_EV_SIGNAL;
-	sig.sig = SIGTERM;
-	signalled(f, &sig);
-}
-
-/* another SIGTERM: the first is taken by the preemption under way (a
- * node told by the rendezvous before its own signal came); more is a
- * plain signal */
-static void preempting_signal(struct agent_fsm *f, struct agent_event *ev)
-{
-	if (ev->sig == SIGTERM && f->preempt_sigterms == 0) {
-		f->preempt_sigterms = 1;
-		log_info("received SIGTERM; already stopping after step %llu",
-			 (unsigned long long)f->preempt_step);
-		return;
-	}
 	signalled(f, ev);
 }
 
-/* a worker failed before the step: the job cannot stop at it (the
- * rendezvous ends it FAILED) */
-static void preempting_failed(struct agent_fsm *f, struct agent_event *ev)
+void fsm_after_signal(struct agent_fsm *f)
 {
-	keep_failures(f, ev);
-	enter(f, AGENT_FAILING);
-	f->ops->report(f->ctx, f->r.round, 1, f->failures);
-	f->ops->stop_workers(f->ctx, SIGTERM);
+	after_signal(f);
 }
 
-/* this node's workers stopped and saved; the signalled agent whose job
- * does not end within the grace leaves (its part is done) */
-static void done_expired(struct agent_fsm *f, struct agent_event *ev)
+void fsm_keep_failures(struct agent_fsm *f, struct agent_event *ev)
 {
-	(void)ev;
-	if (!f->preempt_sigterms)
-		return;
-	log_warn("job %s did not end within --preempt-grace; this node's "
-		 "workers stopped after step %llu: leaving",
-		 f->job, (unsigned long long)f->preempt_step);
-	f->exit_status = 128 + SIGTERM;
-	f->report_on_exit = 0;
-	f->ops->cancel(f->ctx);
-	after_signal(f);
+	keep_failures(f, ev);
 }
 
 /* ------------------------------------------------------------- table */
@@ -737,11 +642,11 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 		       [AGENT_EV_WORKERS_GONE] = run_gone,
 		       [AGENT_EV_RESTART] = run_restart,
 		       [AGENT_EV_STOP] = run_stop,
-		       [AGENT_EV_PREEMPT] = run_preempt,
-		       [AGENT_EV_SIGNAL] = run_signal},
+		       [AGENT_EV_PREEMPT] = fsm_run_preempt,
+		       [AGENT_EV_SIGNAL] = fsm_run_signal},
     [AGENT_DONE] = {[AGENT_EV_RESTART] = done_restart,
 		    [AGENT_EV_STOP] = done_stop,
-		    [AGENT_EV_PREEMPT_EXPIRED] = done_expired,
+		    [AGENT_EV_PREEMPT_EXPIRED] = fsm_done_expired,
 		    LIVE_SIGNAL},
     [AGENT_FAILING] = {[AGENT_EV_WORKERS_GONE] = failing_gone,
 		       [AGENT_EV_STOP] = failing_stop,
@@ -801,20 +706,21 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 			  [AGENT_EV_RESTART] = respawning_restart,
 			  [AGENT_EV_STOP] = respawning_stop,
 			  LIVE_SIGNAL},
-    [AGENT_PREEMPT_ASKING] = {[AGENT_EV_PREEMPT] = asking_preempt,
-			      [AGENT_EV_PREEMPT_FAILED] = preempt_fall_back,
-			      [AGENT_EV_PREEMPT_EXPIRED] = preempt_fall_back,
-			      [AGENT_EV_RESTART] = preempt_fall_back,
-			      [AGENT_EV_WORKER_FAILED] = preempting_failed,
+    [AGENT_PREEMPT_ASKING] = {[AGENT_EV_PREEMPT] = fsm_asking_preempt,
+			      [AGENT_EV_PREEMPT_FAILED] = fsm_preempt_fall_back,
+			      [AGENT_EV_PREEMPT_EXPIRED] =
+				  fsm_preempt_fall_back,
+			      [AGENT_EV_RESTART] = fsm_preempt_fall_back,
+			      [AGENT_EV_WORKER_FAILED] = fsm_preempting_failed,
 			      [AGENT_EV_WORKERS_GONE] = run_gone,
 			      [AGENT_EV_STOP] = run_stop,
 			      [AGENT_EV_SIGNAL] = signalled},
-    [AGENT_PREEMPTING] = {[AGENT_EV_PREEMPT_EXPIRED] = preempt_fall_back,
-			  [AGENT_EV_RESTART] = preempt_fall_back,
-			  [AGENT_EV_WORKER_FAILED] = preempting_failed,
+    [AGENT_PREEMPTING] = {[AGENT_EV_PREEMPT_EXPIRED] = fsm_preempt_fall_back,
+			  [AGENT_EV_RESTART] = fsm_preempt_fall_back,
+			  [AGENT_EV_WORKER_FAILED] = fsm_preempting_failed,
 			  [AGENT_EV_WORKERS_GONE] = run_gone,
 			  [AGENT_EV_STOP] = run_stop,
-			  [AGENT_EV_SIGNAL] = preempting_signal},
+			  [AGENT_EV_SIGNAL] = fsm_preempting_signal},
     /* IDLE takes nothing but start; EXITED takes nothing */
 };
 
