@@ -45,6 +45,9 @@ static void fx_start_workers(void *ctx, const struct agent_round *r)
 
 static void fx_stop_workers(void *ctx, int sig)
 {
+	/* a worker that took a SIGTERM as a notice of preemption takes
+	 * this one as its end: its channel is closed first */
+	control_hang_up(ctx);
 	workers_stop(ctx, sig);
 }
 
@@ -142,6 +145,26 @@ static void fx_entered(void *ctx)
 		rdzv_of(ctx)->ops->entered(rdzv_of(ctx));
 }
 
+static int fx_preempt_ok(void *ctx)
+{
+	return preempt_ok(ctx);
+}
+
+static void fx_preempt_ask(void *ctx)
+{
+	preempt_ask(ctx);
+}
+
+static void fx_preempt_workers(void *ctx, uint64_t step)
+{
+	preempt_workers(ctx, step);
+}
+
+static void fx_preempt_grace(void *ctx)
+{
+	preempt_grace(ctx);
+}
+
 static const struct agent_fsm_ops effects = {
     .start_workers = fx_start_workers,
     .stop_workers = fx_stop_workers,
@@ -159,6 +182,10 @@ static const struct agent_fsm_ops effects = {
     .in_place = fx_in_place,
     .abort_workers = fx_abort_workers,
     .reform_workers = fx_reform_workers,
+    .preempt_ok = fx_preempt_ok,
+    .preempt_ask = fx_preempt_ask,
+    .preempt_workers = fx_preempt_workers,
+    .preempt_grace = fx_preempt_grace,
 };
 
 /* ------------------------------------------------------------ signals */
@@ -381,6 +408,7 @@ void agent_free(struct agent *a)
 	if (a->kill_timer)
 		event_free(a->kill_timer);
 	progress_release(a);
+	preempt_release(a);
 	if (a->sigchld)
 		event_free(a->sigchld);
 	for (int i = 0; i < a->n_sigs; i++)

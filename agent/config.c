@@ -20,6 +20,7 @@ void agent_config_init(struct agent_config *cfg)
 	cfg->reform_timeout_ms = 30000;
 	cfg->hang_timeout_ms = 300000;
 	cfg->straggler_steps = 5;
+	cfg->preempt_grace_ms = 60000;
 	cfg->run_id = "none";
 	cfg->nnodes = 1;
 	cfg->master_addr = "127.0.0.1";

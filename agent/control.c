@@ -304,7 +304,7 @@ static void on_hello(struct agent_worker *w, const struct control_msg *m)
 		  m->handles & CONTROL_HANDLES_DUMP ? "dump" : "");
 	sent(w, control_write_welcome(&w->ctl.out, CONTROL_VERSION,
 				      w->a->cfg.reform_timeout_ms,
-				      rejoin_ms(w->a)));
+				      rejoin_ms(w->a), preempt_grace_ms(w->a)));
 }
 
 /* on_answer: aborted or reformed; only the one awaited, for its round */
@@ -347,6 +347,7 @@ static void on_message(struct agent_worker *w, const struct control_msg *m)
 		w->ctl.step_ms = clock_now_ms();
 		w->last_progress_ms = w->ctl.step_ms; /* progress.c */
 		w->moved_ms = w->ctl.step_ms;
+		preempt_note_step(w);
 		break;
 	case CONTROL_MSG_ABORTED:
 		on_answer(w, m, AGENT_CONTROL_WAIT_ABORTED);
@@ -611,6 +612,26 @@ void control_membership(struct agent *a)
 			return;
 	}
 	check_answers(a);
+}
+
+void control_hang_up(struct agent *a)
+{
+	for (int i = 0; i < a->n_workers; i++) {
+		struct agent_worker *w = &a->workers[i];
+		/* the worker reads the end of its channel; we still drain
+		 * what it writes until it closes its end */
+		if (worker_alive(w) && w->ctl.fd >= 0)
+			shutdown(w->ctl.fd, SHUT_WR);
+	}
+}
+
+void control_preempt(struct agent *a, uint64_t step)
+{
+	for (int i = 0; i < a->n_workers; i++) {
+		struct agent_worker *w = &a->workers[i];
+		if (worker_alive(w) && w->ctl.state == AGENT_CONTROL_SPEAKS)
+			sent(w, control_write_preempt(&w->ctl.out, step));
+	}
 }
 
 void control_release(struct agent *a)

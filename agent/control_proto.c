@@ -197,7 +197,7 @@ static int put(struct buf *b, json_t *obj)
 
 int control_write_welcome(struct buf *b, unsigned version,
 			  uint64_t reform_timeout_ms,
-			  uint64_t rejoin_timeout_ms)
+			  uint64_t rejoin_timeout_ms, uint64_t preempt_grace_ms)
 {
 	json_t *obj =
 	    json_pack("{s:s,s:i}", "type", "welcome", "version", (int)version);
@@ -216,7 +216,20 @@ int control_write_welcome(struct buf *b, unsigned version,
 		json_decref(obj);
 		obj = NULL;
 	}
+	if (obj && preempt_grace_ms &&
+	    json_object_set_new(obj, "preempt_grace_ms",
+				json_integer((json_int_t)preempt_grace_ms)) !=
+		0) {
+		json_decref(obj);
+		obj = NULL;
+	}
 	return put(b, obj);
+}
+
+int control_write_preempt(struct buf *b, uint64_t step)
+{
+	return put(b, json_pack("{s:s,s:I}", "type", "preempt", "step",
+				(json_int_t)step));
 }
 
 int control_write_abort(struct buf *b, uint64_t round, const char *reason)

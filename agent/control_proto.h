@@ -92,12 +92,16 @@ struct control_membership {
 
 /* The agent's messages, each appended to b as one line with its newline.
  * 0, or DL_ENOMEM / DL_ELIMIT (b unchanged). welcome's reform_timeout_ms
- * (the agent's bound on each step of a re-form) and rejoin_timeout_ms
- * (its bound on the rejoin, from the last `aborted` to the new round) are
- * written when non-zero. */
+ * (the agent's bound on each step of a re-form), rejoin_timeout_ms (its
+ * bound on the rejoin, from the last `aborted` to the new round) and
+ * preempt_grace_ms (its --preempt-grace: a SIGTERM to a worker that
+ * declared preempt is a notice, the stop step follows) are written when
+ * non-zero. */
 int control_write_welcome(struct buf *b, unsigned version,
 			  uint64_t reform_timeout_ms,
-			  uint64_t rejoin_timeout_ms);
+			  uint64_t rejoin_timeout_ms,
+			  uint64_t preempt_grace_ms);
+int control_write_preempt(struct buf *b, uint64_t step);
 int control_write_abort(struct buf *b, uint64_t round, const char *reason);
 int control_write_membership(struct buf *b, const struct control_membership *m);
 /* dump: write a report of every thread to path, then answer `dumped` with

@@ -35,6 +35,7 @@
 #include "etcd_client.h"
 #include "etcd_record.h"
 #include "etcd_recovery.h"
+#include "etcd_preempt.h"
 
 /* etcd's default limit of operations in a transaction is 128 */
 #define TXN_OPS 120
@@ -346,6 +347,8 @@ static void apply_put(struct etcd_leader *l, const char *id, const char *value,
 	if (json_is_object(r))
 		apply_report(l, n, r, now);
 	apply_recovery(l, n, v);
+	etcd_preempt_apply(l->st, l->job, n->id, n->inc,
+			   json_object_get(v, "preempt"), now);
 	if (join > n->join)
 		apply_join(l, n, v, join, now);
 	leaving = json_is_true(json_object_get(v, "leaving"));
@@ -395,7 +398,8 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 	json_t *o, *a = NULL;
 	char *s;
 	int ended = l->last.state == RDZV_JOB_SUCCEEDED ||
-		    l->last.state == RDZV_JOB_FAILED;
+		    l->last.state == RDZV_JOB_FAILED ||
+		    l->last.state == RDZV_JOB_PREEMPTED;
 	if (l->have_last && (l->last.state == RDZV_JOB_RUNNING || ended))
 		a = rdzv_assignment_json(l->st, l->job, n->id);
 	/* a node waiting for the open round has nothing to hear until it
@@ -414,6 +418,10 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 	}
 	if (a)
 		json_object_set_new(o, "assignment", a);
+	if (l->last.preempt_step)
+		json_object_set_new(
+		    o, "preempt_step",
+		    json_integer((json_int_t)l->last.preempt_step));
 	if (n->error)
 		json_object_set_new(o, "error", json_string(n->error));
 	else if (ended && n->gone)
@@ -704,7 +712,8 @@ static void after_batch(struct etcd_leader *l)
 		       sizeof(err)) >= 0 &&
 	    (!l->have_last || r.round != l->last.round ||
 	     r.state != l->last.state ||
-	     r.restart_count != l->last.restart_count)) {
+	     r.restart_count != l->last.restart_count ||
+	     r.preempt_step != l->last.preempt_step)) {
 		l->last = r;
 		l->have_last = 1;
 		for (size_t i = 0; i < l->tab_size; i++)

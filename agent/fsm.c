@@ -27,6 +27,16 @@
  * once the new round is known, started again in it (RESPAWNING).
  *
  * Each cell is a small named function; an empty cell ignores the event.
+ * A preemption (SIGTERM, every worker declared preempt; preempt.c):
+ *
+ *   RUNNING -SIGTERM-> PREEMPT_ASKING -preempt (the stop step)->
+ *   PREEMPTING -gone-> DONE -stop (PREEMPTED)-> EXITED
+ *
+ * and a node that hears the stop step first from the rendezvous goes
+ * from RUNNING to PREEMPTING at once. A refusal, the end of the round or
+ * the end of --preempt-grace falls back to the plain signal
+ * (SIGNALLED).
+ *
  * The table is the documentation of how the agent behaves: read it from
  * the bottom of this file. The loop decides; the effects (fsm.h) act.
  */
@@ -39,6 +49,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/spawn.h"
 #include "fsm.h"
+#include "fsm_cells.h"
 
 typedef void (*cell_fn)(struct agent_fsm *f, struct agent_event *ev);
 
@@ -63,6 +74,8 @@ static const char *const state_names[AGENT_N_STATES] = {
     [AGENT_JOINING_KEPT] = "JOINING_KEPT",
     [AGENT_REFORMING] = "REFORMING",
     [AGENT_RESPAWNING] = "RESPAWNING",
+    [AGENT_PREEMPT_ASKING] = "PREEMPT_ASKING",
+    [AGENT_PREEMPTING] = "PREEMPTING",
 };
 
 static const char *const event_names[AGENT_N_EVENTS] = {
@@ -81,6 +94,9 @@ static const char *const event_names[AGENT_N_EVENTS] = {
     [AGENT_EV_ABORTED] = "aborted",
     [AGENT_EV_REFORMED] = "reformed",
     [AGENT_EV_REFORM_MISSED] = "reform_missed",
+    [AGENT_EV_PREEMPT] = "preempt",
+    [AGENT_EV_PREEMPT_FAILED] = "preempt_failed",
+    [AGENT_EV_PREEMPT_EXPIRED] = "preempt_expired",
 };
 
 const char *agent_state_name(enum agent_state s)
@@ -105,7 +121,9 @@ static void enter(struct agent_fsm *f, enum agent_state s)
  * with the root-cause report. */
 static void end_job(struct agent_fsm *f, const struct agent_event *ev)
 {
-	int failed = strcmp(ev->job_state, "SUCCEEDED") != 0;
+	/* a preempted job stopped every rank at one step and saved it */
+	int failed = strcmp(ev->job_state, "SUCCEEDED") != 0 &&
+		     strcmp(ev->job_state, "PREEMPTED") != 0;
 	log_info("job %s ended: %s", f->job,
 		 ev->job_state[0] ? ev->job_state : "?");
 	f->exit_status = failed ? 1 : 0;
@@ -589,6 +607,27 @@ static void left(struct agent_fsm *f, struct agent_event *ev)
 	f->ops->finish(f->ctx);
 }
 
+/* cells other files hold (fsm_cells.h) use these steps */
+void fsm_enter(struct agent_fsm *f, enum agent_state s)
+{
+	enter(f, s);
+}
+
+void fsm_signalled(struct agent_fsm *f, struct agent_event *ev)
+{
+	signalled(f, ev);
+}
+
+void fsm_after_signal(struct agent_fsm *f)
+{
+	after_signal(f);
+}
+
+void fsm_keep_failures(struct agent_fsm *f, struct agent_event *ev)
+{
+	keep_failures(f, ev);
+}
+
 /* ------------------------------------------------------------- table */
 
 #define LIVE_SIGNAL [AGENT_EV_SIGNAL] = signalled
@@ -603,9 +642,11 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 		       [AGENT_EV_WORKERS_GONE] = run_gone,
 		       [AGENT_EV_RESTART] = run_restart,
 		       [AGENT_EV_STOP] = run_stop,
-		       LIVE_SIGNAL},
+		       [AGENT_EV_PREEMPT] = fsm_run_preempt,
+		       [AGENT_EV_SIGNAL] = fsm_run_signal},
     [AGENT_DONE] = {[AGENT_EV_RESTART] = done_restart,
 		    [AGENT_EV_STOP] = done_stop,
+		    [AGENT_EV_PREEMPT_EXPIRED] = fsm_done_expired,
 		    LIVE_SIGNAL},
     [AGENT_FAILING] = {[AGENT_EV_WORKERS_GONE] = failing_gone,
 		       [AGENT_EV_STOP] = failing_stop,
@@ -665,6 +706,21 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 			  [AGENT_EV_RESTART] = respawning_restart,
 			  [AGENT_EV_STOP] = respawning_stop,
 			  LIVE_SIGNAL},
+    [AGENT_PREEMPT_ASKING] = {[AGENT_EV_PREEMPT] = fsm_asking_preempt,
+			      [AGENT_EV_PREEMPT_FAILED] = fsm_preempt_fall_back,
+			      [AGENT_EV_PREEMPT_EXPIRED] =
+				  fsm_preempt_fall_back,
+			      [AGENT_EV_RESTART] = fsm_preempt_fall_back,
+			      [AGENT_EV_WORKER_FAILED] = fsm_preempting_failed,
+			      [AGENT_EV_WORKERS_GONE] = run_gone,
+			      [AGENT_EV_STOP] = run_stop,
+			      [AGENT_EV_SIGNAL] = signalled},
+    [AGENT_PREEMPTING] = {[AGENT_EV_PREEMPT_EXPIRED] = fsm_preempt_fall_back,
+			  [AGENT_EV_RESTART] = fsm_preempt_fall_back,
+			  [AGENT_EV_WORKER_FAILED] = fsm_preempting_failed,
+			  [AGENT_EV_WORKERS_GONE] = run_gone,
+			  [AGENT_EV_STOP] = run_stop,
+			  [AGENT_EV_SIGNAL] = fsm_preempting_signal},
     /* IDLE takes nothing but start; EXITED takes nothing */
 };
 

@@ -60,6 +60,11 @@ enum agent_state {
 	AGENT_REFORMING,      /* membership sent: waiting for reformed */
 	AGENT_RESPAWNING,     /* a re-form failed: stopping the workers to
 				 start new ones in the same round */
+	/* a preemption (docs/worker-protocol.md, "preempt") */
+	AGENT_PREEMPT_ASKING, /* SIGTERM: asking the rendezvous for the
+				 job's stop step; workers run on */
+	AGENT_PREEMPTING,     /* preempt sent: the workers stop after the
+				 step and exit */
 	AGENT_EXITED,
 	AGENT_N_STATES
 };
@@ -79,14 +84,18 @@ enum agent_event_kind {
 	AGENT_EV_LEFT,		/* the leave is over (answered or not) */
 	AGENT_EV_ABORTED,  /* every kept worker answered abort (ev.round) */
 	AGENT_EV_REFORMED, /* every kept worker answered membership */
-	AGENT_EV_REFORM_MISSED, /* a re-form step missed its deadline, or a
-				   kept worker exited or broke the protocol */
+	AGENT_EV_REFORM_MISSED,	  /* a re-form step missed its deadline, or a
+				     kept worker exited or broke the protocol */
+	AGENT_EV_PREEMPT,	  /* the job's stop step is ev.step */
+	AGENT_EV_PREEMPT_FAILED,  /* the rendezvous refused the preemption */
+	AGENT_EV_PREEMPT_EXPIRED, /* --preempt-grace is over */
 	AGENT_N_EVENTS
 };
 
 struct agent_event {
 	enum agent_event_kind kind;
 	uint64_t round;		   /* RESTART, STOP, REPORT_DONE */
+	uint64_t step;		   /* PREEMPT */
 	int sig;		   /* SIGNAL */
 	char job_state[16];	   /* STOP, JOIN_ENDED: "SUCCEEDED", ... */
 	struct agent_round assign; /* JOINED */
@@ -126,6 +135,15 @@ struct agent_fsm_ops {
 	/* optional: this node's workers entered f->r.round, as
 	 * f->recovery says (the etcd backend writes it once) */
 	void (*entered)(void *ctx);
+	/* a preemption: whether it can be done here (--preempt-grace, a
+	 * backend that can, every live worker declared preempt); ask the
+	 * rendezvous for the stop step (PREEMPT or PREEMPT_FAILED follows);
+	 * send preempt to the workers; start the grace (PREEMPT_EXPIRED
+	 * follows once, however often it is asked) */
+	int (*preempt_ok)(void *ctx);
+	void (*preempt_ask)(void *ctx);
+	void (*preempt_workers)(void *ctx, uint64_t step);
+	void (*preempt_grace)(void *ctx);
 };
 
 struct agent_fsm {
@@ -139,8 +157,12 @@ struct agent_fsm {
 	char recovery[16];
 	char recovery_why[160];
 	json_t *failures; /* this node's failures in this round */
-	const char *job;  /* the job's id, for logs; borrowed */
-	int nproc;	  /* workers per round, for logs */
+	/* a preemption: the stop step (0: none yet) and the SIGTERMs this
+	 * agent took for it (a second one is a plain signal) */
+	uint64_t preempt_step;
+	int preempt_sigterms;
+	const char *job; /* the job's id, for logs; borrowed */
+	int nproc;	 /* workers per round, for logs */
 	const struct agent_fsm_ops *ops;
 	void *ctx;
 	/* events posted while one is handled, oldest first */

@@ -67,6 +67,10 @@ struct agent_control {
 	int has_step;
 	uint64_t step;
 	uint64_t step_ms;
+	/* its step rate (preempt.c): a window's first step and time, and
+	 * the rate of the last whole window (steps per second) */
+	uint64_t rate_step, rate_ms;
+	double rate;
 };
 
 struct agent_stream {
@@ -131,6 +135,7 @@ struct agent {
 	int reform_missed;	      /* REFORM_MISSED posted for this step */
 	int reform_step;	      /* what the deadline bounds (control.c) */
 	struct keeper *keeper;	      /* keeper.h; NULL before agent_start */
+	struct event *preempt_timer;  /* --preempt-grace (preempt.c) */
 	int cgroup_warned;	      /* said once that a cgroup failed */
 	/* the interface for GLOO_/NCCL_SOCKET_IFNAME in rounds of more than
 	 * one node ("": none; agent_socket_ifname) and why, said once */
@@ -178,10 +183,28 @@ void control_abort(struct agent *a, uint64_t round, const char *reason);
 void control_membership(struct agent *a);
 /* control_cancel: nothing is awaited any more */
 void control_cancel(struct agent *a);
+/* control_hang_up closes the agent's side of every live worker's channel
+ * for writing: the workers see its end (a stop follows) */
+void control_hang_up(struct agent *a);
+/* control_preempt sends preempt {step} to every live worker that speaks */
+void control_preempt(struct agent *a, uint64_t step);
 void control_release(struct agent *a);
 /* control_send_dump sends w a `dump` for id, the file path; -1 when w
  * does not declare `dump` or its channel is broken */
 int control_send_dump(struct agent_worker *w, const char *id, const char *path);
+
+/* preempt.c: a preemption (docs/worker-protocol.md, "preempt") */
+/* preempt_grace_ms: the --preempt-grace this agent tells its workers in
+ * welcome (0: it does not preempt, e.g. static mode) */
+uint64_t preempt_grace_ms(const struct agent *a);
+/* preempt_note_step: w reported a step; its rate is kept */
+void preempt_note_step(struct agent_worker *w);
+/* the round loop's effects (fsm.h) */
+int preempt_ok(struct agent *a);
+void preempt_ask(struct agent *a);
+void preempt_workers(struct agent *a, uint64_t step);
+void preempt_grace(struct agent *a);
+void preempt_release(struct agent *a);
 
 /* output.c */
 int output_open(struct agent_worker *w, int which, int *child_fd);

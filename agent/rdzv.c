@@ -104,6 +104,24 @@ int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
 	return 1;
 }
 
+int agent_rdzv_post_preempt(struct agent_fsm *fsm, uint64_t round,
+			    json_t *answer)
+{
+	struct agent_event ev;
+	uint64_t step = 0;
+	if (!json_is_object(answer) ||
+	    jsonh_get_u64(answer, "preempt_step", 0, 1, UINT64_MAX / 2, &step,
+			  NULL, 0) != 0 ||
+	    step == 0)
+		return 0;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = AGENT_EV_PREEMPT;
+	ev.round = round;
+	ev.step = step;
+	agent_fsm_post(fsm, &ev);
+	return 1;
+}
+
 /* agent_rdzv_free_port binds port 0 and gives the port the kernel chose. */
 unsigned agent_rdzv_free_port(void)
 {

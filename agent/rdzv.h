@@ -68,6 +68,12 @@ struct agent_rdzv_ops {
 	void (*hang_post)(struct agent_rdzv *r, json_t *report);
 	void (*hang_fetch)(struct agent_rdzv *r, const char *id);
 	void (*hang_cancel)(struct agent_rdzv *r);
+	/* optional (no preemption without it): ask for the job's stop step,
+	 * this node's workers being at step, step_rate steps per second
+	 * (0: unknown) -> PREEMPT with it, or PREEMPT_FAILED when refused;
+	 * answers about the round then follow as usual */
+	void (*preempt)(struct agent_rdzv *r, uint64_t round, uint64_t step,
+			double step_rate);
 };
 
 /* Where a backend's hang answers go (agent.c sets them; hang.c). heard:
@@ -125,6 +131,12 @@ int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
  * node of nproc workers. */
 int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
 			   uint64_t *heartbeat_interval_ms);
+
+/* agent_rdzv_post_preempt posts PREEMPT when an answer (a JSON object,
+ * borrowed) carries the job's stop step ("preempt_step"). 1 when it
+ * posted. */
+int agent_rdzv_post_preempt(struct agent_fsm *fsm, uint64_t round,
+			    json_t *answer);
 
 /* agent_rdzv_free_port: a TCP port free on this host now (0: none) */
 unsigned agent_rdzv_free_port(void);

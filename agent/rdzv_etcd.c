@@ -49,7 +49,8 @@ static void post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
 static int is_ended(const char *state)
 {
 	return state && (strcmp(state, "SUCCEEDED") == 0 ||
-			 strcmp(state, "FAILED") == 0);
+			 strcmp(state, "FAILED") == 0 ||
+			 strcmp(state, "PREEMPTED") == 0);
 }
 
 /* rdzv_etcd_read_body: a read of key k that one member answers alone: a
@@ -125,6 +126,8 @@ static void consider(struct rdzv_etcd *h)
 		agent_rdzv_post_action(h->base.fsm, h->round, "stop", state);
 	else if (round > h->round)
 		agent_rdzv_post_action(h->base.fsm, h->round, "restart", state);
+	else /* the job's stop step, once the leader picked it */
+		agent_rdzv_post_preempt(h->base.fsm, h->round, v);
 }
 
 static void take_inbox(struct rdzv_etcd *h, const char *value, size_t len)
@@ -367,6 +370,8 @@ static json_t *node_value(struct rdzv_etcd *h)
 		json_object_set_new(v, "leaving", json_true());
 	if (v && h->recovery)
 		json_object_set(v, "recovery", h->recovery);
+	if (v && h->preempt)
+		json_object_set(v, "preempt", h->preempt);
 	return v;
 }
 
@@ -736,6 +741,19 @@ static void etcd_report(struct agent_rdzv *r, uint64_t round, int failed,
 	put_node(h);
 }
 
+/* etcd_preempt: the node key asks for a preemption; the leader's answer
+ * is the stop step in every inbox (no answer: --preempt-grace ends it) */
+static void etcd_preempt(struct agent_rdzv *r, uint64_t round, uint64_t step,
+			 double step_rate)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	json_decref(h->preempt);
+	h->preempt =
+	    json_pack("{s:I, s:I, s:f}", "round", (json_int_t)round, "step",
+		      (json_int_t)step, "step_rate", step_rate);
+	put_node(h);
+}
+
 static void etcd_cancel_all(struct agent_rdzv *r)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
@@ -866,6 +884,7 @@ static void etcd_free(struct agent_rdzv *r)
 	if (h->recampaign)
 		event_free(h->recampaign);
 	json_decref(h->report);
+	json_decref(h->preempt);
 	json_decref(h->recovery);
 	json_decref(h->inbox);
 	free(h);
@@ -886,6 +905,7 @@ static const struct agent_rdzv_ops etcd_ops = {
     .hang_post = etcd_hang_post,
     .hang_fetch = etcd_hang_fetch,
     .hang_cancel = etcd_hang_cancel,
+    .preempt = etcd_preempt,
 };
 
 int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,

@@ -46,6 +46,9 @@ struct rdzv_etcd {
 	/* {round, how, why}: how the workers entered the round, after an
 	 * in-place re-form or a restart (etcd_recovery.h) */
 	json_t *recovery;
+	/* {round, step, step_rate}: this node asks for a preemption
+	 * (etcd_preempt.c applies it on the leader) */
+	json_t *preempt;
 	struct etcd_call *put;
 	int put_again, put_has_report;
 	int put_reads; /* the put in flight also reads inbox and leader */

@@ -64,7 +64,8 @@ struct rdzv_http {
 	int announced;	/* "joining" logged */
 	int leave_attempts;
 	struct client *client;
-	struct http_op join, watch, heartbeat, report, leave, status;
+	struct http_op join, watch, heartbeat, report, leave, status, preempt;
+	json_t *pending_preempt; /* body of the preemption being asked */
 	struct event *hb_timer;
 	json_t *pending_report; /* body of the report being sent */
 	/* hang diagnosis (docs/hangs.md): one call of each kind at most */
@@ -205,7 +206,12 @@ static int post_action(struct rdzv_http *h, uint64_t round,
 		return 0;
 	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
-	return agent_rdzv_post_action(h->base.fsm, round, action, state);
+	if (agent_rdzv_post_action(h->base.fsm, round, action, state))
+		return 1;
+	/* a preempted job's stop step comes with every answer */
+	if (r->status == 200)
+		agent_rdzv_post_preempt(h->base.fsm, round, r->json);
+	return 0;
 }
 
 /* heard_dump: an answer carries an open trigger ("dump"); returns 1
@@ -370,6 +376,9 @@ static void on_watch(void *arg, const struct client_reply *r)
 		     json_is_object(json_object_get(r->json, "dump"));
 	if (post_action(h, h->watch.round, r))
 		return; /* the round is over: no need to watch it */
+	if (r->status == 200 && r->json &&
+	    json_object_get(r->json, "preempt_step"))
+		return; /* the job is preempted: heartbeats carry the rest */
 	if (r->status != 200)
 		log_warn("watch answered %ld: %s", r->status, r->error);
 	if (h->watch.round != h->round)
@@ -633,7 +642,49 @@ static void http_hang_cancel(struct agent_rdzv *rr)
 	h->hang_open_call = h->hang_post_call = h->hang_fetch_call = NULL;
 }
 
+static void on_preempt(void *arg, const struct client_reply *r)
+{
+	struct rdzv_http *h = arg;
+	if (!op_answered(&h->preempt, r))
+		return;
+	json_decref(h->pending_preempt);
+	h->pending_preempt = NULL;
+	if (r->status == 200 && r->json &&
+	    json_object_get(r->json, "preempt_step")) {
+		post_action(h, h->preempt.round, r);
+		return;
+	}
+	log_warn("rendezvous refused the preemption (HTTP %ld): %s", r->status,
+		 *r->error ? r->error : "no reason given");
+	post_action(h, h->preempt.round, r);
+	agent_fsm_post_kind(h->base.fsm, AGENT_EV_PREEMPT_FAILED, 0);
+}
+
+/* send_preempt (re)sends the pending preemption */
+static void send_preempt(struct rdzv_http *h)
+{
+	char path[512];
+	job_path(h, path, sizeof(path), "preempt");
+	op_call(&h->preempt, "POST", path, h->pending_preempt,
+		h->cfg->read_timeout_ms, on_preempt);
+}
+
 /* ---------------------------------------------------------- interface */
+
+static void http_preempt(struct agent_rdzv *r, uint64_t round, uint64_t step,
+			 double step_rate)
+{
+	struct rdzv_http *h = (struct rdzv_http *)r;
+	json_t *b = identity(h);
+	op_cancel(&h->preempt);
+	json_decref(h->pending_preempt);
+	h->preempt.round = round;
+	json_object_set_new(b, "round", json_integer((json_int_t)round));
+	json_object_set_new(b, "step", json_integer((json_int_t)step));
+	json_object_set_new(b, "step_rate", json_real(step_rate));
+	h->pending_preempt = b;
+	send_preempt(h);
+}
 
 static void http_join(struct agent_rdzv *r)
 {
@@ -693,6 +744,7 @@ static void http_cancel(struct agent_rdzv *r)
 	http_round_end(r);
 	op_cancel(&h->report);
 	op_cancel(&h->status);
+	op_cancel(&h->preempt);
 }
 
 static void http_leave(struct agent_rdzv *r)
@@ -716,6 +768,8 @@ static void http_free(struct agent_rdzv *r)
 	op_release(&h->report);
 	op_release(&h->leave);
 	op_release(&h->status);
+	op_release(&h->preempt);
+	json_decref(h->pending_preempt);
 	if (h->hb_timer)
 		event_free(h->hb_timer);
 	client_free(h->client);
@@ -737,6 +791,7 @@ static const struct agent_rdzv_ops http_ops = {
     .hang_post = http_hang_post,
     .hang_fetch = http_hang_fetch,
     .hang_cancel = http_hang_cancel,
+    .preempt = http_preempt,
 };
 
 int agent_rdzv_http_new(const struct agent_rdzv_params *p,
@@ -768,7 +823,8 @@ int agent_rdzv_http_new(const struct agent_rdzv_params *p,
 	    op_init(h, &h->heartbeat, "heartbeat", send_heartbeat) ||
 	    op_init(h, &h->report, "report", send_report) ||
 	    op_init(h, &h->leave, "leave", send_leave) ||
-	    op_init(h, &h->status, "status", send_status)) {
+	    op_init(h, &h->status, "status", send_status) ||
+	    op_init(h, &h->preempt, "preempt", send_preempt)) {
 		http_free(&h->base);
 		snprintf(err, err_size, "out of memory");
 		return DL_ENOMEM;

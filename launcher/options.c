@@ -497,6 +497,19 @@ static const struct opt_spec launcher_specs[] = {
 	     "aborted, rejoin, membership to reformed) for workers that "
 	     "speak the control channel; a miss restarts the node's "
 	     "workers"},
+    {.name = "preempt-grace",
+     .type = OPT_DURATION,
+     LO(cfg.preempt_grace_ms),
+     .max = 86400000,
+     .env = "PET_PREEMPT_GRACE",
+     .metavar = "DURATION",
+     .unset = "0: off",
+     .help = "on SIGTERM, when every worker of the node declared preempt, "
+	     "stop the whole job at one step picked by the rendezvous: "
+	     "every worker completes that step, saves it and exits 0; what "
+	     "is not done within this grace is stopped as without it "
+	     "(SIGTERM, --shutdown-timeout, SIGKILL); 0: off, the SIGTERM "
+	     "is forwarded"},
     {.name = "monitor-interval",
      .type = OPT_DOUBLE,
      LO(monitor_interval_s),

@@ -89,7 +89,7 @@ const char *rdzv_endpoint_name(enum rdzv_endpoint ep)
 	static const char *const names[RDZV_EP_COUNT] = {
 	    "join",    "heartbeat", "watch", "report", "leave",
 	    "jobs",    "job",	    "kv",    "dump",   "hang",
-	    "healthz", "metrics",   "page",  "other"};
+	    "healthz", "metrics",   "page",  "preempt", "other"};
 	return (unsigned)ep < RDZV_EP_COUNT ? names[ep] : "other";
 }
 
@@ -168,10 +168,16 @@ static void reply_state_error(struct rdzv_response *resp, int rc,
 
 static json_t *status_json(const struct rdzv_reply *r)
 {
-	return json_pack("{s:I, s:s, s:s, s:I}", "round", (json_int_t)r->round,
-			 "state", rdzv_job_state_name(r->state), "action",
-			 rdzv_action_name(r->action), "restart_count",
-			 (json_int_t)r->restart_count);
+	json_t *v =
+	    json_pack("{s:I, s:s, s:s, s:I}", "round", (json_int_t)r->round,
+		      "state", rdzv_job_state_name(r->state), "action",
+		      rdzv_action_name(r->action), "restart_count",
+		      (json_int_t)r->restart_count);
+	/* a preempted job's stop step goes with every answer to a node */
+	if (v && r->preempt_step)
+		json_object_set_new(v, "preempt_step",
+				    json_integer((json_int_t)r->preempt_step));
+	return v;
 }
 
 static void reply_status(struct rdzv_response *resp, int status,
@@ -466,6 +472,42 @@ static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
 		reply_status(resp, 200, &r);
 }
 
+/* do_preempt: POST /v1/jobs/{job}/preempt {node_id, incarnation, round,
+ * step, step_rate}: the node was told to stop; the answer carries the
+ * job's stop step (preempt.c) */
+static void do_preempt(struct rdzv_api *api, const struct rdzv_request *req,
+		       const char *job, json_t *body,
+		       struct rdzv_response *resp)
+{
+	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
+	char err[512] = "";
+	json_t *rate = json_object_get(body, "step_rate");
+	struct rdzv_reply r;
+	uint64_t round, step;
+	int rc;
+
+	if (request_node_round(body, node_id, inc, &round, err, sizeof(err)) ||
+	    jsonh_get_u64(body, "step", 1, 0, UINT64_MAX / 4, &step, err,
+			  sizeof(err))) {
+		reply_error(resp, 400, err, NULL);
+		return;
+	}
+	if (rate && !json_is_number(rate)) {
+		reply_error(resp, 400, "field 'step_rate' must be a number",
+			    NULL);
+		return;
+	}
+	rc = rdzv_preempt(api->st, job, node_id, inc, round, step,
+			  rate ? json_number_value(rate) : 0, req->now_ms, &r,
+			  err, sizeof(err));
+	if (rc == DL_EINVAL)
+		reply_error(resp, 400, err, NULL);
+	else if (rc < 0)
+		reply_state_error(resp, rc, err, &r);
+	else
+		reply_status(resp, 200, &r);
+}
+
 static void do_leave(struct rdzv_api *api, const struct rdzv_request *req,
 		     const char *job, json_t *body, struct rdzv_response *resp)
 {
@@ -567,7 +609,7 @@ enum rdzv_endpoint rdzv_api_route(const char *path)
 	} verbs[] = {{"join", RDZV_EP_JOIN},   {"heartbeat", RDZV_EP_HEARTBEAT},
 		     {"watch", RDZV_EP_WATCH}, {"report", RDZV_EP_REPORT},
 		     {"leave", RDZV_EP_LEAVE}, {"dump", RDZV_EP_DUMP},
-		     {"hang", RDZV_EP_HANG}};
+		     {"hang", RDZV_EP_HANG}, {"preempt", RDZV_EP_PREEMPT}};
 	const char *rest, *slash;
 
 	if (strcmp(path, "/healthz") == 0)
@@ -600,6 +642,7 @@ static int method_ok(enum rdzv_endpoint ep, const char *method)
 	case RDZV_EP_HEARTBEAT:
 	case RDZV_EP_REPORT:
 	case RDZV_EP_LEAVE:
+	case RDZV_EP_PREEMPT:
 	case RDZV_EP_DUMP: return strcmp(method, "POST") == 0;
 	case RDZV_EP_KV:
 		return strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0;
@@ -719,6 +762,7 @@ static void answer_node_event(struct rdzv_api *api,
 	case RDZV_EP_WATCH: do_watch(api, req, job, resp); break;
 	case RDZV_EP_REPORT: do_report(api, req, job, body, resp); break;
 	case RDZV_EP_LEAVE: do_leave(api, req, job, body, resp); break;
+	case RDZV_EP_PREEMPT: do_preempt(api, req, job, body, resp); break;
 	default: reply_error(resp, 404, "no such path", NULL); break;
 	}
 	json_decref(body);
@@ -792,7 +836,7 @@ static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 static int acknowledges(enum rdzv_endpoint ep, const char *method)
 {
 	return ep == RDZV_EP_JOIN || ep == RDZV_EP_REPORT ||
-	       ep == RDZV_EP_LEAVE ||
+	       ep == RDZV_EP_LEAVE || ep == RDZV_EP_PREEMPT ||
 	       (ep == RDZV_EP_KV && strcmp(method, "PUT") == 0);
 }
 

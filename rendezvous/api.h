@@ -34,6 +34,7 @@ enum rdzv_endpoint {
 	RDZV_EP_HEALTHZ,
 	RDZV_EP_METRICS,
 	RDZV_EP_PAGE, /* the status page and its script and style (page.c) */
+	RDZV_EP_PREEMPT,
 	RDZV_EP_OTHER,
 	RDZV_EP_COUNT
 };

@@ -10,7 +10,7 @@
 RDZV_STATE_SRCS := rendezvous/state.c rendezvous/round.c \
 	rendezvous/deadlines.c rendezvous/state_json.c rendezvous/state_save.c \
 	rendezvous/kv.c rendezvous/history.c rendezvous/runs.c rendezvous/master.c \
-	rendezvous/hangs.c
+	rendezvous/hangs.c rendezvous/preempt.c
 RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
 $(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
 

@@ -31,6 +31,7 @@ static void fill_reply(const struct job *j, enum rdzv_action action,
 	reply->round = j->round;
 	reply->state = j->state;
 	reply->restart_count = j->restart_count;
+	reply->preempt_step = j->preempt_step;
 	reply->action = job_is_ended(j) ? RDZV_ACTION_STOP : action;
 }
 
@@ -74,8 +75,10 @@ void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 	log_info("job=%s run=%" PRIu32 " round=%" PRIu64 " event=job_%s "
 		 "reason=%s restart_count=%" PRIu32,
 		 j->name, j->run, j->round,
-		 state == RDZV_JOB_SUCCEEDED ? "succeeded" : "failed", reason,
-		 j->restart_count);
+		 state == RDZV_JOB_SUCCEEDED   ? "succeeded"
+		 : state == RDZV_JOB_PREEMPTED ? "preempted"
+					       : "failed",
+		 reason, j->restart_count);
 }
 
 /* late_for_run refuses a join of the ended job j: too soon after its end
@@ -227,6 +230,9 @@ void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		   const char *reason, const char *node_id)
 {
 	size_t ns = 0;
+	/* a preempted job has no next round: its ranks stop at one step */
+	if (job_preempt_end(st, j, reason, now_ms))
+		return;
 	if (job_reserve((void **)&j->survivors, &j->survivors_cap, j->nmembers,
 			sizeof(j->survivors[0])) == 0) {
 		for (size_t i = 0; i < j->nmembers; i++) {
@@ -431,7 +437,7 @@ static void after_new_waiter(struct rdzv_state *st, struct job *j,
 		for (size_t i = 0; i < j->nmembers; i++)
 			if (j->members[i].status == RDZV_MEMBER_SUCCEEDED)
 				done = 1;
-		if (j->nmembers < j->cfg.max_nodes && !done)
+		if (j->nmembers < j->cfg.max_nodes && !done && !j->preempt_step)
 			job_end_round(st, j, now_ms, "scale_up", node_id);
 	} else {
 		job_track_min(j, now_ms);
@@ -665,6 +671,9 @@ int rdzv_watch(struct rdzv_state *st, const char *job, const char *node_id,
 		   reply);
 	if (job_is_ended(j) || j->round != round)
 		return RDZV_DONE;
+	/* a node is woken once for a preemption; it watches no more */
+	if (node_id && j->preempt_step)
+		return RDZV_DONE;
 	return RDZV_WAIT;
 }
 
@@ -720,7 +729,10 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 		}
 		for (size_t i = 0; i < j->nmembers; i++)
 			done += j->members[i].status == RDZV_MEMBER_SUCCEEDED;
-		if (done == j->nmembers)
+		if (done == j->nmembers && j->preempt_step)
+			job_finish(st, j, RDZV_JOB_PREEMPTED, "all_stopped",
+				   now_ms);
+		else if (done == j->nmembers)
 			job_finish(st, j, RDZV_JOB_SUCCEEDED, "all_succeeded",
 				   now_ms);
 		fill_reply(j, RDZV_ACTION_CONTINUE, reply);

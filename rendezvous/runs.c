@@ -56,6 +56,7 @@ int job_new_run(struct job *j, const struct rdzv_job_config *cfg,
 	j->round++;
 	j->state = RDZV_JOB_WAITING;
 	j->restart_count = 0;
+	j->preempt_step = 0;
 	j->world_size = 0;
 	j->nmembers = 0;
 	job_index_members(j);

@@ -41,8 +41,9 @@ void rdzv_job_config_init(struct rdzv_job_config *cfg)
 
 const char *rdzv_job_state_name(enum rdzv_job_state s)
 {
-	static const char *const names[] = {"WAITING", "RUNNING", "RESTARTING",
-					    "SUCCEEDED", "FAILED"};
+	static const char *const names[] = {"WAITING",	  "RUNNING",
+					    "RESTARTING", "SUCCEEDED",
+					    "FAILED",	  "PREEMPTED"};
 	return (unsigned)s < RDZV_JOB_NSTATES ? names[s] : "UNKNOWN";
 }
 
@@ -219,7 +220,8 @@ unsigned job_master_port(const struct job *j)
 
 int job_is_ended(const struct job *j)
 {
-	return j->state == RDZV_JOB_SUCCEEDED || j->state == RDZV_JOB_FAILED;
+	return j->state == RDZV_JOB_SUCCEEDED || j->state == RDZV_JOB_FAILED ||
+	       j->state == RDZV_JOB_PREEMPTED;
 }
 
 void job_mark(struct job *j, unsigned what)

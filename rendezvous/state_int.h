@@ -96,6 +96,8 @@ struct job {
 	struct round_rec rounds[ROUND_HISTORY];
 	uint64_t nrounds;
 	uint64_t changed_ms; /* last round change: opened, formed or ended */
+	/* the stop step of a preemption (preempt.c); 0: none. Saved. */
+	uint64_t preempt_step;
 	struct rdzv_kv *kv;
 	/* hang triggers and their reports (hangs.c); NULL until the first
 	 * trigger; in memory only */
@@ -151,6 +153,15 @@ void job_try_close(struct rdzv_state *st, struct job *j, uint64_t now_ms);
  * survive) and opens the next one. */
 void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		   const char *reason, const char *node_id);
+/* --- preempt.c --- */
+
+/* job_preempt_end: a failure or a lost member while j is preempted: the
+ * stop step can no longer be met by every rank, so the job ends FAILED
+ * (reason) instead of going on in a new round. 1 when it did (j was
+ * preempted), 0 otherwise. */
+int job_preempt_end(struct rdzv_state *st, struct job *j, const char *reason,
+		    uint64_t now_ms);
+
 /* --- master.c --- */
 
 /* job_master_reachable keeps a loopback address from being the master of

@@ -120,6 +120,10 @@ json_t *rdzv_job_detail_json(const struct rdzv_state *st, const char *job,
 						  : 0)));
 		json_object_set_new(out, "run", json_integer(j->run));
 		json_object_set_new(out, "runs", json_copy(j->runs));
+		if (j->preempt_step)
+			json_object_set_new(
+			    out, "preempt_step",
+			    json_integer((json_int_t)j->preempt_step));
 	}
 	if (out && job_is_ended(j))
 		json_object_set_new(

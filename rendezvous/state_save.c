@@ -26,7 +26,7 @@ static json_t *node_save(const struct rdzv_node_info *n)
 json_t *rdzv_job_save(const struct rdzv_state *st, const char *job)
 {
 	const struct job *j = state_find_job(st, job);
-	json_t *members, *waiters, *survivors, *cfg;
+	json_t *members, *waiters, *survivors, *cfg, *out;
 	if (!j)
 		return NULL;
 	members = json_array();
@@ -54,7 +54,7 @@ json_t *rdzv_job_save(const struct rdzv_state *st, const char *job)
 		json_array_append_new(survivors,
 				      json_string(j->survivors[i].node_id));
 	cfg = rdzv_job_config_json(&j->cfg);
-	return json_pack(
+	out = json_pack(
 	    "{s:s, s:o, s:I, s:O, s:I, s:I, s:I, s:I, s:I, s:o, "
 	    "s:o, s:o, s:O}",
 	    "job", j->name, "config", cfg, "run", (json_int_t)j->run, "runs",
@@ -63,6 +63,10 @@ json_t *rdzv_job_save(const struct rdzv_state *st, const char *job)
 	    "next_seq", (json_int_t)j->next_seq, "had_survivors",
 	    (json_int_t)j->had_survivors, "members", members, "waiters",
 	    waiters, "survivors", survivors, "failures", j->failures);
+	if (out && j->preempt_step)
+		json_object_set_new(out, "preempt_step",
+				    json_integer((json_int_t)j->preempt_step));
+	return out;
 }
 
 /* get_u64 reads the required integer field key of o, in [min, max]. */
@@ -218,6 +222,10 @@ static int restore_counters(json_t *saved, struct job *j, char *err,
 	    (rc = get_u64(saved, "next_seq", 0, UINT64_MAX / 2, &j->next_seq,
 			  err, err_size)) ||
 	    (rc = get_u64(saved, "had_survivors", 0, 1, &had, err, err_size)))
+		return rc;
+	/* absent in journals written before preemption existed */
+	if ((rc = jsonh_get_u64(saved, "preempt_step", 0, 0, UINT64_MAX / 2,
+				&j->preempt_step, err, err_size)))
 		return rc;
 	j->state = (enum rdzv_job_state)state;
 	j->restart_count = (uint32_t)restarts;

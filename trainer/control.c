@@ -42,6 +42,9 @@ struct control {
 	int dead;     /* the channel is over (logged once) */
 	int welcomed; /* the agent answered hello with welcome */
 	uint64_t reform_timeout_ms, rejoin_timeout_ms; /* its welcome's */
+	uint64_t preempt_grace_ms;		       /* its welcome's */
+	atomic_int preempt_raised; /* a preempt came: its step below */
+	_Atomic uint64_t preempt_step;
 	uint64_t fence_round; /* highest round seen in a membership */
 	int abort_pending;
 	atomic_int abort_raised; /* abort_pending, for lock-free readers */
@@ -82,6 +85,16 @@ static void handle(struct control *c, const struct control_msg *m)
 		c->welcomed = 1;
 		c->reform_timeout_ms = m->reform_timeout_ms;
 		c->rejoin_timeout_ms = m->rejoin_timeout_ms;
+		c->preempt_grace_ms = m->preempt_grace_ms;
+		break;
+	case CONTROL_PREEMPT:
+		/* the first stop step stands: the job has one */
+		if (atomic_load(&c->preempt_raised))
+			return;
+		log_info("control channel: preempt: stopping after step %llu",
+			 (unsigned long long)m->step);
+		atomic_store(&c->preempt_step, m->step);
+		atomic_store(&c->preempt_raised, 1);
 		break;
 	case CONTROL_ABORT:
 		if (m->round < c->fence_round) {
@@ -117,7 +130,7 @@ static void handle(struct control *c, const struct control_msg *m)
 		c->membership = m->m;
 		c->membership_pending = 1;
 		break;
-	default: /* preempt was not declared; dump: answer_dump */ return;
+	default: /* dump: answer_dump; unknown: ignored */ return;
 	}
 	pthread_cond_broadcast(&c->cv);
 }
@@ -478,4 +491,23 @@ void control_send_reformed(struct control *c, uint64_t round, uint64_t step)
 
 	send_line(c, line,
 		  control_format_reformed(line, sizeof(line), round, step));
+}
+
+int control_preempt_step(struct control *c, uint64_t *step)
+{
+	if (!c || !atomic_load(&c->preempt_raised))
+		return 0;
+	*step = atomic_load(&c->preempt_step);
+	return 1;
+}
+
+uint64_t control_preempt_grace_ms(struct control *c)
+{
+	uint64_t ms;
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	ms = c->welcomed && !c->dead ? c->preempt_grace_ms : 0;
+	pthread_mutex_unlock(&c->mu);
+	return ms;
 }

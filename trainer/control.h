@@ -6,9 +6,9 @@
  * (control_msg.c), and the channel itself with its reader thread
  * (control.c).
  *
- * dlaunch-train acts on `abort`, `membership` and `dump` and says so in
- * its `hello`; `preempt` is parsed (so that its members are checked) but
- * not acted on, and not declared.
+ * dlaunch-train acts on `abort`, `membership`, `preempt` and `dump` and
+ * says so in its `hello`; anything else is parsed (so that its members
+ * are checked) but not acted on, and not declared.
  */
 #ifndef DLAUNCH_TRAIN_CONTROL_H
 #define DLAUNCH_TRAIN_CONTROL_H
@@ -49,6 +49,9 @@ struct control_msg {
 	 * of a re-form, and on its rejoin (from the last `aborted` to the
 	 * new round) */
 	uint64_t reform_timeout_ms, rejoin_timeout_ms;
+	/* welcome, optional: the agent's --preempt-grace (0: it does not
+	 * preempt); a SIGTERM to this worker is then a notice */
+	uint64_t preempt_grace_ms;
 	uint64_t round;	  /* abort, membership */
 	uint64_t step;	  /* preempt */
 	char reason[256]; /* abort (cut to fit) */
@@ -171,6 +174,16 @@ const atomic_int *control_abort_flag(struct control *c);
  * DL_ECLOSED. */
 int control_wait_membership(struct control *c, uint64_t after_round,
 			    uint64_t timeout_ms, struct control_membership *m);
+
+/* control_preempt_step: 1 with the job's stop step in *step once the
+ * agent sent preempt (the first one stands), else 0. Lock-free: any
+ * thread, any time while c lives; NULL c is allowed (0). */
+int control_preempt_step(struct control *c, uint64_t *step);
+
+/* control_preempt_grace_ms: the agent's --preempt-grace from its
+ * welcome while the channel is healthy, else 0 (no preemption: a
+ * SIGTERM means what it always did). */
+uint64_t control_preempt_grace_ms(struct control *c);
 
 /* control_send_*: the worker's messages; a failed write ends the channel
  * (logged once). NULL c is allowed (no channel: nothing is sent). */

@@ -329,6 +329,7 @@ static const struct member welcome_members[] = {
     {"version", MSG_U64(version, UINT32_MAX), 1, 0},
     {"reform_timeout_ms", MSG_U64(reform_timeout_ms, UINT32_MAX), 0, 0},
     {"rejoin_timeout_ms", MSG_U64(rejoin_timeout_ms, UINT32_MAX), 0, 0},
+    {"preempt_grace_ms", MSG_U64(preempt_grace_ms, UINT32_MAX), 0, 0},
     {NULL, M_UINT, 0, 0, 0, 0, 0},
 };
 static const struct member abort_members[] = {
@@ -568,7 +569,7 @@ int control_format_hello(char *buf, size_t size)
 	return fmt(size, snprintf(buf, size,
 				  "{\"type\":\"hello\",\"version\":%d,"
 				  "\"handles\":[\"abort\",\"membership\","
-				  "\"dump\"]}\n",
+				  "\"preempt\",\"dump\"]}\n",
 				  CONTROL_VERSION));
 }
 

@@ -44,10 +44,53 @@
 #define EXIT_USAGE 2
 
 static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t sigterms; /* SIGTERMs received */
+static uint64_t notice_ms;	       /* the first one's, 0: none yet */
 
 static void on_stop_signal(int sig)
 {
 	stop_signal = sig;
+	if (sig == SIGTERM && sigterms < 2)
+		sigterms++;
+}
+
+/* stopping: a signal ends the training. With an agent that preempts
+ * (its welcome's preempt_grace_ms), the first SIGTERM is a notice (Slurm
+ * signals every process of a step, the workers too): the agent is
+ * picking the job's stop step and sends it as preempt. A second SIGTERM,
+ * the agent closing the channel (it does before its own SIGTERM), or no
+ * stop reached within the grace after the notice, stops as a SIGTERM
+ * always did. */
+static int stopping(struct run *r)
+{
+	uint64_t grace = control_preempt_grace_ms(r->ctl);
+	if (!stop_signal)
+		return 0;
+	if (stop_signal != SIGTERM || sigterms > 1 || grace == 0)
+		return 1;
+	if (notice_ms == 0) {
+		notice_ms = clock_now_ms();
+		log_info("rank %d: SIGTERM taken as a notice of preemption: "
+			 "training on until the agent's stop step",
+			 r->rank);
+	}
+	return clock_now_ms() - notice_ms >= grace;
+}
+
+/* preempt_reached: the agent's stop step is reached (or passed, which
+ * its margin should never let happen: then said, and this step saved) */
+static int preempt_reached(struct run *r)
+{
+	uint64_t step;
+	if (!control_preempt_step(r->ctl, &step) || r->step < step)
+		return 0;
+	if (r->step > step)
+		log_warn("rank %d: preempted: already past the stop step %llu "
+			 "at step %llu; saving this step",
+			 r->rank, (unsigned long long)step,
+			 (unsigned long long)r->step);
+	r->preempted = 1;
+	return 1;
 }
 
 static int env_int(const char *name, int def, int min, int max, int *out)
@@ -428,7 +471,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		double stats[2] = {0, 0};
 		uint64_t t0 = clock_now_ns(), round;
 
-		if (stop_signal)
+		if (stopping(r) || preempt_reached(r))
 			break;
 		/* what a dump tells of this thread (dist_flight.h) */
 		dist_flight_set_step(r->flight, (int64_t)r->step + 1);
@@ -475,7 +518,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		if (rc != 0)
 			return rc;
 	}
-	if (w.steps && !stop_signal) {
+	if (w.steps && !stopping(r) && !r->preempted) {
 		dist_flight_set_phase(r->flight, "report");
 		rc = window_reduce(r, &w);
 		if (rc != 0)
@@ -723,7 +766,8 @@ int main(int argc, char **argv)
 
 	for (;;) { /* again when a re-form interrupts the last evaluation */
 		rc = train(&r, &train_secs, &samples);
-		if (rc != 0 || r.evaluated_at_end || stop_signal)
+		if (rc != 0 || r.evaluated_at_end || stopping(&r) ||
+		    r.preempted)
 			break;
 		rc = evaluate(&r);
 		if (rc == 0)
@@ -746,7 +790,17 @@ int main(int argc, char **argv)
 			  r.be.name, dl_strerror(rc));
 		goto out;
 	}
-	if (stop_signal) {
+	if (r.preempted) {
+		/* every rank says it: a test reads them all */
+		printf("rank %d: preempted: stopped after step %llu%s\n",
+		       r.rank, (unsigned long long)r.step,
+		       r.rank == 0 && r.o.checkpoint_dir ? ", checkpoint saved"
+							 : "");
+		fflush(stdout);
+		status = 0;
+		goto out;
+	}
+	if (stopping(&r)) {
 		log_warn("stopped by signal %d at step %llu", (int)stop_signal,
 			 (unsigned long long)r.step);
 		goto out;

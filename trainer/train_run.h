@@ -51,6 +51,7 @@ struct run {
 	char ckpt_file[PATH_MAX];
 	double last_loss, last_accuracy, last_test_loss;
 	int evaluated_at_end;
+	int preempted;	     /* stopped at the agent's preempt step (main.c) */
 	struct control *ctl; /* the agent's control channel, or NULL */
 	/* the collective flight recorder and where the loop stands, shown
 	 * in the answer to the agent's dump (never NULL after setup) */

@@ -92,8 +92,12 @@ def main():
                 s, job.rank, job.world_size, loss.item()))
         if a.checkpoint and job.rank == 0 and s % a.checkpoint_every == 0:
             job.save(a.checkpoint)
+    # dlaunch: a preemption ends the loop at the job's stop step (the same
+    # on every rank); the script saves as at the end of training
     if a.checkpoint and job.rank == 0:
         job.save(a.checkpoint)
+    if job.preempted:
+        say("inplace preempted rank=%d step=%d" % (job.rank, job.global_step))
     say("inplace done rank=%d world=%d pid=%d step=%d reforms=%d digest=%s"
         % (job.rank, job.world_size, os.getpid(), job.global_step,
            job.reforms, job.digest()))

@@ -84,6 +84,10 @@ struct agent_config {
 	/* each step of an in-place re-form (docs/worker-protocol.md): abort
 	 * to aborted, rejoin to the new round, membership to reformed */
 	uint64_t reform_timeout_ms;
+	/* SIGTERM to an agent whose workers declared preempt stops the job
+	 * at one step (docs/worker-protocol.md) within this grace; 0: off,
+	 * the signal is forwarded as before */
+	uint64_t preempt_grace_ms;
 	const char *run_id; /* TORCHELASTIC_RUN_ID / job id */
 	const char *node_id;
 	/* static mode */

@@ -60,8 +60,11 @@ enum rdzv_job_state {
 	RDZV_JOB_RESTARTING = 2, /* a round ended, the next one is open */
 	RDZV_JOB_SUCCEEDED = 3,
 	RDZV_JOB_FAILED = 4,
+	/* every member stopped at the job's preemption step (rdzv_preempt)
+	 * and saved there: an end, not a failure */
+	RDZV_JOB_PREEMPTED = 5,
 };
-#define RDZV_JOB_NSTATES 5
+#define RDZV_JOB_NSTATES 6
 
 enum rdzv_action {
 	RDZV_ACTION_CONTINUE = 0,
@@ -121,6 +124,9 @@ struct rdzv_reply {
 	enum rdzv_job_state state;
 	enum rdzv_action action;
 	uint32_t restart_count;
+	/* the job's preemption step (rdzv_preempt): every worker stops after
+	 * completing it and saves it; 0 while the job is not preempted */
+	uint64_t preempt_step;
 };
 
 /* How a member's workers entered its round (docs/worker-protocol.md):
@@ -267,6 +273,46 @@ int rdzv_leave(struct rdzv_state *st, const char *job, const char *node_id,
 int rdzv_evict(struct rdzv_state *st, const char *job, const char *node_id,
 	       const char *incarnation, const char *reason, uint64_t now_ms,
 	       char *err, size_t err_size);
+
+/*
+ * rdzv_preempt: member node_id of the running round was told to stop (a
+ * SIGTERM from Slurm or Kubernetes) and its workers can stop at a step
+ * (docs/worker-protocol.md, "preempt"): step is the highest step they
+ * completed, step_rate their steps per second (0: unknown). The first
+ * such request of a run picks the job's stop step for every node (see
+ * rdzv_preempt_pick_step) and keeps it; later ones are answered with it.
+ * Watches of members wake to carry it (reply->preempt_step). From then
+ * on the job ends PREEMPTED when every member has reported success, and
+ * FAILED when a member fails or is lost (the stop step cannot be met by
+ * all), never in a new round. Returns 0 with reply, or as a heartbeat
+ * does (DL_ESTALE, DL_EGONE with reply; DL_EINVAL for a rate out of
+ * range).
+ */
+int rdzv_preempt(struct rdzv_state *st, const char *job, const char *node_id,
+		 const char *incarnation, uint64_t round, uint64_t step,
+		 double step_rate, uint64_t now_ms, struct rdzv_reply *reply,
+		 char *err, size_t err_size);
+
+/* The largest step rate rdzv_preempt takes (steps per second). */
+#define RDZV_PREEMPT_RATE_MAX 1e6
+
+/*
+ * rdzv_preempt_pick_step: the stop step for a job whose announcing
+ * member reported step at step_rate, heartbeats every
+ * heartbeat_interval_ms. The ranks of a data-parallel job are within one
+ * step of each other (a rank completes step k only once every rank
+ * contributed to it), so when the member sent step no rank had completed
+ * more than step + 1; until the decision reaches every worker (through
+ * the rendezvous, a watch or at worst a heartbeat, and the agent's
+ * channel: bounded by RDZV_PREEMPT_LATENCY_MS + 2 heartbeat intervals)
+ * they complete at most rate x that latency more, and a worker that
+ * hears it mid-step completes that step before it looks: so
+ * step + 2 + ceil(rate x latency), and at least 2 steps of margin when
+ * the rate is unknown.
+ */
+#define RDZV_PREEMPT_LATENCY_MS 2000
+uint64_t rdzv_preempt_pick_step(uint64_t step, double step_rate,
+				uint64_t heartbeat_interval_ms);
 
 /* rdzv_state_tick: applies every deadline that has passed at now_ms. */
 void rdzv_state_tick(struct rdzv_state *st, uint64_t now_ms);

@@ -16,6 +16,15 @@ script adds:
         with job.step():                  # a step that may be dropped
             loss = loss_fn(job.model(x[idx]), y[idx])
             loss.backward()               # job.step() applies optimizer.step()
+    save(job)                             # as at the end of training
+    if job.preempted:                     # stopped at the job's stop step
+        sys.exit(0)
+
+On a preemption (a SIGTERM to the job's agents with --preempt-grace) the
+agent sends the job's stop step: job.batches() ends once that step is
+done on every rank alike, job.preempted is True and the script saves as
+it does at the end of training. The first SIGTERM a worker gets directly
+(Slurm signals every process of a step) is then a notice, not its end.
 
 job.model is the DistributedDataParallel wrapper of the current group (it
 changes at a re-form: use job.model, not a copy). Without dlaunch's channel
@@ -30,6 +39,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -105,9 +115,11 @@ class Channel:
     into the file, then `dumped`), so it is answered while the main thread
     is stuck, in a collective or anywhere else that releases the GIL."""
 
-    def __init__(self, handles=("abort", "membership", "dump")):
+    def __init__(self, handles=("abort", "membership", "preempt", "dump")):
         self.ok = False          # welcomed and usable
         self.rank = _env_int("RANK", 0)  # the rank a dump names
+        self.preempt_grace = 0.0  # the agent's --preempt-grace (s); 0: none
+        self.preempt_step = None  # the job's stop step, once told
         self._cv = threading.Condition()
         self._abort = None       # the newest abort not yet acted on
         self._membership = None  # the newest membership not yet acted on
@@ -190,6 +202,9 @@ class Channel:
                                     and isinstance(msg.get("path"), str)
                                     and msg["path"]):
                 raise ValueError("dump without a string id and path")
+            if t == "preempt" and (not isinstance(msg.get("step"), int)
+                                   or msg["step"] < 0):
+                raise ValueError("preempt without a step")
         except ValueError as e:
             self._lost("bad line from the agent (%s)" % e)
             return
@@ -198,7 +213,14 @@ class Channel:
             return
         with self._cv:
             if t == "welcome":
+                g = msg.get("preempt_grace_ms")
+                if isinstance(g, int) and g > 0:
+                    self.preempt_grace = g / 1000.0
                 self._welcome.set()
+            elif t == "preempt":
+                if self.preempt_step is None:  # the first one stands
+                    _log("preempt: stopping after step %d" % msg["step"])
+                    self.preempt_step = msg["step"]
             elif t == "abort":
                 if msg["round"] >= self._fence and (
                         self._abort is None or msg["round"] > self._abort["round"]):
@@ -300,9 +322,13 @@ class Elastic:
         self.model = None
         self._store = None     # (addr, port, TCPStore), kept across rounds
         self._in_step = False
+        self.preempted = False  # the loop ended at the job's stop step
+        self._notice = None     # when the first SIGTERM came (a notice)
         self.channel = Channel()
         if self.channel.ok:
             _log("control channel open (round %d)" % self.round)
+        if self.channel.ok and self.channel.preempt_grace > 0:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
         self._form(_env_int("RANK", 0), _env_int("WORLD_SIZE", 1),
                    os.environ.get("MASTER_ADDR", "127.0.0.1"),
                    _env_int("MASTER_PORT", 29500),
@@ -467,6 +493,49 @@ class Elastic:
                                           (time.monotonic() - t0) * 1000,
                                           self.global_step))
 
+    # -- a preemption
+    def _on_sigterm(self, signum, frame):
+        """the first SIGTERM is a notice (the agent picks the stop step);
+        a second one ends the process as SIGTERM does"""
+        if self._notice is None and self.channel.ok:
+            self._notice = time.monotonic()
+            _log("SIGTERM taken as a notice of preemption: training on "
+                 "until the agent's stop step")
+            return
+        self._die_of_sigterm()
+
+    @staticmethod
+    def _die_of_sigterm():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        os._exit(128 + signal.SIGTERM)
+
+    def _preempt_reached(self):
+        """whether the loop ends here: the stop step is done (said if
+        passed, which the agent's margin should never let happen)"""
+        stop = self.channel.preempt_step
+        if self._notice is not None and not self.channel.ok:
+            _log("the agent closed the channel after a SIGTERM; stopping "
+                 "as SIGTERM does")
+            self._die_of_sigterm()
+        if stop is None:
+            if (self._notice is not None and time.monotonic() - self._notice
+                    >= self.channel.preempt_grace):
+                _log("no stop step within the preemption grace; stopping "
+                     "as SIGTERM does")
+                self._die_of_sigterm()
+            return False
+        if self.global_step < stop:
+            return False
+        if self.global_step > stop:
+            _log("preempted: already past the stop step %d at step %d; "
+                 "saving this step" % (stop, self.global_step))
+        _log("rank %d: preempted: stopped after step %d" % (
+            self.rank, self.global_step))
+        self.preempted = True
+        return True
+
     # -- the loop
     def _order(self):
         g = torch.Generator()
@@ -480,6 +549,8 @@ class Elastic:
         per_epoch = self.num_samples // self.global_batch
         order, order_epoch = None, None
         while self.epoch < epochs:
+            if self._preempt_reached():
+                return
             if self.channel.ok and self.channel.abort_pending():
                 self._reform("the agent ended the round")
                 continue

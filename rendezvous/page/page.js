@@ -533,7 +533,8 @@ async function jobLoop(name) {
       await fetchHang(base, job);
       renderJob(job, fetchedAt);
       setConn("updated " + new Date().toLocaleTimeString());
-      if (job.state === "SUCCEEDED" || job.state === "FAILED")
+      if (job.state === "SUCCEEDED" || job.state === "FAILED" ||
+          job.state === "PREEMPTED")
         await sleep(REFRESH_MS * 2);
       else
         await api(base + "/watch?round=" + job.round + "&wait_ms=" +

@@ -29,14 +29,15 @@ help_has dlaunch "$TEST_TMP/dlaunch" \
 	"(default: join_timeout=600s,last_call_timeout=5s,heartbeat_interval=1s,heartbeat_timeout=5s,read_timeout=60s)" \
 	"--shutdown-timeout DURATION grace between SIGTERM and SIGKILL when stopping workers (default: 30s)" \
 	"(default: 30s)" "--reform-timeout DURATION" \
+	"--preempt-grace DURATION" "(default: 60s)" \
 	"--progress-timeout DURATION" "(default: 0: off)" \
 	"--rdzv-backend NAME" "(default: static)" "--rdzv-id ID" "(default: none)" \
 	"--max-restarts N" "(default: 0)" "--role NAME ROLE_NAME of the workers (default: default)" \
 	"--master-addr ADDR static mode: address of node rank 0 (default: 127.0.0.1)" \
 	"(default: 29500)" "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)" \
 	"Not supported (refused): --logs-specs."
-check_eq "dlaunch --help: its 30 options (31 less the refused one) are listed" \
-	30 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
+check_eq "dlaunch --help: its 31 options (32 less the refused one) are listed" \
+	31 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
 help_has dlaunch "$TEST_TMP/dlaunch" \
 	"etcd (etcd-v1, etcd-v2 and etcd-v3 are taken as etcd)" \
 	"--rdzv-endpoint HOST:PORT|URL[,...]" "(port 2379 when omitted;" \

@@ -11,6 +11,8 @@
 #     go on from the checkpoint and the job completes with exit 0;
 #   Slurm reuses an ended job's id: the new job trains;
 #   scancel mid-run: nothing of the job is left on any node;
+#   scancel --signal=TERM mid-run (a preemption): dlaunch-train stops
+#     after one step on every node, saves it, the job COMPLETED with 0;
 #   a PyTorch DDP job over gloo on two nodes whose names do not resolve (so
 #     gloo would bind loopback), no interface variable set: dlaunch gives
 #     the workers eth0 and the job completes.
@@ -100,6 +102,39 @@ check "gloo: the agents say why" grep -q \
 	"workers get GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME=eth0, the interface of this node's address .*: host name n[12] does not resolve" \
 	"$out"
 [ "$FAILED" -gt "$failed_before" ] && sed 's/^/#   /' "$out" | tail -n 40
+
+# -- scancel --signal=TERM, as a preemption sends (to every process of the
+# job's step: the agents and their workers): dlaunch-train on the three
+# nodes stops after one step the rendezvous picked, rank 0 saves that step,
+# the agents exit 0 and Slurm records the job COMPLETED (--preempt-grace is
+# on by default; the workers take their own SIGTERM as a notice)
+failed_before=$FAILED
+ckpt=$JOBDIR/preempt
+id=$(slurm_cmd env PATH="$BIN:$PATH" sbatch --parsable --nodes=3 \
+	-D "$JOBDIR" -o "$JOBDIR/out.%j" "$SBATCH" --no-python \
+	"$BIN/dlaunch-train" --data synthetic:20000 --model 64-64-10 \
+	--epochs 1000 --device cpu --backend tcp --checkpoint-dir "$ckpt" \
+	--log-every 200 2>"$JOBDIR/sbatch.err")
+out=$JOBDIR/out.$id
+check "preempt: the job trains on three nodes" wait_for 120 bash -c \
+	"[ \$(grep -c 'epoch .* step [0-9]' '$out') -ge 2 ]"
+slurm_cmd scancel --signal=TERM "$id"
+check "preempt: the job ends" wait_for 120 job_done "$id"
+check_eq "preempt: the job COMPLETED with exit 0" "COMPLETED 0:0" \
+	"$(slurm_job_field "$id" JobState) $(slurm_job_field "$id" ExitCode)"
+n=$(sed -n 's/.*event=preempted .*stop_step=\([0-9]*\).*/\1/p' "$out" | sort -u | tr '\n' ' ')
+n=${n% }
+check "preempt: the rendezvous picked one stop step ($n)" \
+	test -n "$n" -a "$(echo "$n" | wc -w)" = 1
+check "preempt: the agents got the SIGTERM" bash -c \
+	"[ \$(grep -c 'received SIGTERM' '$out') -ge 3 ]"
+check_eq "preempt: the three ranks stopped after it" "3x$n" \
+	"$(sed -n 's/.*rank [0-9]*: preempted: stopped after step \([0-9]*\).*/\1/p' "$out" | sort | uniq -c | awk '{print $1 "x" $2}' | tr '\n' ' ' | sed 's/ $//')"
+check "preempt: no rank passed it" bash -c "! grep -q 'past the stop step' '$out'"
+check_eq "preempt: rank 0's newest checkpoint is of that step" "$n" \
+	"$("$PY" "$FAULTS_DIR/ckpt_tool.py" digest "$("$PY" "$FAULTS_DIR/ckpt_tool.py" newest "$ckpt" 2>/dev/null)" 2>/dev/null | sed -n 's/^step=\([0-9]*\) .*/\1/p')"
+check "preempt: the job ended PREEMPTED" grep -q 'event=job_preempted' "$out"
+[ "$FAILED" -gt "$failed_before" ] && sed 's/^/#   /' "$out" | grep -v 'epoch' | tail -n 40
 
 # -- every process of one node killed mid-run (slurmd included, as when a
 # machine dies): the agents left go on from the checkpoint and the job

@@ -151,7 +151,7 @@ class Harness:
                 t = m["type"]
                 if t == "hello":
                     w.hello = True
-                    assert m["handles"] == ["abort", "membership", "dump"], m
+                    assert m["handles"] == ["abort", "membership", "preempt", "dump"], m
                     self.send(w, {"type": "welcome", "version": 1})
                 elif t == "step":
                     w.steps.append(m["step"])

@@ -29,6 +29,7 @@ struct rec {
 	int printed_job;       /* the report was the job's, not our own */
 	int report_failures_n; /* failures in the last failure report */
 	int in_place;	       /* every worker declared abort+membership */
+	int preempt;	       /* every worker declared preempt */
 };
 
 static void say(struct rec *r, const char *fmt, ...)
@@ -127,6 +128,26 @@ static void fx_reform(void *ctx, const struct agent_round *rd)
 	say(ctx, "reform(%llu);", (unsigned long long)rd->round);
 }
 
+static int fx_preempt_ok(void *ctx)
+{
+	return ((struct rec *)ctx)->preempt;
+}
+
+static void fx_preempt_ask(void *ctx)
+{
+	say(ctx, "ask;");
+}
+
+static void fx_preempt_workers(void *ctx, uint64_t step)
+{
+	say(ctx, "preempt(%llu);", (unsigned long long)step);
+}
+
+static void fx_preempt_grace(void *ctx)
+{
+	say(ctx, "grace;");
+}
+
 static const struct agent_fsm_ops ops = {
     .start_workers = fx_start,
     .stop_workers = fx_stop,
@@ -143,6 +164,10 @@ static const struct agent_fsm_ops ops = {
     .in_place = fx_in_place,
     .abort_workers = fx_abort,
     .reform_workers = fx_reform,
+    .preempt_ok = fx_preempt_ok,
+    .preempt_ask = fx_preempt_ask,
+    .preempt_workers = fx_preempt_workers,
+    .preempt_grace = fx_preempt_grace,
 };
 
 struct fixture {
@@ -236,11 +261,22 @@ static void post_status(struct fixture *x, int n_failures)
 	agent_fsm_post(&x->f, &ev);
 }
 
+static void post_preempt(struct fixture *x, uint64_t step)
+{
+	struct agent_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = AGENT_EV_PREEMPT;
+	ev.round = 5;
+	ev.step = step;
+	agent_fsm_post(&x->f, &ev);
+}
+
 /* post_any posts event k as the sweep does: about round 5, job FAILED,
- * signal SIGTERM, a join of round 6, one failure record */
+ * signal SIGTERM, a join of round 6, one failure record, stop step 7 */
 static void post_any(struct fixture *x, enum agent_event_kind k)
 {
 	switch (k) {
+	case AGENT_EV_PREEMPT: post_preempt(x, 7); break;
 	case AGENT_EV_JOINED: post_joined(x, 6, 1); break;
 	case AGENT_EV_JOIN_ENDED:
 	case AGENT_EV_RESTART:
@@ -354,6 +390,39 @@ static const struct cell cells[] = {
     {AGENT_RESPAWNING, AGENT_EV_RESTART, AGENT_RESTARTING, "end;"},
     {AGENT_RESPAWNING, AGENT_EV_STOP, AGENT_ENDING, "end;"},
     {AGENT_RESPAWNING, AGENT_EV_SIGNAL, AGENT_SIGNALLED, "cancel;stop(15);"},
+    /* a preemption: the stop step from the rendezvous to a node whose
+     * workers cannot stop at a step is the SIGTERM it would have had */
+    {AGENT_RUNNING, AGENT_EV_PREEMPT, AGENT_SIGNALLED, "cancel;stop(15);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_PREEMPT, AGENT_PREEMPTING,
+     "grace;preempt(7);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_PREEMPT_FAILED, AGENT_SIGNALLED,
+     "cancel;stop(15);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_PREEMPT_EXPIRED, AGENT_SIGNALLED,
+     "cancel;stop(15);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_RESTART, AGENT_SIGNALLED,
+     "cancel;stop(15);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_WORKER_FAILED, AGENT_FAILING,
+     "report(5,failed);stop(15);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_WORKERS_GONE, AGENT_DONE, "report(5,ok);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_STOP, AGENT_ENDING, "end;stop(15);"},
+    {AGENT_PREEMPT_ASKING, AGENT_EV_SIGNAL, AGENT_SIGNALLED,
+     "cancel;stop(15);"},
+    {AGENT_PREEMPTING, AGENT_EV_PREEMPT_EXPIRED, AGENT_SIGNALLED,
+     "cancel;stop(15);"},
+    {AGENT_PREEMPTING, AGENT_EV_RESTART, AGENT_SIGNALLED, "cancel;stop(15);"},
+    {AGENT_PREEMPTING, AGENT_EV_WORKER_FAILED, AGENT_FAILING,
+     "report(5,failed);stop(15);"},
+    {AGENT_PREEMPTING, AGENT_EV_WORKERS_GONE, AGENT_DONE, "report(5,ok);"},
+    {AGENT_PREEMPTING, AGENT_EV_STOP, AGENT_ENDING, "end;stop(15);"},
+    /* the first SIGTERM is the preemption's (told before signalled) */
+    {AGENT_PREEMPTING, AGENT_EV_SIGNAL, AGENT_PREEMPTING, ""},
+};
+
+/* The cells that differ when every worker of the node declared preempt
+ * (and the agent can preempt). */
+static const struct cell cells_preempt[] = {
+    {AGENT_RUNNING, AGENT_EV_SIGNAL, AGENT_PREEMPT_ASKING, "grace;ask;"},
+    {AGENT_RUNNING, AGENT_EV_PREEMPT, AGENT_PREEMPTING, "grace;preempt(7);"},
 };
 
 /* The cells that differ when every worker of the node declared abort and
@@ -368,8 +437,13 @@ static const struct cell cells_in_place[] = {
 static const struct cell *find_cell(enum agent_state s, enum agent_event_kind k,
 				    int in_place)
 {
-	for (size_t i = 0;
-	     in_place && i < sizeof(cells_in_place) / sizeof(cells_in_place[0]);
+	for (size_t i = 0; in_place == 2 &&
+			   i < sizeof(cells_preempt) / sizeof(cells_preempt[0]);
+	     i++)
+		if (cells_preempt[i].from == s && cells_preempt[i].ev == k)
+			return &cells_preempt[i];
+	for (size_t i = 0; in_place == 1 && i < sizeof(cells_in_place) /
+						    sizeof(cells_in_place[0]);
 	     i++)
 		if (cells_in_place[i].from == s && cells_in_place[i].ev == k)
 			return &cells_in_place[i];
@@ -379,10 +453,12 @@ static const struct cell *find_cell(enum agent_state s, enum agent_event_kind k,
 	return NULL;
 }
 
-/* sweep posts every event in every state and compares with the tables */
+/* sweep posts every event in every state and compares with the tables;
+ * in_place 1: every worker declared abort and membership, 2: preempt */
 static void sweep(struct fixture *x, int in_place)
 {
-	x->r.in_place = in_place;
+	x->r.in_place = in_place == 1;
+	x->r.preempt = in_place == 2;
 	for (int s = 0; s < AGENT_N_STATES; s++) {
 		for (int k = 0; k < AGENT_N_EVENTS; k++) {
 			const struct cell *c = find_cell(s, k, in_place);
@@ -391,11 +467,14 @@ static void sweep(struct fixture *x, int in_place)
 			x->f.r.round = 5;
 			x->f.joined = 1;
 			x->f.report_on_exit = 1; /* as after a FAILED end */
+			x->f.preempt_sigterms = 0;
 			clear_log(x);
 			post_any(x, (enum agent_event_kind)k);
 			snprintf(what, sizeof(what), "%s x %s%s",
 				 agent_state_name(s), agent_event_name(k),
-				 in_place ? " (in place)" : "");
+				 in_place == 1	 ? " (in place)"
+				 : in_place == 2 ? " (preempt)"
+						 : "");
 			if (!c) {
 				if (x->f.state != (enum agent_state)s ||
 				    x->r.log[0])
@@ -425,6 +504,82 @@ static void test_every_cell(void **state)
 static void test_every_cell_in_place(void **state)
 {
 	sweep(*state, 1);
+}
+
+static void test_every_cell_preempt(void **state)
+{
+	sweep(*state, 2);
+}
+
+/* SIGTERM with workers that declared preempt: the stop step is asked
+ * for, sent, the workers stop and the node reports success; the job ends
+ * PREEMPTED and the agent exits 0 without leaving */
+static void test_preempt(void **state)
+{
+	struct fixture *x = *state;
+	x->r.preempt = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	clear_log(x);
+	post_signal(x, SIGTERM);
+	expect(x, AGENT_PREEMPT_ASKING, "grace;ask;");
+	post_preempt(x, 40);
+	expect(x, AGENT_PREEMPTING, "grace;preempt(40);");
+	post_preempt(x, 41); /* the same news again (every answer says it) */
+	expect(x, AGENT_PREEMPTING, "");
+	post(x, AGENT_EV_WORKERS_GONE, 0);
+	expect(x, AGENT_DONE, "report(1,ok);");
+	post_job(x, AGENT_EV_STOP, 1, "PREEMPTED");
+	expect(x, AGENT_EXITED, "end;finish;");
+	assert_int_equal(x->f.exit_status, 0);
+}
+
+/* the grace runs out after this node's workers stopped: a signalled
+ * agent leaves (exit 143); one only told by the rendezvous waits on */
+static void test_preempt_grace_done(void **state)
+{
+	struct fixture *x = *state;
+	x->r.preempt = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	post_preempt(x, 40); /* told, not signalled */
+	post(x, AGENT_EV_WORKERS_GONE, 0);
+	clear_log(x);
+	post(x, AGENT_EV_PREEMPT_EXPIRED, 0);
+	expect(x, AGENT_DONE, "");
+	post_signal(x, SIGTERM); /* DONE: a plain signal, as ever */
+	expect(x, AGENT_LEAVING, "cancel;leave;");
+	assert_int_equal(x->f.exit_status, 128 + SIGTERM);
+}
+
+static void test_preempt_grace_expired_done(void **state)
+{
+	struct fixture *x = *state;
+	x->r.preempt = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	post_signal(x, SIGTERM);
+	post_preempt(x, 40);
+	post(x, AGENT_EV_WORKERS_GONE, 0);
+	clear_log(x);
+	post(x, AGENT_EV_PREEMPT_EXPIRED, 0);
+	expect(x, AGENT_LEAVING, "cancel;leave;");
+	assert_int_equal(x->f.exit_status, 128 + SIGTERM);
+}
+
+/* a second SIGTERM while stopping at the step is a plain signal */
+static void test_preempt_second_sigterm(void **state)
+{
+	struct fixture *x = *state;
+	x->r.preempt = 1;
+	post(x, AGENT_EV_START, 0);
+	post_joined(x, 1, 0);
+	post_preempt(x, 40);
+	clear_log(x);
+	post_signal(x, SIGTERM);
+	expect(x, AGENT_PREEMPTING, "");
+	post_signal(x, SIGTERM);
+	expect(x, AGENT_SIGNALLED, "cancel;stop(15);");
 }
 
 /* the states said to have workers are those WORKERS_GONE ends */
@@ -760,6 +915,15 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_every_cell, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_every_cell_preempt, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_preempt_grace_done, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_preempt_grace_expired_done,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_preempt_second_sigterm, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_every_cell_in_place, setup,
 					    teardown),
 	    cmocka_unit_test(test_worker_states),

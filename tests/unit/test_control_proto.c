@@ -176,12 +176,12 @@ static void test_writers(void **state)
 					.store_prefix = "job42/2/"};
 	(void)state;
 	buf_init(&b, 1 << 16);
-	assert_int_equal(control_write_welcome(&b, 1, 0, 0), 0);
+	assert_int_equal(control_write_welcome(&b, 1, 0, 0, 0), 0);
 	assert_string_equal(buf_cstr(&b),
 			    "{\"type\":\"welcome\",\"version\":1}\n");
 	buf_reset(&b);
 	/* the agent's bounds, for the worker's own waits */
-	assert_int_equal(control_write_welcome(&b, 1, 30000, 75000), 0);
+	assert_int_equal(control_write_welcome(&b, 1, 30000, 75000, 0), 0);
 	assert_string_equal(buf_cstr(&b), "{\"type\":\"welcome\",\"version\":1,"
 					  "\"reform_timeout_ms\":30000,"
 					  "\"rejoin_timeout_ms\":75000}\n");

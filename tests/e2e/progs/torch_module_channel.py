@@ -56,9 +56,9 @@ def channel(agent_lines, env_round="1"):
 
 a, ch = channel(b'{"type":"welcome","version":1}\n')
 hello = read_line(a)
-check("hello first, version 1, handles abort, membership and dump",
+check("hello first, version 1, handles abort, membership, preempt and dump",
       hello == {"type": "hello", "version": 1,
-                "handles": ["abort", "membership", "dump"]})
+                "handles": ["abort", "membership", "preempt", "dump"]})
 check("welcomed", ch.ok)
 fd = int(os.environ["DLAUNCH_CONTROL_FD"])
 check("the descriptor is close-on-exec",
