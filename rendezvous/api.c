@@ -87,8 +87,8 @@ void rdzv_response_release(struct rdzv_response *resp)
 const char *rdzv_endpoint_name(enum rdzv_endpoint ep)
 {
 	static const char *const names[RDZV_EP_COUNT] = {
-	    "join",    "heartbeat", "watch", "report", "leave",
-	    "jobs",    "job",	    "kv",    "dump",   "hang",
+	    "join",    "heartbeat", "watch", "report",	"leave",
+	    "jobs",    "job",	    "kv",    "dump",	"hang",
 	    "healthz", "metrics",   "page",  "preempt", "other"};
 	return (unsigned)ep < RDZV_EP_COUNT ? names[ep] : "other";
 }
@@ -609,7 +609,7 @@ enum rdzv_endpoint rdzv_api_route(const char *path)
 	} verbs[] = {{"join", RDZV_EP_JOIN},   {"heartbeat", RDZV_EP_HEARTBEAT},
 		     {"watch", RDZV_EP_WATCH}, {"report", RDZV_EP_REPORT},
 		     {"leave", RDZV_EP_LEAVE}, {"dump", RDZV_EP_DUMP},
-		     {"hang", RDZV_EP_HANG}, {"preempt", RDZV_EP_PREEMPT}};
+		     {"hang", RDZV_EP_HANG},   {"preempt", RDZV_EP_PREEMPT}};
 	const char *rest, *slash;
 
 	if (strcmp(path, "/healthz") == 0)
