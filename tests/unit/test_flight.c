@@ -453,7 +453,7 @@ static void test_channel_dump(void **state)
 	read_line(sv[0], line, sizeof(line));
 	assert_string_equal(line, "{\"type\":\"hello\",\"version\":1,"
 				  "\"handles\":[\"abort\",\"membership\","
-				  "\"dump\"]}\n");
+				  "\"preempt\",\"dump\"]}\n");
 	control_set_dump_hook(c, dump_hook, f);
 	snprintf(path, sizeof(path), "%s/w0.json", dir);
 	snprintf(msg, sizeof(msg),
