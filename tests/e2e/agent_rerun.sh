@@ -62,6 +62,9 @@ check_eq "rerun: the workers ran again" 4 "$(wc -l <"$AGENT_OUT")"
 req GET /v1/jobs/rr >/dev/null
 check_eq "rerun: run 2 succeeded, run 1 kept" "2 SUCCEEDED 1:SUCCEEDED" \
 	"$(body_field '"\(.run) \(.state) \(.runs | map("\(.run):\(.state)") | join(","))"')"
+"$DL" status --rdzv-endpoint "$EP" --rdzv-id rr >"$TEST_TMP/status.out" 2>&1
+check "rerun: dlaunch status shows run 2 and run 1 kept" \
+	grep -q '^run 2; earlier runs: 1 SUCCEEDED (round 1, restarts 0)$' "$TEST_TMP/status.out"
 
 # -- the runs survive a restart of the server
 rdzv_stop

@@ -11,6 +11,11 @@
 # cut off) or soon none (the leader cut off steps down), so it serves no
 # new data: its watches go silent, its calls wait for a leader.
 #
+# What etcd 3.4's gateway does with the require-leader metadata the
+# agents send (Grpc-Metadata-hasleader: true) is checked on the real
+# member too: a read is refused at once ("no leader", code 14), and a
+# watch opened with it before the cut is ended with that error.
+#
 # Then an agent that does not lead is stopped (SIGSTOP) past its lease:
 # etcd (members 1 and 2) deletes its key. Every agent must leave member 0
 # for another member, watches resumed from their revision, in time: the
@@ -80,6 +85,16 @@ refuses_without_leader() {
 	[ "$(etcd_error_code <<<"$ans")" = 14 ] && grep -q 'no leader' <<<"$ans"
 }
 
+# open_watch I LOG: a watch on member I with the require-leader metadata,
+# its stream in LOG, from inside the member's host (WATCH_PID)
+open_watch() {
+	netns_spawn "${ETCD_NETNS[$1]}" "$2" curl -sSN -X POST \
+		-H 'Grpc-Metadata-hasleader: true' \
+		-d '{"create_request":{"key":"AA==","range_end":"AA=="}}' \
+		"${ETCD_URLS[$1]}/v3/watch"
+	WATCH_PID=$LAST_PID
+}
+
 # partition_case NAME ROLE: member 0 (follower or leader, ROLE) cut from
 # its peers, then a node stopped past its lease
 partition_case() {
@@ -96,6 +111,10 @@ partition_case() {
 	R0=$RUN
 	L=$(the_leader)
 	X=$(printf '%s\n' C B A | grep -vx "$L" | head -1)
+	open_watch 0 "$TEST_TMP/watch-$name.log"
+	if ! wait_for 5 log_has "$TEST_TMP/watch-$name.log" '"created":true'; then
+		not_ok "$what: a watch on member 0 was not created"
+	fi
 	if ! cut_member0 "$role"; then
 		not_ok "$what: etcd's leadership could not be moved, or member 0's peer link cut"
 		etcd_member_heal_peers 0
@@ -107,6 +126,9 @@ partition_case() {
 	check "$what: member 0 answers, without a leader" wait_for 10 member_leaderless 0
 	check "$what: member 0 refuses a read that requires a leader at once (Grpc-Metadata-hasleader)" \
 		refuses_without_leader 0
+	check "$what: etcd ends a watch open on member 0 with 'no leader' (three election timeouts after the leader loss)" \
+		wait_for 10 log_has "$TEST_TMP/watch-$name.log" '"grpc_code":14.*no leader'
+	kill_tree "$WATCH_PID"
 	kill -STOP "${AGENT_PID[$X]}"
 	ok "$what: agent $X (not leading) stopped"
 	# the lease TTL for its key to go, then the re-form (last call 0.5 s)
