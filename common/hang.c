@@ -37,7 +37,7 @@ struct verdict {
 
 void dl_hang_params_default(struct dl_hang_params *p)
 {
-	p->min_wait_ms = 1000;
+	p->min_wait_ms = 3000;
 	p->stall_ms = 10000;
 	p->step_margin_ms = 1000;
 	p->straggler_steps = 2;

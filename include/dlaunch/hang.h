@@ -43,7 +43,8 @@
 /* Thresholds of the rules; dl_hang_params_default fills the defaults. */
 struct dl_hang_params {
 	/* a collective entered this long before the trigger is a wait, not
-	 * a collective in progress (default 1000) */
+	 * a collective in progress (default 3000: a healthy job's largest
+	 * all-reduce takes less) */
 	int64_t min_wait_ms;
 	/* every rank's step unchanged this long means the job stopped,
 	 * whatever the trigger (default 10000) */

@@ -373,7 +373,7 @@ static void test_rank_without_flight(void **state)
 			    json_string("  File \"x.py\", line 3 in f\n"));
 		else
 			json_object_set_new(w, "flight",
-					    flight(5, 6, T0 - 2000));
+					    flight(5, 6, T0 - 4000));
 		json_array_append_new(ws, w);
 	}
 	rep = reports(ws, 2, "dump");
