@@ -302,11 +302,13 @@ static int make_room(struct rdzv_state *st, struct job *j,
 static void refresh(struct rdzv_state *st, struct hang_trigger *t,
 		    uint64_t wall_ms)
 {
-	json_t *reports = json_array(), *members = json_array(), *a = NULL;
+	json_t *reports, *members, *a = NULL;
 	struct buf text;
 
 	if (!t->dirty)
 		return;
+	reports = json_array();
+	members = json_array();
 	buf_init(&text, RDZV_HANG_TEXT_MAX_BYTES);
 	for (size_t i = 0; reports && members && i < t->nnodes; i++) {
 		if (t->nodes[i].report)
