@@ -14,7 +14,8 @@
  *   2. missing-from-collective: in the flight records (sequence numbers are
  *      per rank and equal across ranks for the same collective), the lowest
  *      seq that some rank entered but not every rank finished; the ranks
- *      that never entered it are stuck.
+ *      that never entered it are stuck (or, all in it, the ranks in it as
+ *      another op than the majority: they took another branch).
  *   3. outside-collective: the rank(s) not inside any collective (flight
  *      record, a Python frame in torch/distributed/, a native frame of a
  *      collective library) while the others are.
