@@ -364,7 +364,10 @@ function details(key, summary, ...content) {
   return d;
 }
 
-function renderStacks(hang) {
+/* renderStacks: the ranks' stacks, ranks with the same stacks in one
+ * <details>; the groups holding a stuck rank (stuck: its ranks) first and
+ * marked */
+function renderStacks(hang, stuck) {
   const workers = hangWorkers(hang);
   const box = el("div", { id: "hang-ranks" });
   const groups = new Map();
@@ -373,7 +376,9 @@ function renderStacks(hang) {
     if (!groups.has(k)) groups.set(k, []);
     groups.get(k).push(w);
   }
-  for (const g of groups.values()) {
+  const isStuck = (g) => g.some((w) => stuck.includes(w.rank));
+  const ordered = [...groups.values()].sort((x, y) => isStuck(y) - isStuck(x));
+  for (const g of ordered) {
     const lead = g[0];
     const same = g.slice(1).map((w) => w.rank);
     const content = [];
@@ -393,7 +398,10 @@ function renderStacks(hang) {
     const title = "rank " + lead.rank + " (node " + lead.node + ")" +
       (same.length ? "; " + (same.length === 1 ? "rank " : "ranks ") +
         rangesText(same) + ": same as rank " + lead.rank : "");
-    box.appendChild(details("rank-" + lead.rank, title, ...content));
+    const d = details("rank-" + lead.rank, (isStuck(g) ? "stuck: " : "") +
+      title, ...content);
+    if (isStuck(g)) d.classList.add("stuck");
+    box.appendChild(d);
   }
   return box;
 }
@@ -445,7 +453,7 @@ function renderHang(job, hang) {
         a.missing_nodes.join(", ") : "")));
   }
   if (hang && hang.trigger && hang.trigger.id === t.id) {
-    box.appendChild(renderStacks(hang));
+    box.appendChild(renderStacks(hang, a && Array.isArray(a.stuck) ? a.stuck : []));
     if (hang.text)
       box.appendChild(details("hang-text", "the report as text",
         el("pre", { class: "stack text" }, hang.text)));

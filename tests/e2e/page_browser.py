@@ -303,11 +303,12 @@ def hang_scenario(b, a):
           .startswith("stuck ranks: 2;"))
     groups = b.evaluate("[...document.querySelectorAll('#hang-ranks > "
                         "details > summary')].map(s => s.textContent)")
-    check("identical stacks are folded: %s" % groups,
-          groups == ["rank 0 (node %s); ranks 1,3: same as rank 0"
+    check("identical stacks are folded, the stuck rank's first: %s"
+          % groups,
+          groups == ["stuck: rank 2 (node %s)" % stuck_node,
+                     "rank 0 (node %s); ranks 1,3: same as rank 0"
                      % next(m["node_id"] for m in job["members"]
-                            if m["rank_offset"] == 0),
-                     "rank 2 (node %s)" % stuck_node])
+                            if m["rank_offset"] == 0)])
     check("every stack is inside a <details>",
           b.evaluate("[...document.querySelectorAll('#hang pre.stack')]"
                      ".every(p => p.closest('details') !== null) && "
