@@ -48,7 +48,7 @@ rank_pid() {
 ms_of() { date -d "$1" +%s%3N; }
 
 trial() {
-	local kind=$1 k=$2 job=$3 h fault=() n log named=() t_trig t_last=0 t
+	local kind=$1 k=$2 job=$3 h fault=() n log named=() t_trig t_last=0 t reason
 	[ "$kind" != stop ] &&
 		fault=(env DLAUNCH_DIST_FAULT="30:$kind" DLAUNCH_DIST_FAULT_RANK="$k")
 	for ((h = 0; h < HOSTS; h++)); do
@@ -69,6 +69,7 @@ trial() {
 		wait_for 180 log_has "$TEST_TMP/agent.$job.$h.log" "event=hang_diagnosed"
 	done
 	t_trig=$(jq '.trigger.time_ms // 0' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
+	reason=$(jq -c '.analysis.reason // ""' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
 	n=0
 	for ((h = 0; h < HOSTS; h++)); do
 		log=$TEST_TMP/agent.$job.$h.log
@@ -91,12 +92,12 @@ trial() {
 		[ "$h" = "$k" ] || correct=false
 	done
 	[ "$n" -eq "$HOSTS" ] || correct=false
-	printf '{"kind": "%s", "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d}\n' \
+	printf '{"kind": "%s", "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "reason": %s}\n' \
 		"$kind" "$k" "$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
 		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
 			echo "scale=3; ($t_last - $t_trig) / 1000" | bc || echo null)" \
-		"$n" >&3
+		"$n" "${reason:-\"\"}" >&3
 }
 
 i=0
