@@ -5,7 +5,9 @@
 # NPROC ranks each, through dlaunch-rdzv on a host of its own. In each
 # trial one rank hangs (DLAUNCH_DIST_FAULT=CALL:sleep|loop|read before an
 # all-reduce, or SIGSTOP), the rank position cycling over every rank;
-# --progress-timeout finds it. Per trial one JSON line on stdout:
+# --hang-timeout finds it (a stall: no rank's step moved for PT s, counted
+# from the first step, so the ranks' slow start on a loaded machine is no
+# false trigger, as it would be for --progress-timeout). Per trial one JSON line on stdout:
 #   {"kind", "rank", "named": [the stuck ranks each node printed],
 #    "correct": every node named exactly that rank,
 #    "latency_s": from the trigger's time to the last node's verdict,
@@ -55,7 +57,7 @@ trial() {
 		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes="$HOSTS" \
 			--nproc-per-node="$NPROC" --rdzv-backend=c10d \
 			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=0 --progress-timeout=$PT \
+			--max-restarts=0 --hang-timeout=$PT \
 			--log-dir "$TEST_TMP/$job.$h" --no-python "${fault[@]}" \
 			"$BIN/dlaunch-train" --device cpu --threads 1 \
 			--data synthetic:4096 --model 32-32-4 --global-batch 64 \
