@@ -61,7 +61,7 @@ trial() {
 			--log-dir "$TEST_TMP/$job.$h" --no-python "${fault[@]}" \
 			"$BIN/dlaunch-train" --device cpu --threads 1 \
 			--data synthetic:4096 --model 32-32-4 --global-batch 64 \
-			--epochs 1000 --max-steps 100000 --timeout 300s --log-every 1000
+			--epochs 1000 --max-steps 100000 --timeout 300s --log-every 20
 	done
 	if [ "$kind" = stop ]; then
 		wait_for 120 log_has "$TEST_TMP/agent.$job.0.log" "step +20/" &&
@@ -98,7 +98,8 @@ trial() {
 		"$kind" "$k" "$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
 		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
-			echo "scale=3; ($t_last - $t_trig) / 1000" | bc || echo null)" \
+			printf '%d.%03d' $(((t_last - t_trig) / 1000)) \
+				$(((t_last - t_trig) % 1000)) || echo null)" \
 		"$n" "${reason:-\"\"}" >&3
 }
 
