@@ -5,7 +5,9 @@
 # NPROC ranks each, through dlaunch-rdzv on a host of its own. In each
 # trial one rank hangs (DLAUNCH_DIST_FAULT=CALL:sleep|loop|read before an
 # all-reduce, or SIGSTOP), the rank position cycling over every rank;
-# --progress-timeout finds it. Per trial one JSON line on stdout:
+# --hang-timeout finds it (a stall: no rank's step moved for PT s, counted
+# from the first step, so the ranks' slow start on a loaded machine is no
+# false trigger, as it would be for --progress-timeout). Per trial one JSON line on stdout:
 #   {"kind", "rank", "named": [the stuck ranks each node printed],
 #    "correct": every node named exactly that rank,
 #    "latency_s": from the trigger's time to the last node's verdict,
@@ -48,18 +50,18 @@ rank_pid() {
 ms_of() { date -d "$1" +%s%3N; }
 
 trial() {
-	local kind=$1 k=$2 job=$3 h fault=() n log named=() t_trig t_last=0 t
+	local kind=$1 k=$2 job=$3 h fault=() n log named=() t_trig t_last=0 t reason
 	[ "$kind" != stop ] &&
 		fault=(env DLAUNCH_DIST_FAULT="30:$kind" DLAUNCH_DIST_FAULT_RANK="$k")
 	for ((h = 0; h < HOSTS; h++)); do
 		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes="$HOSTS" \
 			--nproc-per-node="$NPROC" --rdzv-backend=c10d \
 			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=0 --progress-timeout=$PT \
+			--max-restarts=0 --hang-timeout=$PT \
 			--log-dir "$TEST_TMP/$job.$h" --no-python "${fault[@]}" \
 			"$BIN/dlaunch-train" --device cpu --threads 1 \
 			--data synthetic:4096 --model 32-32-4 --global-batch 64 \
-			--epochs 1000 --max-steps 100000 --timeout 300s --log-every 1000
+			--epochs 1000 --max-steps 100000 --timeout 300s --log-every 20
 	done
 	if [ "$kind" = stop ]; then
 		wait_for 120 log_has "$TEST_TMP/agent.$job.0.log" "step +20/" &&
@@ -69,6 +71,7 @@ trial() {
 		wait_for 180 log_has "$TEST_TMP/agent.$job.$h.log" "event=hang_diagnosed"
 	done
 	t_trig=$(jq '.trigger.time_ms // 0' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
+	reason=$(jq -c '.analysis.reason // ""' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
 	n=0
 	for ((h = 0; h < HOSTS; h++)); do
 		log=$TEST_TMP/agent.$job.$h.log
@@ -91,12 +94,13 @@ trial() {
 		[ "$h" = "$k" ] || correct=false
 	done
 	[ "$n" -eq "$HOSTS" ] || correct=false
-	printf '{"kind": "%s", "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d}\n' \
+	printf '{"kind": "%s", "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "reason": %s}\n' \
 		"$kind" "$k" "$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
 		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
-			echo "scale=3; ($t_last - $t_trig) / 1000" | bc || echo null)" \
-		"$n" >&3
+			printf '%d.%03d' $(((t_last - t_trig) / 1000)) \
+				$(((t_last - t_trig) % 1000)) || echo null)" \
+		"$n" "${reason:-\"\"}" >&3
 }
 
 i=0

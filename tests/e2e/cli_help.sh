@@ -31,13 +31,15 @@ help_has dlaunch "$TEST_TMP/dlaunch" \
 	"(default: 30s)" "--reform-timeout DURATION" \
 	"--preempt-grace DURATION" "(default: 60s)" \
 	"--progress-timeout DURATION" "(default: 0: off)" \
+	"--hang-timeout DURATION" "(default: 300s)" \
+	"--straggler-steps N" "(default: 5)" \
 	"--rdzv-backend NAME" "(default: static)" "--rdzv-id ID" "(default: none)" \
 	"--max-restarts N" "(default: 0)" "--role NAME ROLE_NAME of the workers (default: default)" \
 	"--master-addr ADDR static mode: address of node rank 0 (default: 127.0.0.1)" \
 	"(default: 29500)" "(default: SIGTERM,SIGINT,SIGHUP,SIGQUIT)" \
 	"Not supported (refused): --logs-specs."
-check_eq "dlaunch --help: its 31 options (32 less the refused one) are listed" \
-	31 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
+check_eq "dlaunch --help: its 33 options (34 less the refused one) are listed" \
+	33 "$(grep -c '^  -' "$TEST_TMP/dlaunch")"
 help_has dlaunch "$TEST_TMP/dlaunch" \
 	"etcd (etcd-v1, etcd-v2 and etcd-v3 are taken as etcd)" \
 	"--rdzv-endpoint HOST:PORT|URL[,...]" "(port 2379 when omitted;" \
@@ -71,6 +73,15 @@ check "an etcd --rdzv-conf key with dlaunch-rdzv: named" \
 check_eq "dlaunch status --help exits 0" 0 $?
 help_has "dlaunch status" "$TEST_TMP/status" "usage: dlaunch status" \
 	"--rdzv-id ID" "(default: all jobs)" "--rdzv-token-file FILE" "--rdzv-ca FILE"
+"$BIN/dlaunch" dump --help >"$TEST_TMP/dump" 2>&1
+check_eq "dlaunch dump --help exits 0" 0 $?
+help_has "dlaunch dump" "$TEST_TMP/dump" "usage: dlaunch dump" \
+	"--rdzv-id ID" "--json" "--timeout DURATION" "(default: 20s)"
+"$BIN/dlaunch" dump --rdzv-endpoint 127.0.0.1:1 >"$TEST_TMP/out" 2>&1
+check_eq "dlaunch dump without --rdzv-id: exit 2" 2 $?
+"$BIN/dlaunch" dump --rdzv-endpoint 127.0.0.1:1 --rdzv-id j >"$TEST_TMP/out" 2>&1
+check_eq "dlaunch dump, nobody listening: exit 1" 1 $?
+check "dlaunch dump, nobody listening: says so" grep -q "cannot reach rendezvous" "$TEST_TMP/out"
 DLAUNCH_NODE_ID='bad/id' "$BIN/dlaunch" --standalone --no-python true >"$TEST_TMP/out" 2>&1
 check_eq "DLAUNCH_NODE_ID the server would refuse: exit 2 before any join" 2 $?
 check "DLAUNCH_NODE_ID: the rule is named" \

@@ -403,10 +403,15 @@ static void test_env_every_variable(void **state)
 	e.progress_file = "/tmp/x/progress";
 	e.control_fd = 7;
 	e.control_version = 1;
+	e.site_dir = "/l/.dlaunch-site";
+	e.pystack_file = "/l/pystack.txt";
 	assert_int_equal(agent_env_build(empty, &e, &env), 0);
 	while (env[n])
 		n++;
-	assert_int_equal(n, 27);
+	assert_int_equal(n, 29);
+	assert_string_equal(env_get(env, "PYTHONPATH"), "/l/.dlaunch-site");
+	assert_string_equal(env_get(env, "DLAUNCH_PYSTACK_FILE"),
+			    "/l/pystack.txt");
 	assert_string_equal(env_get(env, "DLAUNCH_CONTROL_FD"), "7");
 	assert_string_equal(env_get(env, "DLAUNCH_CONTROL_VERSION"), "1");
 	assert_string_equal(env_get(env, "OMP_NUM_THREADS"), "1");
@@ -414,6 +419,32 @@ static void test_env_every_variable(void **state)
 	assert_string_equal(env_get(env, "DLAUNCH_PROGRESS_FILE"),
 			    "/tmp/x/progress");
 	assert_string_equal(env_get(env, "DLAUNCH_NODE_ID"), "nodeB");
+	agent_env_free(env);
+}
+
+/* dlaunch's sitecustomize goes first on PYTHONPATH, the user's value
+ * after it; an empty PYTHONPATH is left alone (and so is the stack file) */
+static void test_env_pythonpath(void **state)
+{
+	char *user[] = {"PYTHONPATH=/u:/v", NULL};
+	char *empty_pp[] = {"PYTHONPATH=", NULL};
+	struct agent_worker_env e = sample();
+	char **env;
+	(void)state;
+	e.site_dir = "/l/.dlaunch-site";
+	e.pystack_file = "/l/pystack.txt";
+	assert_int_equal(agent_env_build(user, &e, &env), 0);
+	assert_string_equal(env_get(env, "PYTHONPATH"),
+			    "/l/.dlaunch-site:/u:/v");
+	agent_env_free(env);
+	assert_int_equal(agent_env_build(empty_pp, &e, &env), 0);
+	assert_string_equal(env_get(env, "PYTHONPATH"), "");
+	assert_null(env_get(env, "DLAUNCH_PYSTACK_FILE"));
+	agent_env_free(env);
+	e.site_dir = NULL;
+	assert_int_equal(agent_env_build(user, &e, &env), 0);
+	assert_string_equal(env_get(env, "PYTHONPATH"), "/u:/v");
+	assert_null(env_get(env, "DLAUNCH_PYSTACK_FILE"));
 	agent_env_free(env);
 }
 
@@ -453,6 +484,7 @@ int main(void)
 	    cmocka_unit_test(test_env_socket_ifname),
 	    cmocka_unit_test(test_env_every_variable),
 	    cmocka_unit_test(test_env_control_channel),
+	    cmocka_unit_test(test_env_pythonpath),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

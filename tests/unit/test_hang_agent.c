@@ -60,9 +60,13 @@ static void test_text(void **state)
 	char big[40000];
 	(void)state;
 	/* invalid UTF-8 becomes '?', NULs go, valid multibyte stays */
-	t = hang_text("a\xff\x00" "b\xc3\xa9" "c\xe2\x82", 9, 100);
+	t = hang_text("a\xff\x00"
+		      "b\xc3\xa9"
+		      "c\xe2\x82",
+		      9, 100);
 	assert_non_null(t);
-	assert_string_equal(json_string_value(t), "a?b\xc3\xa9" "c??");
+	assert_string_equal(json_string_value(t), "a?b\xc3\xa9"
+						  "c??");
 	json_decref(t);
 	/* over the maximum: cut with the marker, at most max bytes */
 	memset(big, 'x', sizeof(big));
@@ -108,12 +112,12 @@ static json_t *big_worker(int rank, size_t native, size_t python, int flight)
 	memset(p, 'p', python);
 	p[python] = '\0';
 	for (int i = 0; i < flight; i++)
-		json_array_append_new(
-		    f, json_pack("{s:i,s:s,s:i,s:s}", "seq", i + 1, "op",
-				 "all_reduce", "bytes", 4096, "state",
-				 "finished"));
-	w = json_pack("{s:i,s:s,s:s,s:o}", "rank", rank, "native", n,
-		      "python", p, "flight", f);
+		json_array_append_new(f, json_pack("{s:i,s:s,s:i,s:s}", "seq",
+						   i + 1, "op", "all_reduce",
+						   "bytes", 4096, "state",
+						   "finished"));
+	w = json_pack("{s:i,s:s,s:s,s:o}", "rank", rank, "native", n, "python",
+		      p, "flight", f);
 	free(n);
 	free(p);
 	return w;
@@ -138,13 +142,13 @@ static void test_report_bound(void **state)
 	assert_int_equal(hang_report_bound(r, HANG_REPORT_MAX), 0);
 	assert_true(size_of(r) <= HANG_REPORT_MAX);
 	/* stacks went first: the Python ones are longer than the native */
-	assert_true(json_string_length(json_object_get(
-			json_array_get(ws, 0), "python")) >=
+	assert_true(json_string_length(
+			json_object_get(json_array_get(ws, 0), "python")) >=
 		    json_string_length(
 			json_object_get(json_array_get(ws, 0), "native")));
-	assert_non_null(strstr(json_string_value(json_object_get(
-				   json_array_get(ws, 0), "native")),
-			       HANG_CUT_MARK));
+	assert_non_null(strstr(
+	    json_string_value(json_object_get(json_array_get(ws, 0), "native")),
+	    HANG_CUT_MARK));
 	/* small already: untouched */
 	assert_int_equal(hang_report_bound(r, HANG_REPORT_MAX), 0);
 	/* a bound that nothing can meet */
