@@ -448,6 +448,8 @@ class Elastic:
             _log("SIGTERM taken as a notice of preemption: training on "
                  "until the agent's stop step")
             return
+        if self._notice is not None and time.monotonic() - self._notice < 1:
+            return  # the same SIGTERM twice: Slurm's and srun's copy
         self._die_of_sigterm()
 
     @staticmethod
