@@ -77,6 +77,17 @@ picked_step() {
 		sed -n "s/.*job=$1 round=[0-9]* event=preempted .*stop_step=\([0-9]*\).*/\1/p" |
 		sort -u | tr '\n' ' '
 }
+# status_shows BACKEND JOB N: `dlaunch status` says JOB stops after step N
+status_shows() {
+	local out
+	if [ "$1" = etcd ]; then
+		out=$(etcd_status --rdzv-id "$2")
+	else
+		out=$(timeout 10 "$BIN/dlaunch" status --rdzv-endpoint \
+			"$RDZV_HOST:$RDZV_PORT" --rdzv-id "$2")
+	fi
+	grep -qx "preempted: every rank stops after step $3" <<<"$out"
+}
 agents_rc() { echo "${AGENT_RC[h0]:-}${AGENT_RC[h1]:-}${AGENT_RC[h2]:-}"; }
 wait_three() {
 	local i
@@ -121,7 +132,11 @@ one_trial() {
 	if [ "$backend" = etcd ]; then
 		check_eq "$cw: the job record says PREEMPTED" PREEMPTED \
 			"$(job_field "$job" .state)"
+		check "$cw: dlaunch status shows the stop step" \
+			status_shows etcd "$job" "$n"
 	else
+		check "$cw: dlaunch status shows the stop step" \
+			status_shows http "$job" "$n"
 		check_eq "$cw: the job is PREEMPTED" PREEMPTED \
 			"$(job_field "$job" .state)"
 		check_eq "$cw: ... with its stop step" "$n" "$(job_field "$job" .preempt_step)"
