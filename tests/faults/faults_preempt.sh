@@ -83,8 +83,8 @@ status_shows() {
 	if [ "$1" = etcd ]; then
 		out=$(etcd_status --rdzv-id "$2")
 	else
-		out=$(timeout 10 "$BIN/dlaunch" status --rdzv-endpoint \
-			"$RDZV_HOST:$RDZV_PORT" --rdzv-id "$2")
+		out=$(netns_exec "$RDZV_NS" timeout 10 "$BIN/dlaunch" status \
+			--rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" --rdzv-id "$2")
 	fi
 	grep -qx "preempted: every rank stops after step $3" <<<"$out"
 }
