@@ -202,6 +202,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	struct agent *a = arg;
 	struct agent_event ev;
 	(void)what;
+	if (preempt_signal_repeated(a, (int)sig))
+		return;
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = AGENT_EV_SIGNAL;
 	ev.sig = (int)sig;

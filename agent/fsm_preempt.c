@@ -15,7 +15,6 @@
 #include "fsm.h"
 #include "fsm_cells.h"
 
-
 static int can_preempt(struct agent_fsm *f)
 {
 	return f->ops->preempt_ok && f->ops->preempt_ok(f->ctx);
@@ -130,4 +129,3 @@ void fsm_done_expired(struct agent_fsm *f, struct agent_event *ev)
 	f->ops->cancel(f->ctx);
 	fsm_after_signal(f);
 }
-

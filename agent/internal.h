@@ -136,6 +136,7 @@ struct agent {
 	int reform_step;	      /* what the deadline bounds (control.c) */
 	struct keeper *keeper;	      /* keeper.h; NULL before agent_start */
 	struct event *preempt_timer;  /* --preempt-grace (preempt.c) */
+	uint64_t preempt_sigterm_ms;  /* the last SIGTERM taken (monotonic) */
 	int cgroup_warned;	      /* said once that a cgroup failed */
 	/* the interface for GLOO_/NCCL_SOCKET_IFNAME in rounds of more than
 	 * one node ("": none; agent_socket_ifname) and why, said once */
@@ -205,6 +206,10 @@ void preempt_ask(struct agent *a);
 void preempt_workers(struct agent *a, uint64_t step);
 void preempt_grace(struct agent *a);
 void preempt_release(struct agent *a);
+/* preempt_signal_repeated: sig is a copy of the SIGTERM a preemption
+ * took less than a second ago (Slurm's own and srun's forwarded one),
+ * to be dropped (logged); notes the time of every SIGTERM */
+int preempt_signal_repeated(struct agent *a, int sig);
 
 /* output.c */
 int output_open(struct agent_worker *w, int which, int *child_fd);

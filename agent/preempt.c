@@ -13,6 +13,7 @@
  * plain SIGTERM (and then --shutdown-timeout and SIGKILL).
  */
 #include <event2/event.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,9 @@
 
 /* a rate is measured over windows of at least this long */
 #define RATE_WINDOW_MS 2000
+/* SIGTERMs this close together are one: Slurm signals the step's
+ * processes itself and srun forwards its own copy */
+#define PREEMPT_REPEAT_MS 1000
 
 static int worker_alive(const struct agent_worker *w)
 {
@@ -148,6 +152,22 @@ void preempt_grace(struct agent *a)
 		return;
 	}
 	evtimer_add(a->preempt_timer, &tv);
+}
+
+int preempt_signal_repeated(struct agent *a, int sig)
+{
+	uint64_t now = clock_now_ms(), last = a->preempt_sigterm_ms;
+	if (sig != SIGTERM)
+		return 0;
+	a->preempt_sigterm_ms = now;
+	if (!last || now - last >= PREEMPT_REPEAT_MS ||
+	    (a->fsm.state != AGENT_PREEMPT_ASKING &&
+	     a->fsm.state != AGENT_PREEMPTING))
+		return 0;
+	log_info("received SIGTERM again within %d ms: the same signal, "
+		 "delivered twice (a preemption is under way)",
+		 PREEMPT_REPEAT_MS);
+	return 1;
 }
 
 void preempt_release(struct agent *a)

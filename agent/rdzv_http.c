@@ -654,9 +654,11 @@ static void on_preempt(void *arg, const struct client_reply *r)
 		post_action(h, h->preempt.round, r);
 		return;
 	}
+	/* the round or the job ended first: its action says what now */
+	if (post_action(h, h->preempt.round, r))
+		return;
 	log_warn("rendezvous refused the preemption (HTTP %ld): %s", r->status,
 		 *r->error ? r->error : "no reason given");
-	post_action(h, h->preempt.round, r);
 	agent_fsm_post_kind(h->base.fsm, AGENT_EV_PREEMPT_FAILED, 0);
 }
 

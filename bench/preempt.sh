@@ -5,8 +5,9 @@
 # per backend (default 20), each trial asserting that every rank stopped
 # after the step the rendezvous picked, that rank 0's newest checkpoint is
 # of that step, that no rank passed it and that every agent exited 0
-# (tests/faults/faults_preempt.sh, which runs 2 in the suite). Prints the
-# script's lines and one summary line per backend:
+# (tests/faults/faults_preempt.sh, which runs 2 in the suite), and as
+# many trials of a PyTorch script with the dlaunch module (dlaunch-rdzv).
+# Prints the script's lines and one summary line per backend:
 #
 #   preempt http: 20 of 20 trials stopped every rank at one step, saved, exit 0
 #
@@ -18,7 +19,8 @@ trials=${2:-20}
 backends=${3:-http etcd}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-DLAUNCH_BUILD=$build DLAUNCH_BIN=$build/bin PREEMPT_TRIALS=$trials PREEMPT_BACKENDS=$backends \
+DLAUNCH_BUILD=$build DLAUNCH_BIN=$build/bin PREEMPT_TRIALS=$trials \
+	PREEMPT_TORCH_TRIALS=$trials PREEMPT_BACKENDS=$backends \
 	bash "$here/../tests/faults/faults_preempt.sh" | tee "$out"
 for b in $backends; do
 	# a trial is good when none of its checks failed and its
@@ -33,3 +35,11 @@ for b in $backends; do
 	done
 	echo "preempt $b: $good of $trials trials stopped every rank at one step, saved, exit 0"
 done
+good=0
+for ((t = 1; t <= trials; t++)); do
+	if grep -q "^ok - .*: torch$t: the loop ended after the stop step" "$out" &&
+		! grep -q "^not ok - .*: torch$t: " "$out"; then
+		good=$((good + 1))
+	fi
+done
+echo "preempt torch (http): $good of $trials trials stopped every rank at one step, saved, exit 0"

@@ -93,6 +93,10 @@ static void print_job(json_t *j)
 	       num(j, "restart_count"), num(j, "max_restarts"),
 	       num(j, "min_nodes"), num(j, "max_nodes"), num(j, "world_size"),
 	       str(j, "master_addr"), num(j, "master_port"));
+	/* a preempted job: the one step every rank stops after */
+	if (json_is_integer(json_object_get(j, "preempt_step")))
+		printf("preempted: every rank stops after step %lld\n",
+		       num(j, "preempt_step"));
 	printf("%-5s %-32s %-20s %6s %8s %-10s %10s\n", "RANK", "NODE", "ADDR",
 	       "NPROC", "RANKS", "STATUS", "SEEN(ms)");
 	json_array_foreach(members, i, m)

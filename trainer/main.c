@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +47,27 @@
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t sigterms; /* SIGTERMs received */
 static uint64_t notice_ms;	       /* the first one's, 0: none yet */
+static struct timespec first_term;     /* when the first one came */
+
+/* SIGTERMs this close to the first are the same one delivered twice
+ * (Slurm signals the step's processes, and srun forwards its copy) */
+#define REPEAT_NS 1000000000LL
 
 static void on_stop_signal(int sig)
 {
+	struct timespec now;
 	stop_signal = sig;
-	if (sig == SIGTERM && sigterms < 2)
-		sigterms++;
+	if (sig != SIGTERM || sigterms >= 2)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe */
+	if (sigterms == 0) {
+		first_term = now;
+		sigterms = 1;
+	} else if ((now.tv_sec - first_term.tv_sec) * 1000000000LL +
+		       (now.tv_nsec - first_term.tv_nsec) >=
+		   REPEAT_NS) {
+		sigterms = 2;
+	}
 }
 
 /* stopping: a signal ends the training. With an agent that preempts

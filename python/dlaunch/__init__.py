@@ -328,7 +328,11 @@ class Elastic:
         if self.channel.ok:
             _log("control channel open (round %d)" % self.round)
         if self.channel.ok and self.channel.preempt_grace > 0:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            try:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+            except ValueError:  # not the main thread: SIGTERM as ever
+                _log("Elastic made outside the main thread: a SIGTERM "
+                     "to this worker ends it at once")
         self._form(_env_int("RANK", 0), _env_int("WORLD_SIZE", 1),
                    os.environ.get("MASTER_ADDR", "127.0.0.1"),
                    _env_int("MASTER_PORT", 29500),
@@ -502,6 +506,8 @@ class Elastic:
             _log("SIGTERM taken as a notice of preemption: training on "
                  "until the agent's stop step")
             return
+        if self._notice is not None and time.monotonic() - self._notice < 1:
+            return  # the same SIGTERM twice: Slurm's and srun's copy
         self._die_of_sigterm()
 
     @staticmethod

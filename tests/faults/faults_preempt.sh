@@ -77,6 +77,17 @@ picked_step() {
 		sed -n "s/.*job=$1 round=[0-9]* event=preempted .*stop_step=\([0-9]*\).*/\1/p" |
 		sort -u | tr '\n' ' '
 }
+# status_shows BACKEND JOB N: `dlaunch status` says JOB stops after step N
+status_shows() {
+	local out
+	if [ "$1" = etcd ]; then
+		out=$(etcd_status --rdzv-id "$2")
+	else
+		out=$(netns_exec "$RDZV_NS" timeout 10 "$BIN/dlaunch" status \
+			--rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" --rdzv-id "$2")
+	fi
+	grep -qx "preempted: every rank stops after step $3" <<<"$out"
+}
 agents_rc() { echo "${AGENT_RC[h0]:-}${AGENT_RC[h1]:-}${AGENT_RC[h2]:-}"; }
 wait_three() {
 	local i
@@ -121,7 +132,11 @@ one_trial() {
 	if [ "$backend" = etcd ]; then
 		check_eq "$cw: the job record says PREEMPTED" PREEMPTED \
 			"$(job_field "$job" .state)"
+		check "$cw: dlaunch status shows the stop step" \
+			status_shows etcd "$job" "$n"
 	else
+		check "$cw: dlaunch status shows the stop step" \
+			status_shows http "$job" "$n"
 		check_eq "$cw: the job is PREEMPTED" PREEMPTED \
 			"$(job_field "$job" .state)"
 		check_eq "$cw: ... with its stop step" "$n" "$(job_field "$job" .preempt_step)"
@@ -197,33 +212,41 @@ else
 	give_up "$cw" "training did not start"
 fi
 
-# -- a PyTorch script with the dlaunch module
-cw="$what: PyTorch with the dlaunch module"
-if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' >/dev/null 2>&1; then
-	begin http torch
-	export PYTHON_EXEC=$PY PYTHONPATH=$REPO/python
-	start_three http torch 60 "$REPO/contrib/pytorch/elastic_inplace.py" \
+# -- a PyTorch script with the dlaunch module, PREEMPT_TORCH_TRIALS times
+# (default 1; bench/preempt.sh runs 20)
+torch_trial() {
+	local job=$1 n
+	local cw="$what: PyTorch with the dlaunch module: $job"
+	begin http "$job"
+	start_three http "$job" 60 "$REPO/contrib/pytorch/elastic_inplace.py" \
 		--epochs 1000 --samples 960 --global-batch 24 --step-ms 20 \
-		--log-every 5 --checkpoint "$TEST_TMP/torch.pt"
-	if wait_for 120 bash -c "cat $TEST_TMP/agent.h0.log | grep -q 'inplace step=10 '"; then
-		for i in 0 1 2; do kill -TERM "${AGENT_PID[h$i]}"; done
-		check "$cw: the three agents exit" wait_three 90
-		check_eq "$cw: every agent exits 0" 000 "$(agents_rc)"
-		n=$(picked_step torch)
-		n=${n% }
-		check_eq "$cw: the loop ended after the stop step ($n) on every rank" \
-			"3x$n " "$(logs | sed -n 's/.*inplace preempted rank=[0-9] step=\([0-9]*\).*/\1/p' | sort | uniq -c | awk '{print $1 "x" $2}' | tr '\n' ' ')"
-		check_eq "$cw: the ranks end with one state" 1 \
-			"$(logs | sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' | sort -u | wc -l)"
-		check_eq "$cw: the script's checkpoint is of that step" "$n" \
-			"$("$PY" -c 'import sys, torch; print(torch.load(sys.argv[1])["step"])' "$TEST_TMP/torch.pt" 2>/dev/null)"
-		check_eq "$cw: the job is PREEMPTED" PREEMPTED "$(job_field torch .state)"
-		check_case "$cw" 15 --no-workers
-	else
+		--log-every 5 --checkpoint "$TEST_TMP/$job.pt"
+	if ! wait_for 120 bash -c "cat $TEST_TMP/agent.h0.log | grep -q 'inplace step=10 '"; then
 		give_up "$cw" "training did not start"
+		return
 	fi
+	for i in 0 1 2; do kill -TERM "${AGENT_PID[h$i]}"; done
+	check "$cw: the three agents exit" wait_three 90
+	check_eq "$cw: every agent exits 0" 000 "$(agents_rc)"
+	n=$(picked_step "$job")
+	n=${n% }
+	check_eq "$cw: the loop ended after the stop step ($n) on every rank" \
+		"3x$n " "$(logs | sed -n 's/.*inplace preempted rank=[0-9] step=\([0-9]*\).*/\1/p' | sort | uniq -c | awk '{print $1 "x" $2}' | tr '\n' ' ')"
+	check "$cw: no rank passed it" bash -c "! grep -q 'past the stop step' $TEST_TMP/agent.h[012].log"
+	check_eq "$cw: the ranks end with one state" 1 \
+		"$(logs | sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' | sort -u | wc -l)"
+	check_eq "$cw: the script's checkpoint is of that step" "$n" \
+		"$("$PY" -c 'import sys, torch; print(torch.load(sys.argv[1])["step"])' "$TEST_TMP/$job.pt" 2>/dev/null)"
+	check_eq "$cw: the job is PREEMPTED" PREEMPTED "$(job_field "$job" .state)"
+	check_case "$cw" 15 --no-workers
+}
+if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' >/dev/null 2>&1; then
+	export PYTHON_EXEC=$PY PYTHONPATH=$REPO/python
+	for ((t = 1; t <= ${PREEMPT_TORCH_TRIALS:-1}; t++)); do
+		torch_trial "torch$t"
+	done
 else
-	skip "$cw: python3-torch with gloo is not importable by $PY"
+	skip "$what: PyTorch with the dlaunch module: python3-torch with gloo is not importable by $PY"
 fi
 stop_rdzv
 finish

@@ -301,6 +301,50 @@ static void test_channel_welcome_bounds(void **state)
 	unsetenv("DLAUNCH_ROUND");
 }
 
+/* preempt: the welcome's grace, the first stop step kept (lock-free) */
+static void test_channel_preempt(void **state)
+{
+	int sv[2];
+	char fdtext[16], line[256], err[256];
+	struct control *c;
+	uint64_t step = 0, round;
+
+	(void)state;
+	assert_int_equal(control_preempt_step(NULL, &step), 0);
+	assert_int_equal(control_preempt_grace_ms(NULL), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	snprintf(fdtext, sizeof(fdtext), "%d", sv[1]);
+	setenv("DLAUNCH_CONTROL_FD", fdtext, 1);
+	setenv("DLAUNCH_ROUND", "1", 1);
+	assert_int_equal(control_open(&c, err, sizeof(err)), 0);
+	read_line(sv[0], line, sizeof(line));
+	assert_non_null(strstr(line, "\"preempt\""));
+	assert_int_equal(control_preempt_grace_ms(c), 0); /* no welcome yet */
+	say(sv[0], "{\"type\":\"welcome\",\"version\":1,"
+		   "\"preempt_grace_ms\":60000}\n"
+		   "{\"type\":\"preempt\",\"step\":42}\n"
+		   "{\"type\":\"preempt\",\"step\":7}\n");
+	for (int i = 0; i < 500 && !control_preempt_step(c, &step); i++)
+		assert_int_equal(control_wait_abort(c, 10, &round),
+				 DL_ETIMEDOUT);
+	assert_int_equal(control_preempt_grace_ms(c), 60000);
+	assert_int_equal(step, 42);
+	/* the second is read, and ignored: the first stands */
+	say(sv[0], "{\"type\":\"step\"}\n"); /* unknown to a worker */
+	assert_int_equal(control_wait_abort(c, 50, &round), DL_ETIMEDOUT);
+	assert_int_equal(control_preempt_step(c, &step), 1);
+	assert_int_equal(step, 42);
+	/* the agent hangs up: no grace any more (a SIGTERM is an end) */
+	shutdown(sv[0], SHUT_WR);
+	for (int i = 0; i < 500 && control_preempt_grace_ms(c); i++)
+		control_wait_abort(c, 10, &round);
+	assert_int_equal(control_preempt_grace_ms(c), 0);
+	control_close(c);
+	close(sv[0]);
+	unsetenv("DLAUNCH_CONTROL_FD");
+	unsetenv("DLAUNCH_ROUND");
+}
+
 static void test_channel(void **state)
 {
 	int sv[2];
@@ -378,6 +422,7 @@ int main(void)
 	    cmocka_unit_test(test_format),
 	    cmocka_unit_test(test_channel),
 	    cmocka_unit_test(test_channel_welcome_bounds),
+	    cmocka_unit_test(test_channel_preempt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -186,6 +186,15 @@ static void test_writers(void **state)
 					  "\"reform_timeout_ms\":30000,"
 					  "\"rejoin_timeout_ms\":75000}\n");
 	buf_reset(&b);
+	/* an agent that preempts says its grace */
+	assert_int_equal(control_write_welcome(&b, 1, 0, 0, 60000), 0);
+	assert_string_equal(buf_cstr(&b), "{\"type\":\"welcome\",\"version\":1,"
+					  "\"preempt_grace_ms\":60000}\n");
+	buf_reset(&b);
+	assert_int_equal(control_write_preempt(&b, 7935), 0);
+	assert_string_equal(buf_cstr(&b),
+			    "{\"type\":\"preempt\",\"step\":7935}\n");
+	buf_reset(&b);
 	assert_int_equal(control_write_abort(&b, 1, "node n0 lost"), 0);
 	assert_non_null(strstr(buf_cstr(&b), "\"type\":\"abort\""));
 	assert_non_null(strstr(buf_cstr(&b), "\"round\":1"));

@@ -93,6 +93,23 @@ while ch.ok and time.monotonic() - t < 5:
     time.sleep(0.01)
 check("a line that is not JSON: plain from then on", not ch.ok)
 
+# preempt: the welcome's grace, the first stop step kept
+a, ch = channel(b'{"type":"welcome","version":1,"preempt_grace_ms":60000}\n')
+read_line(a)
+check("the agent's preempt grace is read from its welcome",
+      ch.ok and ch.preempt_grace == 60.0)
+a.sendall(b'{"type":"preempt","step":42}\n{"type":"preempt","step":7}\n')
+t = time.monotonic()
+while ch.preempt_step is None and time.monotonic() - t < 5:
+    time.sleep(0.01)
+time.sleep(0.1)
+check("preempt: the first stop step stands", ch.preempt_step == 42 and ch.ok)
+a.sendall(b'{"type":"preempt","step":-1}\n')
+t = time.monotonic()
+while ch.ok and time.monotonic() - t < 5:
+    time.sleep(0.01)
+check("a preempt with a negative step: plain from then on", not ch.ok)
+
 t = time.monotonic()
 a, ch = channel(None)
 check("the agent closes before its welcome: plain at once (%.1f s)"
