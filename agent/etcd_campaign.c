@@ -95,7 +95,7 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	struct etcd_txn_response t;
-	char err[1024], k[PREFIX_MAX + 32];
+	char err[1024], k[ETCD_JOB_KEY_MAX];
 	struct timeval tv = {1, 0};
 	h->campaign = NULL;
 	if (etcd_answer_txn(a, &t, err, sizeof(err)) != 0) {
@@ -132,7 +132,7 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
  * there is none, bound to this agent's lease */
 static void send_campaign(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 32], err[256], *val;
+	char k[ETCD_JOB_KEY_MAX], err[256], *val;
 	struct etcd_compare cmp;
 	struct etcd_op put, get;
 	json_t *body = NULL;
@@ -187,7 +187,7 @@ static void on_leader_read(void *arg, const struct etcd_answer *a)
 void rdzv_etcd_leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
 			   int64_t revision)
 {
-	char k[PREFIX_MAX + 32];
+	char k[ETCD_JOB_KEY_MAX];
 	struct timeval tv = {1, 0};
 	if (h->leader || h->campaign || h->leaving)
 		return;
@@ -211,7 +211,7 @@ void rdzv_etcd_leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
  * watch it */
 void rdzv_etcd_campaign(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 32], err[256];
+	char k[ETCD_JOB_KEY_MAX], err[256];
 	json_t *body = NULL;
 	if (h->leader || h->campaign || !h->lease_id || h->leaving)
 		return;

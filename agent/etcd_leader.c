@@ -42,7 +42,6 @@
 /* A change of the record that no inbox carries waits this long for
  * others to go with it (see flush) */
 #define RECORD_WAIT_MS 1000
-#define PREFIX_MAX     512
 /* transactions in flight at once: a change of round at 4096 nodes is 35
  * of them, which one at a time took 18 s (docs/benchmarks.md) */
 #define WRITES_MAX   4
@@ -78,7 +77,7 @@ struct lwrite {
 struct etcd_leader {
 	struct event_base *base;
 	struct etcd_client *c;
-	char prefix[PREFIX_MAX];
+	char prefix[ETCD_PREFIX_MAX];
 	char job[RDZV_NAME_MAX + 1];
 	char self[RDZV_NAME_MAX + 1];
 	int64_t leader_rev;
@@ -380,13 +379,8 @@ static void apply_delete(struct etcd_leader *l, const char *id, uint64_t now)
 static const char *node_of(struct etcd_leader *l, const struct etcd_kv *kv,
 			   char *out, size_t size)
 {
-	size_t plen = strlen(l->prefix) + strlen(ETCD_KEY_NODES);
-	if (kv->key_len <= plen || kv->key_len - plen >= size ||
-	    memcmp(kv->key, l->prefix, strlen(l->prefix)) != 0)
-		return NULL;
-	memcpy(out, kv->key + plen, kv->key_len - plen);
-	out[kv->key_len - plen] = '\0';
-	return out;
+	return etcd_key_id(kv->key, kv->key_len, l->prefix, ETCD_KEY_NODES, out,
+			   size);
 }
 
 /* ------------------------------------------------------------- writing */
@@ -439,7 +433,7 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 static void key_of(struct etcd_leader *l, const char *what, const char *id,
 		   char *out, size_t size)
 {
-	snprintf(out, size, "%s%s%s", l->prefix, what, id ? id : "");
+	etcd_key(out, size, l->prefix, what, id);
 }
 
 static void written(void *arg, const struct etcd_answer *a);
@@ -493,9 +487,9 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 {
 	/* ops[0] is the record's place; the inboxes follow it */
 	struct etcd_op ops[TXN_OPS + 1], *first;
-	char keys[TXN_OPS + 1][PREFIX_MAX + RDZV_NAME_MAX + 16];
+	char keys[TXN_OPS + 1][ETCD_JOB_KEY_MAX];
 	struct etcd_compare cmp;
-	char lkey[PREFIX_MAX + 16], *record = NULL, err[256];
+	char lkey[ETCD_JOB_KEY_MAX], *record = NULL, err[256];
 	size_t nops = 0;
 	json_t *body = NULL;
 
@@ -863,7 +857,7 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 /* read_nodes reads every node key, then watches them from there */
 static void read_nodes(struct etcd_leader *l)
 {
-	char err[1024], key[PREFIX_MAX + 16], end[PREFIX_MAX + 16];
+	char err[1024], key[ETCD_JOB_KEY_MAX], end[ETCD_JOB_KEY_MAX];
 	json_t *body = NULL;
 	size_t end_len;
 	l->starting = 1;
@@ -883,8 +877,8 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	int64_t rev;
 	struct etcd_leader *l = arg;
 	struct etcd_range_response r;
-	char err[1024], id[RDZV_NAME_MAX + 2], key[PREFIX_MAX + 16],
-	    end[PREFIX_MAX + 16];
+	char err[1024], id[RDZV_NAME_MAX + 2], key[ETCD_JOB_KEY_MAX],
+	    end[ETCD_JOB_KEY_MAX];
 	uint64_t now = clock_now_ms();
 	size_t end_len;
 	json_t *saved;
@@ -925,7 +919,7 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 /* start reads the record, then the node keys, then watches them */
 static void start(struct etcd_leader *l)
 {
-	char key[PREFIX_MAX + 16], err[256];
+	char key[ETCD_JOB_KEY_MAX], err[256];
 	json_t *body = NULL;
 	l->starting = 1;
 	key_of(l, ETCD_KEY_STATE, NULL, key, sizeof(key));

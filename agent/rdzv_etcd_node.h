@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "dlaunch/agent.h"
+#include "etcd_keys.h"
 #include "etcd_proto.h"
 #include "rdzv.h"
 
@@ -24,14 +25,15 @@ struct etcd_leader;
 struct etcd_watch;
 struct etcd_hang;
 
-#define PREFIX_MAX 600
+/* the job prefix's size (etcd_keys.h); the name etcd_hang.c uses */
+#define PREFIX_MAX ETCD_PREFIX_MAX
 
 struct rdzv_etcd {
 	struct agent_rdzv base;
 	struct event_base *evb;
 	const struct agent_config *cfg;
 	const char *node_id, *incarnation;
-	char prefix[PREFIX_MAX]; /* key_prefix/job */
+	char prefix[ETCD_PREFIX_MAX]; /* key_prefix/job */
 	char addr[256];
 	unsigned master_port;
 	struct etcd_client *c;
