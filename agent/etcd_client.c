@@ -16,10 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "dlaunch/agent_client.h"
+#include "dlaunch/backoff.h"
 #include "dlaunch/buf.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
@@ -31,8 +30,11 @@
  * thousand agents starting at once) must get time to answer, not the
  * same request again every few seconds on top of the first */
 #define CALL_TIMEOUT_MAX_MS 60000
-#define BACKOFF_FIRST_MS    100
-#define BACKOFF_MAX_MS	    2000
+/* the pause before a try once every endpoint failed in a row
+ * (backoff.h): a base of 100 ms doubling to 2 s, each pause drawn from
+ * [base/2, base] */
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS	 2000
 /* A client etcd never answered gives up after FIRST_PASSES passes over
  * every endpoint when each attempt failed at once (nobody listens, a TLS
  * handshake refused: a wrong endpoint or credential, said in well under a
@@ -59,7 +61,6 @@ struct etcd_client {
 	int answered;  /* etcd answered this client once */
 	int outage;    /* an outage was logged and not its end */
 	int move_said; /* a failover was logged since the last answer */
-	uint64_t rng;
 	const char *username, *password;
 	int has_cert;
 	int have_token;
@@ -87,8 +88,8 @@ struct etcd_call {
 	uint64_t timeout_ms; /* of the next try */
 	int fixed_timeout;   /* a keep-alive: never waits longer */
 	int auth_retries;
-	int parked; /* waits for the login */
-	uint64_t backoff_ms;
+	int parked;		/* waits for the login */
+	struct backoff backoff; /* set up at its first pause */
 	struct event *retry;
 	struct etcd_call *next;
 };
@@ -105,8 +106,8 @@ struct etcd_watch {
 	struct client_call *hc;
 	size_t ep;
 	int parked, auth_retries, over;
-	int in_cb, freed; /* freed inside its own callback: later */
-	uint64_t backoff_ms;
+	int in_cb, freed;	/* freed inside its own callback: later */
+	struct backoff backoff; /* set up at its first pause */
 	struct event *retry, *dispatch;
 	struct buf in; /* stream bytes not yet handed over */
 	int in_failed;
@@ -140,25 +141,16 @@ static void arm(struct event *ev, uint64_t ms)
 	evtimer_add(ev, &tv);
 }
 
-/* rand64: xorshift64*, seeded per client from getrandom */
-static uint64_t rand64(struct etcd_client *c)
+/* next_pause: the next pause of schedule b (backoff.h), which is set up
+ * with a seed of its own at its first use (a call that never pauses
+ * costs nothing): agents that failed together do not come back
+ * together */
+static uint64_t next_pause(struct backoff *b)
 {
-	uint64_t x = c->rng;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	c->rng = x;
-	return x * 0x2545F4914F6CDD1Dull;
-}
-
-/* next_backoff: the pause before the next try, doubling up to the
- * maximum, spread over [1/2, 3/2) of it so that agents that failed
- * together do not come back together */
-static uint64_t next_backoff(struct etcd_client *c, uint64_t *b)
-{
-	uint64_t now = *b ? *b : BACKOFF_FIRST_MS;
-	*b = now * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : now * 2;
-	return now / 2 + rand64(c) % (now + 1);
+	if (!b->first_ms)
+		backoff_init(b, BACKOFF_FIRST_MS, BACKOFF_MAX_MS,
+			     backoff_seed());
+	return backoff_next(b);
 }
 
 static void watch_stop_stream(struct etcd_watch *w);
@@ -392,7 +384,7 @@ static void retry_call(struct etcd_call *call, const char *why)
 		 * member that timed out is a failover, not an outage */
 		if (call->failures % c->eps.n == 0)
 			outage(c, why);
-		arm(call->retry, next_backoff(c, &call->backoff_ms));
+		arm(call->retry, next_pause(&call->backoff));
 	}
 }
 
@@ -653,9 +645,10 @@ static void watch_retry(struct etcd_watch *w, const char *why)
 {
 	watch_stop_stream(w);
 	moved_on(w->c, w->ep, w->what, why);
-	if (w->backoff_ms >= BACKOFF_MAX_MS)
+	/* an outage once the pauses reached their cap */
+	if (w->backoff.first_ms && w->backoff.base_ms >= BACKOFF_MAX_MS)
 		outage(w->c, why);
-	arm(w->retry, next_backoff(w->c, &w->backoff_ms));
+	arm(w->retry, next_pause(&w->backoff));
 }
 
 /* one object of the stream: 0 to go on, 1 when the watch stopped */
@@ -687,7 +680,7 @@ static int watch_object(struct etcd_watch *w, const char *obj, size_t len)
 		return 1;
 	}
 	answered(w->c);
-	w->backoff_ms = 0;
+	backoff_reset(&w->backoff);
 	if (r.canceled) {
 		if (r.compact_revision > 0) {
 			etcd_watch_response_release(&r);
@@ -1025,7 +1018,8 @@ static void lease_send(struct etcd_lease *l)
 	json_t *body = NULL;
 	char err[128];
 	if (!l->id)
-		l->want = (int64_t)(rand64(l->c) >> 1) | 1;
+		/* a random id, positive and not 0 */
+		l->want = (int64_t)(backoff_seed() >> 1) | 1;
 	int rc =
 	    l->id ? etcd_build_lease_keepalive(l->id, &body, err, sizeof(err))
 		  : etcd_build_lease_grant(l->ttl_s, l->want, &body, err,
@@ -1094,9 +1088,6 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		return DL_ENOMEM;
 	}
 	c->base = base;
-	if (getrandom(&c->rng, sizeof(c->rng), 0) != (ssize_t)sizeof(c->rng))
-		c->rng = clock_now_ns() ^ ((uint64_t)getpid() << 32);
-	c->rng |= 1;
 	rc = agent_etcd_endpoints_parse(cfg->endpoint, cfg->etcd.protocol,
 					&c->eps, err, err_size);
 	if (rc) {
