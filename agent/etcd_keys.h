@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_keys.h - the key layout of a job in etcd, in one place
- * (docs/etcd.md, "Keys"). Every key of a job lies under one prefix,
+ * (docs/etcd.md, "Key layout"). Every key of a job lies under one prefix,
  * KEY_PREFIX/JOB (--etcd-key-prefix, the job id):
  *
  *   PREFIX/leader          the leader key (the campaign, etcd_campaign.c)
