@@ -128,8 +128,25 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 	etcd_txn_response_release(&t);
 }
 
-/* send_campaign: the transaction that creates the leader key only where
- * there is none, bound to this agent's lease */
+void rdzv_etcd_campaign_ops(struct rdzv_etcd *h, const char *k, const char *val,
+			    struct etcd_compare *cmp, struct etcd_op *put)
+{
+	memset(cmp, 0, sizeof(*cmp));
+	cmp->key.data = k;
+	cmp->key.len = strlen(k);
+	cmp->target = ETCD_CMP_CREATE;
+	cmp->result = ETCD_CMP_EQUAL;
+	cmp->number = 0;
+	memset(put, 0, sizeof(*put));
+	put->kind = ETCD_OP_PUT;
+	put->key = cmp->key;
+	put->value.data = val;
+	put->value.len = strlen(val);
+	put->lease = h->lease_id;
+}
+
+/* send_campaign: the campaign alone (rdzv_etcd_campaign_ops), with a
+ * read of the key for when it is lost */
 static void send_campaign(struct rdzv_etcd *h)
 {
 	char k[ETCD_JOB_KEY_MAX], err[256], *val;
@@ -140,18 +157,7 @@ static void send_campaign(struct rdzv_etcd *h)
 	val = rdzv_etcd_leader_value(h);
 	if (!val)
 		return;
-	memset(&cmp, 0, sizeof(cmp));
-	cmp.key.data = k;
-	cmp.key.len = strlen(k);
-	cmp.target = ETCD_CMP_CREATE;
-	cmp.result = ETCD_CMP_EQUAL;
-	cmp.number = 0;
-	memset(&put, 0, sizeof(put));
-	put.kind = ETCD_OP_PUT;
-	put.key = cmp.key;
-	put.value.data = val;
-	put.value.len = strlen(val);
-	put.lease = h->lease_id;
+	rdzv_etcd_campaign_ops(h, k, val, &cmp, &put);
 	memset(&get, 0, sizeof(get));
 	get.kind = ETCD_OP_RANGE;
 	get.key = cmp.key;

@@ -567,22 +567,14 @@ static void put_node(struct rdzv_etcd *h)
 	node.value.data = text;
 	node.value.len = text ? strlen(text) : 0;
 	node.lease = h->lease_id;
-	lput = node;
-	lput.key.data = kld;
-	lput.key.len = strlen(kld);
-	lput.value.data = lval;
-	lput.value.len = lval ? strlen(lval) : 0;
 	memset(&in, 0, sizeof(in));
 	in.kind = ETCD_OP_RANGE;
 	in.key.data = kin;
 	in.key.len = strlen(kin);
-	ld = in;
-	ld.key = lput.key;
-	memset(&free_key, 0, sizeof(free_key));
-	free_key.key = lput.key;
-	free_key.target = ETCD_CMP_CREATE;
-	free_key.result = ETCD_CMP_EQUAL;
 	if (text && lval) {
+		rdzv_etcd_campaign_ops(h, kld, lval, &free_key, &lput);
+		ld = in;
+		ld.key = lput.key;
 		/* look: the node key before this write (refused_holder) */
 		struct etcd_op look = in;
 		look.key = node.key;
