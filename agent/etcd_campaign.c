@@ -95,7 +95,7 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	struct etcd_txn_response t;
-	char err[1024], k[PREFIX_MAX + 32];
+	char err[1024], k[ETCD_JOB_KEY_MAX];
 	struct timeval tv = {1, 0};
 	h->campaign = NULL;
 	if (etcd_answer_txn(a, &t, err, sizeof(err)) != 0) {
@@ -128,11 +128,28 @@ static void on_campaign(void *arg, const struct etcd_answer *a)
 	etcd_txn_response_release(&t);
 }
 
-/* send_campaign: the transaction that creates the leader key only where
- * there is none, bound to this agent's lease */
+void rdzv_etcd_campaign_ops(struct rdzv_etcd *h, const char *k, const char *val,
+			    struct etcd_compare *cmp, struct etcd_op *put)
+{
+	memset(cmp, 0, sizeof(*cmp));
+	cmp->key.data = k;
+	cmp->key.len = strlen(k);
+	cmp->target = ETCD_CMP_CREATE;
+	cmp->result = ETCD_CMP_EQUAL;
+	cmp->number = 0;
+	memset(put, 0, sizeof(*put));
+	put->kind = ETCD_OP_PUT;
+	put->key = cmp->key;
+	put->value.data = val;
+	put->value.len = strlen(val);
+	put->lease = h->lease_id;
+}
+
+/* send_campaign: the campaign alone (rdzv_etcd_campaign_ops), with a
+ * read of the key for when it is lost */
 static void send_campaign(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 32], err[256], *val;
+	char k[ETCD_JOB_KEY_MAX], err[256], *val;
 	struct etcd_compare cmp;
 	struct etcd_op put, get;
 	json_t *body = NULL;
@@ -140,18 +157,7 @@ static void send_campaign(struct rdzv_etcd *h)
 	val = rdzv_etcd_leader_value(h);
 	if (!val)
 		return;
-	memset(&cmp, 0, sizeof(cmp));
-	cmp.key.data = k;
-	cmp.key.len = strlen(k);
-	cmp.target = ETCD_CMP_CREATE;
-	cmp.result = ETCD_CMP_EQUAL;
-	cmp.number = 0;
-	memset(&put, 0, sizeof(put));
-	put.kind = ETCD_OP_PUT;
-	put.key = cmp.key;
-	put.value.data = val;
-	put.value.len = strlen(val);
-	put.lease = h->lease_id;
+	rdzv_etcd_campaign_ops(h, k, val, &cmp, &put);
 	memset(&get, 0, sizeof(get));
 	get.kind = ETCD_OP_RANGE;
 	get.key = cmp.key;
@@ -187,7 +193,7 @@ static void on_leader_read(void *arg, const struct etcd_answer *a)
 void rdzv_etcd_leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
 			   int64_t revision)
 {
-	char k[PREFIX_MAX + 32];
+	char k[ETCD_JOB_KEY_MAX];
 	struct timeval tv = {1, 0};
 	if (h->leader || h->campaign || h->leaving)
 		return;
@@ -211,7 +217,7 @@ void rdzv_etcd_leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
  * watch it */
 void rdzv_etcd_campaign(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 32], err[256];
+	char k[ETCD_JOB_KEY_MAX], err[256];
 	json_t *body = NULL;
 	if (h->leader || h->campaign || !h->lease_id || h->leaving)
 		return;

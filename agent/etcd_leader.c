@@ -21,6 +21,7 @@
  * node in the state machine before each of its timer ticks.
  */
 #include "etcd_leader.h"
+#include "etcd_leader_int.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -34,360 +35,16 @@
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_record.h"
-#include "etcd_recovery.h"
-#include "etcd_preempt.h"
 
 /* etcd's default limit of operations in a transaction is 128 */
 #define TXN_OPS 120
 /* A change of the record that no inbox carries waits this long for
  * others to go with it (see flush) */
 #define RECORD_WAIT_MS 1000
-#define PREFIX_MAX     512
-/* transactions in flight at once: a change of round at 4096 nodes is 35
- * of them, which one at a time took 18 s (docs/benchmarks.md) */
-#define WRITES_MAX   4
-#define NODE_VAL_MAX (256 * 1024)
-
-struct lnode {
-	char id[RDZV_NAME_MAX + 1];
-	char inc[RDZV_INCARNATION_MAX + 1];
-	uint64_t join;	 /* the last join applied */
-	uint64_t report; /* round of the last report applied, +1 */
-	/* the last "recovery" applied: its round and how */
-	uint64_t rec_round;
-	enum rdzv_recovery rec_how;
-	int live, held, queued, left;
-	int writing;	    /* its inbox is in a write in flight */
-	char *error;	    /* why its join was refused */
-	char *gone;	    /* why its join found the job ended */
-	char *inbox;	    /* what its inbox says now */
-	struct lnode *next; /* hash chain */
-};
-
-/* a transaction in flight: the record (at most one such in flight), and
- * the inboxes of nodes (a node is in at most one) */
-struct lwrite {
-	struct etcd_leader *l;
-	struct etcd_call *call;
-	struct lnode **nodes;
-	char **contents;
-	size_t n;
-	int record;
-};
-
-struct etcd_leader {
-	struct event_base *base;
-	struct etcd_client *c;
-	char prefix[PREFIX_MAX];
-	char job[RDZV_NAME_MAX + 1];
-	char self[RDZV_NAME_MAX + 1];
-	int64_t leader_rev;
-	void (*deposed)(void *arg);
-	void *arg;
-	struct rdzv_state *st;
-	struct lnode **tab;
-	size_t tab_size, n;
-	struct lnode **queue; /* nodes whose inbox may have to change */
-	size_t nqueue, queue_cap;
-	int need_record;
-	int have_last;
-	struct rdzv_reply last;
-	/* the read (the record, the node keys) and the writes in flight: a
-	 * watch compacted during a write reads the nodes again while the
-	 * writes go on, and each answer clears its own handle */
-	struct etcd_call *read;
-	struct lwrite writes[WRITES_MAX];
-	size_t nflight;	   /* writes in flight */
-	int record_flight; /* one of them carries the record */
-	struct etcd_watch *watch;
-	struct event *timer, *retry, *record_wait;
-	int record_due; /* record_wait fired: the record goes out alone */
-	int starting;
-	uint64_t ended_wall_ms; /* when the job ended (etcd_record.h) */
-};
 
 static void after_batch(struct etcd_leader *l);
 static void flush(struct etcd_leader *l);
 static void read_nodes(struct etcd_leader *l);
-
-/* ----------------------------------------------------------- the nodes */
-
-static uint64_t hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
-static struct lnode *find(struct etcd_leader *l, const char *id)
-{
-	struct lnode *n;
-	if (!l->tab_size)
-		return NULL;
-	for (n = l->tab[hash(id) & (l->tab_size - 1)]; n; n = n->next)
-		if (strcmp(n->id, id) == 0)
-			return n;
-	return NULL;
-}
-
-static struct lnode *get(struct etcd_leader *l, const char *id)
-{
-	struct lnode *n = find(l, id);
-	size_t b;
-	if (n)
-		return n;
-	if (l->n + 1 > l->tab_size / 2) {
-		size_t size = l->tab_size ? l->tab_size * 2 : 64;
-		struct lnode **tab = calloc(size, sizeof(*tab));
-		if (!tab)
-			return NULL;
-		for (size_t i = 0; i < l->tab_size; i++)
-			while (l->tab[i]) {
-				struct lnode *m = l->tab[i];
-				l->tab[i] = m->next;
-				m->next = tab[hash(m->id) & (size - 1)];
-				tab[hash(m->id) & (size - 1)] = m;
-			}
-		free(l->tab);
-		l->tab = tab;
-		l->tab_size = size;
-	}
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return NULL;
-	snprintf(n->id, sizeof(n->id), "%s", id);
-	b = hash(id) & (l->tab_size - 1);
-	n->next = l->tab[b];
-	l->tab[b] = n;
-	l->n++;
-	return n;
-}
-
-static void enqueue(struct etcd_leader *l, struct lnode *n)
-{
-	if (n->queued)
-		return;
-	if (l->nqueue == l->queue_cap) {
-		size_t cap = l->queue_cap ? l->queue_cap * 2 : 64;
-		struct lnode **q = realloc(l->queue, cap * sizeof(*q));
-		if (!q)
-			return; /* written with the next change of round */
-		l->queue = q;
-		l->queue_cap = cap;
-	}
-	l->queue[l->nqueue++] = n;
-	n->queued = 1;
-}
-
-static void set_text(char **at, const char *msg)
-{
-	free(*at);
-	*at = msg ? strdup(msg) : NULL;
-}
-
-static void set_error(struct lnode *n, const char *msg)
-{
-	set_text(&n->error, msg);
-}
-
-/* the state machine forgets the node's held join (it was answered) */
-static void unhold(struct etcd_leader *l, struct lnode *n)
-{
-	if (!n->held)
-		return;
-	rdzv_join_poll_end(l->st, l->job, n->id, n->inc, clock_now_ms());
-	n->held = 0;
-}
-
-/* ---------------------------------------------------- applying a node */
-
-static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
-		       uint64_t join, uint64_t now)
-{
-	struct rdzv_node_info info;
-	struct rdzv_job_config cfg;
-	struct rdzv_reply reply;
-	const char *addr = "";
-	uint64_t nproc = 0, port = 0, run = 0;
-	char err[512];
-	int rc;
-
-	n->join = join;
-	memset(&info, 0, sizeof(info));
-	rdzv_job_config_init(&cfg);
-	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "nproc", 1, 1, RDZV_MAX_NPROC, &nproc, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, sizeof(err)) ||
-	    rdzv_job_config_from_json(json_object_get(v, "config"), &cfg, err,
-				      sizeof(err))) {
-		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
-		set_error(n, err);
-		return;
-	}
-	snprintf(info.node_id, sizeof(info.node_id), "%s", n->id);
-	snprintf(info.incarnation, sizeof(info.incarnation), "%s", n->inc);
-	snprintf(info.addr, sizeof(info.addr), "%s", addr ? addr : "");
-	info.nproc = (uint32_t)nproc;
-	info.master_port = (uint16_t)port;
-	info.run = (uint32_t)run;
-	rc = rdzv_join(l->st, l->job, &info, &cfg, !n->held, now, &reply, err,
-		       sizeof(err));
-	set_error(n, NULL);
-	/* the job ended: late for its run, or a node of that run; the
-	 * node hears why, as dlaunch-rdzv's 410 says it */
-	set_text(&n->gone, rc == DL_EGONE ? err : NULL);
-	if (rc == RDZV_WAIT) {
-		n->held = 1;
-	} else if (rc < 0 && rc != DL_EGONE) {
-		log_warn("etcd leader: join of node %s refused: %s", n->id,
-			 err);
-		set_error(n, err);
-	}
-}
-
-static void apply_report(struct etcd_leader *l, struct lnode *n, json_t *r,
-			 uint64_t now)
-{
-	uint64_t round;
-	const char *status = NULL;
-	struct rdzv_reply reply;
-	char err[512];
-	json_t *failures;
-	if (jsonh_get_u64(r, "round", 1, 1, UINT64_MAX / 2, &round, err,
-			  sizeof(err)) ||
-	    jsonh_get_str(r, "status", 1, 16, &status, err, sizeof(err)))
-		return;
-	if (n->report == round + 1)
-		return;
-	n->report = round + 1;
-	failures = json_object_get(r, "failures");
-	if (rdzv_report(l->st, l->job, n->id, n->inc, round,
-			strcmp(status, "succeeded") == 0,
-			json_is_array(failures) ? failures : NULL, now, &reply,
-			err, sizeof(err)) < 0)
-		log_info("etcd leader: report of node %s not applied: %s",
-			 n->id, err);
-}
-
-/* apply_recovery: the node says how its workers entered a round
- * (etcd_recovery.h); the state machine keeps it on the member, fenced as
- * a heartbeat is, and the record goes out with it. Once per round and
- * how: the node key is written again for other reasons. */
-static void apply_recovery(struct etcd_leader *l, struct lnode *n, json_t *v)
-{
-	uint64_t round;
-	enum rdzv_recovery how;
-	const char *why;
-	char err[512];
-	if (etcd_recovery_parse(v, &round, &how, &why, err, sizeof(err))) {
-		log_warn("etcd leader: ignoring the recovery of node %s: %s",
-			 n->id, err);
-		return;
-	}
-	if (how == RDZV_RECOVERY_NONE ||
-	    (round == n->rec_round && how == n->rec_how))
-		return;
-	n->rec_round = round;
-	n->rec_how = how;
-	if (rdzv_member_recovery(l->st, l->job, n->id, n->inc, round, how, why,
-				 err, sizeof(err)) == 0)
-		l->need_record = 1;
-	else
-		log_info("etcd leader: recovery of node %s not applied: %s",
-			 n->id, err);
-}
-
-/* apply_put: node id's key now holds value (a JSON object). */
-static void apply_put(struct etcd_leader *l, const char *id, const char *value,
-		      size_t len, uint64_t now)
-{
-	json_t *v = NULL, *r;
-	const char *inc = NULL;
-	uint64_t join = 0;
-	int leaving = 0;
-	char err[1024];
-	struct lnode *n;
-
-	if (!parse_name_valid(id, RDZV_NAME_MAX) ||
-	    jsonh_parse(value, len, 8, &v, err, sizeof(err)) != 0 ||
-	    jsonh_get_str(v, "incarnation", 1, RDZV_INCARNATION_MAX, &inc, err,
-			  sizeof(err)) ||
-	    !parse_name_valid(inc, RDZV_INCARNATION_MAX) ||
-	    jsonh_get_u64(v, "join", 0, 0, UINT64_MAX / 2, &join, err,
-			  sizeof(err))) {
-		log_warn(
-		    "etcd leader: ignoring the malformed key of node %.64s",
-		    id);
-		json_decref(v);
-		return;
-	}
-	n = get(l, id);
-	if (!n) {
-		json_decref(v);
-		return;
-	}
-	if (strcmp(n->inc, inc) != 0) {
-		/* another agent process on that node: start afresh */
-		unhold(l, n);
-		snprintf(n->inc, sizeof(n->inc), "%s", inc);
-		n->join = 0;
-		n->report = 0;
-		n->rec_round = 0;
-		n->rec_how = RDZV_RECOVERY_NONE;
-		n->left = 0;
-		set_error(n, NULL);
-	}
-	n->live = 1;
-	r = json_object_get(v, "report");
-	if (json_is_object(r))
-		apply_report(l, n, r, now);
-	apply_recovery(l, n, v);
-	etcd_preempt_apply(l->st, l->job, n->id, n->inc,
-			   json_object_get(v, "preempt"), now);
-	if (join > n->join)
-		apply_join(l, n, v, join, now);
-	leaving = json_is_true(json_object_get(v, "leaving"));
-	if (leaving && !n->left) {
-		struct rdzv_reply reply;
-		n->left = 1;
-		unhold(l, n);
-		rdzv_leave(l->st, l->job, n->id, n->inc, now, &reply, err,
-			   sizeof(err));
-	}
-	enqueue(l, n);
-	json_decref(v);
-}
-
-static void apply_delete(struct etcd_leader *l, const char *id, uint64_t now)
-{
-	struct lnode *n = find(l, id);
-	char err[1024];
-	if (!n || !n->live)
-		return;
-	n->live = 0;
-	unhold(l, n);
-	if (!n->left)
-		rdzv_evict(l->st, l->job, n->id, n->inc, "lease_expired", now,
-			   err, sizeof(err));
-}
-
-/* node_of: the node id of a key under prefix/nodes/, or NULL */
-static const char *node_of(struct etcd_leader *l, const struct etcd_kv *kv,
-			   char *out, size_t size)
-{
-	size_t plen = strlen(l->prefix) + strlen(ETCD_KEY_NODES);
-	if (kv->key_len <= plen || kv->key_len - plen >= size ||
-	    memcmp(kv->key, l->prefix, strlen(l->prefix)) != 0)
-		return NULL;
-	memcpy(out, kv->key + plen, kv->key_len - plen);
-	out[kv->key_len - plen] = '\0';
-	return out;
-}
 
 /* ------------------------------------------------------------- writing */
 
@@ -439,7 +96,7 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 static void key_of(struct etcd_leader *l, const char *what, const char *id,
 		   char *out, size_t size)
 {
-	snprintf(out, size, "%s%s%s", l->prefix, what, id ? id : "");
+	etcd_key(out, size, l->prefix, what, id);
 }
 
 static void written(void *arg, const struct etcd_answer *a);
@@ -493,9 +150,9 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 {
 	/* ops[0] is the record's place; the inboxes follow it */
 	struct etcd_op ops[TXN_OPS + 1], *first;
-	char keys[TXN_OPS + 1][PREFIX_MAX + RDZV_NAME_MAX + 16];
+	char keys[TXN_OPS + 1][ETCD_JOB_KEY_MAX];
 	struct etcd_compare cmp;
-	char lkey[PREFIX_MAX + 16], *record = NULL, err[256];
+	char lkey[ETCD_JOB_KEY_MAX], *record = NULL, err[256];
 	size_t nops = 0;
 	json_t *body = NULL;
 
@@ -576,7 +233,7 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 	json_decref(body);
 	if (!w->call) {
 		for (size_t i = 0; i < w->n; i++)
-			enqueue(l, w->nodes[i]);
+			etcd_leader_enqueue(l, w->nodes[i]);
 		drop_write(w);
 		return 0;
 	}
@@ -674,7 +331,7 @@ static void written(void *arg, const struct etcd_answer *a)
 		  l->job, err);
 	l->need_record |= w->record;
 	for (size_t i = 0; i < w->n; i++)
-		enqueue(l, w->nodes[i]);
+		etcd_leader_enqueue(l, w->nodes[i]);
 	drop_write(w);
 	if (!evtimer_pending(l->retry, NULL))
 		evtimer_add(l->retry, &tv);
@@ -722,8 +379,8 @@ static void after_batch(struct etcd_leader *l)
 				    rdzv_join_check(l->st, l->job, n->id,
 						    n->inc, &r, err,
 						    sizeof(err)) != RDZV_WAIT)
-					unhold(l, n);
-				enqueue(l, n);
+					etcd_leader_unhold(l, n);
+				etcd_leader_enqueue(l, n);
 			}
 	}
 	arm_timer(l);
@@ -774,12 +431,13 @@ static void on_nodes(void *arg, enum etcd_watch_what what,
 	}
 	for (size_t i = 0; i < w->n_events; i++) {
 		const struct etcd_event *e = &w->events[i];
-		if (!node_of(l, &e->kv, id, sizeof(id)))
+		if (!etcd_leader_node_of(l, &e->kv, id, sizeof(id)))
 			continue;
 		if (e->type == ETCD_EVENT_DELETE)
-			apply_delete(l, id, now);
+			etcd_leader_apply_delete(l, id, now);
 		else
-			apply_put(l, id, e->kv.value, e->kv.value_len, now);
+			etcd_leader_apply_put(l, id, e->kv.value,
+					      e->kv.value_len, now);
 	}
 	after_batch(l);
 }
@@ -802,7 +460,7 @@ static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 			    json_string_value(json_object_get(o, "node_id"));
 			const char *inc = json_string_value(
 			    json_object_get(o, "incarnation"));
-			struct lnode *n = id ? find(l, id) : NULL;
+			struct lnode *n = id ? etcd_leader_find(l, id) : NULL;
 			if (id && inc && (!n || !n->live))
 				rdzv_evict(l->st, l->job, id, inc,
 					   "lease_expired", now, err,
@@ -815,7 +473,7 @@ static void evict_absent(struct etcd_leader *l, json_t *saved, uint64_t now)
 	json_array_foreach(arr, i, o)
 	{
 		const char *id = json_string_value(o);
-		struct lnode *n = id ? find(l, id) : NULL;
+		struct lnode *n = id ? etcd_leader_find(l, id) : NULL;
 		if (!id || (n && n->live))
 			continue;
 		log_info("etcd leader: node %s, expected back, has no key: "
@@ -863,7 +521,7 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 /* read_nodes reads every node key, then watches them from there */
 static void read_nodes(struct etcd_leader *l)
 {
-	char err[1024], key[PREFIX_MAX + 16], end[PREFIX_MAX + 16];
+	char err[1024], key[ETCD_JOB_KEY_MAX], end[ETCD_JOB_KEY_MAX];
 	json_t *body = NULL;
 	size_t end_len;
 	l->starting = 1;
@@ -883,8 +541,8 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	int64_t rev;
 	struct etcd_leader *l = arg;
 	struct etcd_range_response r;
-	char err[1024], id[RDZV_NAME_MAX + 2], key[PREFIX_MAX + 16],
-	    end[PREFIX_MAX + 16];
+	char err[1024], id[RDZV_NAME_MAX + 2], key[ETCD_JOB_KEY_MAX],
+	    end[ETCD_JOB_KEY_MAX];
 	uint64_t now = clock_now_ms();
 	size_t end_len;
 	json_t *saved;
@@ -900,9 +558,9 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 		for (struct lnode *n = l->tab[i]; n; n = n->next)
 			n->live = 0;
 	for (size_t i = 0; i < r.n_kvs; i++)
-		if (node_of(l, &r.kvs[i], id, sizeof(id)))
-			apply_put(l, id, r.kvs[i].value, r.kvs[i].value_len,
-				  now);
+		if (etcd_leader_node_of(l, &r.kvs[i], id, sizeof(id)))
+			etcd_leader_apply_put(l, id, r.kvs[i].value,
+					      r.kvs[i].value_len, now);
 	rev = r.header.revision;
 	etcd_range_response_release(&r);
 	saved = rdzv_job_save(l->st, l->job);
@@ -925,7 +583,7 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 /* start reads the record, then the node keys, then watches them */
 static void start(struct etcd_leader *l)
 {
-	char key[PREFIX_MAX + 16], err[256];
+	char key[ETCD_JOB_KEY_MAX], err[256];
 	json_t *body = NULL;
 	l->starting = 1;
 	key_of(l, ETCD_KEY_STATE, NULL, key, sizeof(key));

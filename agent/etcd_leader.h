@@ -18,11 +18,8 @@ struct event_base;
 struct etcd_client;
 struct etcd_leader;
 
-/* The keys of a job, all under one prefix ("/dlaunch/JOB"). */
-#define ETCD_KEY_LEADER "/leader"
-#define ETCD_KEY_STATE	"/state"
-#define ETCD_KEY_NODES	"/nodes/"
-#define ETCD_KEY_INBOX	"/inbox/"
+/* The keys of a job, all under one prefix: etcd_keys.h */
+#include "etcd_keys.h"
 
 /* etcd_leader_new starts leading job under prefix with the leader key
  * created at revision leader_rev; self is this agent's node id (its own

@@ -19,14 +19,12 @@
 #include "etcd_leader.h"
 #include "etcd_record.h"
 
-#define KEY_MAX 1024
-
 struct status_run {
 	struct event_base *base;
 	struct etcd_client *c;
 	const struct agent_config *cfg;
 	struct rdzv_state *st;
-	char (*keys)[KEY_MAX]; /* records still to read */
+	char (*keys)[ETCD_JOB_KEY_MAX]; /* records still to read */
 	size_t nkeys, next;
 	int rc;
 	char err[2048];
@@ -115,7 +113,8 @@ static void on_keys(void *arg, const struct etcd_answer *a)
 		const struct etcd_kv *kv = &r.kvs[i];
 		const char *job = kv->key + plen;
 		size_t jlen;
-		if (kv->key_len <= plen + slen || kv->key_len >= KEY_MAX ||
+		if (kv->key_len <= plen + slen ||
+		    kv->key_len >= ETCD_JOB_KEY_MAX ||
 		    strcmp(kv->key + kv->key_len - slen, ETCD_KEY_STATE) != 0)
 			continue;
 		jlen = kv->key_len - plen - slen;
@@ -135,7 +134,7 @@ int agent_etcd_status(const struct agent_config *cfg, const char *job,
 		      json_t **out, char *err, size_t err_size)
 {
 	struct status_run s;
-	char key[KEY_MAX], end[KEY_MAX];
+	char key[ETCD_JOB_KEY_MAX], end[ETCD_JOB_KEY_MAX];
 	json_t *body = NULL;
 	int rc;
 
@@ -153,20 +152,24 @@ int agent_etcd_status(const struct agent_config *cfg, const char *job,
 	if (rc)
 		goto out;
 	if (job) {
+		char prefix[ETCD_PREFIX_MAX];
 		s.keys = calloc(1, sizeof(*s.keys));
 		if (!s.keys) {
 			rc = dl_errorf(err, err_size, DL_ENOMEM,
 				       "out of memory");
 			goto out;
 		}
-		snprintf(s.keys[0], KEY_MAX, "%s/%s%s", cfg->etcd.key_prefix,
-			 job, ETCD_KEY_STATE);
+		etcd_job_prefix(prefix, sizeof(prefix), cfg->etcd.key_prefix,
+				job);
+		etcd_key(s.keys[0], ETCD_JOB_KEY_MAX, prefix, ETCD_KEY_STATE,
+			 NULL);
 		s.nkeys = 1;
 		read_next(&s);
 	} else {
 		struct etcd_op op;
 		size_t end_len;
-		snprintf(key, sizeof(key), "%s/", cfg->etcd.key_prefix);
+		/* KEY_PREFIX/: the jobs' keys, all of them */
+		etcd_job_prefix(key, sizeof(key), cfg->etcd.key_prefix, "");
 		end_len =
 		    etcd_prefix_end(key, strlen(key), (unsigned char *)end);
 		memset(&op, 0, sizeof(op));

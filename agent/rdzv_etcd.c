@@ -37,7 +37,7 @@ static json_t *node_value(struct rdzv_etcd *h);
 void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
 		   const char *what, const char *id)
 {
-	snprintf(out, size, "%s%s%s", h->prefix, what, id ? id : "");
+	etcd_key(out, size, h->prefix, what, id);
 }
 
 static void post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
@@ -150,7 +150,7 @@ static void on_inbox(void *arg, enum etcd_watch_what what,
 
 static void watch_inbox(struct rdzv_etcd *h, int64_t from)
 {
-	char k[PREFIX_MAX + 300];
+	char k[ETCD_JOB_KEY_MAX];
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
 	etcd_watch_free(h->inbox_watch);
 	h->inbox_watch = etcd_watch_new(h->c, "inbox watch", k, strlen(k), NULL,
@@ -184,11 +184,12 @@ static void on_inbox_read(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	struct etcd_range_response r;
-	char err[1024];
+	char err[1024], k[ETCD_JOB_KEY_MAX];
 	h->inbox_read = NULL;
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
-		log_error("cannot read this node's inbox %s%s%s in etcd: %s",
-			  h->prefix, ETCD_KEY_INBOX, h->node_id, err);
+		rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
+		log_error("cannot read this node's inbox %s in etcd: %s", k,
+			  err);
 		if (h->joining) {
 			h->joining = 0;
 			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
@@ -203,7 +204,7 @@ static void on_inbox_read(void *arg, const struct etcd_answer *a)
 
 static void read_inbox(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 300], err[128];
+	char k[ETCD_JOB_KEY_MAX], err[128];
 	json_t *body = NULL;
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
 	if (rdzv_etcd_read_body(k, &body, err, sizeof(err)) == 0)
@@ -220,14 +221,15 @@ static void read_inbox(struct rdzv_etcd *h)
  * and stops, exit status 1: a join fails, a round in hand ends. */
 static void displaced(struct rdzv_etcd *h, const char *other)
 {
+	char k[ETCD_JOB_KEY_MAX];
 	if (h->displaced)
 		return;
 	h->displaced = 1;
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
 	log_error("node id %s was taken: another agent (incarnation %s) "
-		  "wrote this node's key %s%s%s; this agent (incarnation %s) "
+		  "wrote this node's key %s; this agent (incarnation %s) "
 		  "stops: give every agent a node id of its own",
-		  h->node_id, other, h->prefix, ETCD_KEY_NODES, h->node_id,
-		  h->incarnation);
+		  h->node_id, other, k, h->incarnation);
 	etcd_cancel(h->put);
 	h->put = NULL;
 	h->put_again = 0;
@@ -289,7 +291,7 @@ static void on_node_key(void *arg, enum etcd_watch_what what,
 
 static void watch_node(struct rdzv_etcd *h, int64_t from)
 {
-	char k[PREFIX_MAX + 300];
+	char k[ETCD_JOB_KEY_MAX];
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
 	etcd_watch_free(h->node_watch);
 	h->node_watch = etcd_watch_new(h->c, "node key watch", k, strlen(k),
@@ -319,7 +321,7 @@ static void on_node_key(void *arg, enum etcd_watch_what what,
 			const struct etcd_watch_response *w, const char *error)
 {
 	struct rdzv_etcd *h = arg;
-	char k[PREFIX_MAX + 300], err[128];
+	char k[ETCD_JOB_KEY_MAX], err[128];
 	json_t *body = NULL;
 	if (what == ETCD_WATCH_EVENTS) {
 		for (size_t i = 0; i < w->n_events && !h->displaced; i++)
@@ -414,7 +416,7 @@ static int refused_holder(struct rdzv_etcd *h, const struct etcd_kv *kv)
 {
 	json_t *v = NULL, *mine = node_value(h), *body = NULL;
 	const char *inc = NULL, *field = NULL;
-	char k[PREFIX_MAX + 300], err[128];
+	char k[ETCD_JOB_KEY_MAX], err[128];
 	if (mine &&
 	    jsonh_parse(kv->value, kv->value_len, 16, &v, NULL, 0) == 0 &&
 	    jsonh_get_str(v, "incarnation", 1, 64, &inc, NULL, 0) == 0 &&
@@ -492,6 +494,8 @@ static void on_put(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
 	int had_report = h->put_has_report, reads = h->put_reads;
+	char k[ETCD_JOB_KEY_MAX];
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
 	h->put = NULL;
 	h->put_reads = 0;
 	if (a->rc == 0 && reads && !h->inbox_watch)
@@ -500,14 +504,14 @@ static void on_put(void *arg, const struct etcd_answer *a)
 		/* "requested lease not found": the lease expired under the
 		 * write; the lease takes a new one and the key is written
 		 * again with it (on_lease), report and all */
-		log_warn("this node's key %s%s%s was refused for an expired "
+		log_warn("this node's key %s was refused for an expired "
 			 "lease; writing it again with a new one",
-			 h->prefix, ETCD_KEY_NODES, h->node_id);
+			 k);
 		return;
 	}
 	if (a->rc != 0) {
-		log_error("cannot write this node's key %s%s%s in etcd: %s",
-			  h->prefix, ETCD_KEY_NODES, h->node_id, a->error);
+		log_error("cannot write this node's key %s in etcd: %s", k,
+			  a->error);
 		if (h->joining) {
 			h->joining = 0;
 			post_kind(h, AGENT_EV_JOIN_FAILED, 0);
@@ -532,7 +536,7 @@ static void on_put(void *arg, const struct etcd_answer *a)
  * missed. */
 static void put_node(struct rdzv_etcd *h)
 {
-	char k[PREFIX_MAX + 300], kin[PREFIX_MAX + 300], kld[PREFIX_MAX + 32],
+	char k[ETCD_JOB_KEY_MAX], kin[ETCD_JOB_KEY_MAX], kld[ETCD_JOB_KEY_MAX],
 	    err[256], *text, *lval;
 	json_t *v, *body = NULL;
 	struct etcd_op node, in, ld, lput;
@@ -563,22 +567,14 @@ static void put_node(struct rdzv_etcd *h)
 	node.value.data = text;
 	node.value.len = text ? strlen(text) : 0;
 	node.lease = h->lease_id;
-	lput = node;
-	lput.key.data = kld;
-	lput.key.len = strlen(kld);
-	lput.value.data = lval;
-	lput.value.len = lval ? strlen(lval) : 0;
 	memset(&in, 0, sizeof(in));
 	in.kind = ETCD_OP_RANGE;
 	in.key.data = kin;
 	in.key.len = strlen(kin);
-	ld = in;
-	ld.key = lput.key;
-	memset(&free_key, 0, sizeof(free_key));
-	free_key.key = lput.key;
-	free_key.target = ETCD_CMP_CREATE;
-	free_key.result = ETCD_CMP_EQUAL;
 	if (text && lval) {
+		rdzv_etcd_campaign_ops(h, kld, lval, &free_key, &lput);
+		ld = in;
+		ld.key = lput.key;
 		/* look: the node key before this write (refused_holder) */
 		struct etcd_op look = in;
 		look.key = node.key;
@@ -795,7 +791,7 @@ static void on_left_put(void *arg, const struct etcd_answer *a)
 static void etcd_leave(struct agent_rdzv *r)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
-	char k[PREFIX_MAX + 300], err[256], *text;
+	char k[ETCD_JOB_KEY_MAX], err[256], *text;
 	json_t *v, *body = NULL;
 	if (!h->lease_id) {
 		post_kind(h, AGENT_EV_LEFT, 0);
@@ -855,7 +851,7 @@ static void on_status(void *arg, const struct etcd_answer *a)
 static void etcd_status(struct agent_rdzv *r)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
-	char k[PREFIX_MAX + 32], err[128];
+	char k[ETCD_JOB_KEY_MAX], err[128];
 	json_t *body = NULL;
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_STATE, NULL);
 	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
@@ -924,8 +920,8 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 	h->cfg = cfg;
 	h->node_id = p->node_id;
 	h->incarnation = p->incarnation;
-	snprintf(h->prefix, sizeof(h->prefix), "%s/%s", cfg->etcd.key_prefix,
-		 cfg->run_id);
+	etcd_job_prefix(h->prefix, sizeof(h->prefix), cfg->etcd.key_prefix,
+			cfg->run_id);
 	rc = etcd_client_new(p->base, cfg, &h->c, err, err_size);
 	if (rc) {
 		free(h);

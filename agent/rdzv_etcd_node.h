@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "dlaunch/agent.h"
+#include "etcd_keys.h"
 #include "etcd_proto.h"
 #include "rdzv.h"
 
@@ -24,14 +25,15 @@ struct etcd_leader;
 struct etcd_watch;
 struct etcd_hang;
 
-#define PREFIX_MAX 600
+/* the job prefix's size (etcd_keys.h); the name etcd_hang.c uses */
+#define PREFIX_MAX ETCD_PREFIX_MAX
 
 struct rdzv_etcd {
 	struct agent_rdzv base;
 	struct event_base *evb;
 	const struct agent_config *cfg;
 	const char *node_id, *incarnation;
-	char prefix[PREFIX_MAX]; /* key_prefix/job */
+	char prefix[ETCD_PREFIX_MAX]; /* key_prefix/job */
 	char addr[256];
 	unsigned master_port;
 	struct etcd_client *c;
@@ -88,6 +90,12 @@ int rdzv_etcd_read_body(const char *k, json_t **body, char *err, size_t es);
 char *rdzv_etcd_leader_value(struct rdzv_etcd *h);
 
 /* etcd_campaign.c */
+/* rdzv_etcd_campaign_ops: the campaign, built once for the two
+ * transactions that carry it (a node's first write, a campaign alone):
+ * cmp, the leader key k does not exist; put, k := val bound to this
+ * agent's lease (k and val are not copied) */
+void rdzv_etcd_campaign_ops(struct rdzv_etcd *h, const char *k, const char *val,
+			    struct etcd_compare *cmp, struct etcd_op *put);
 /* rdzv_etcd_campaign: lead when the leader key is free (or still this
  * agent's), else watch it */
 void rdzv_etcd_campaign(struct rdzv_etcd *h);

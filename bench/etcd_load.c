@@ -833,7 +833,7 @@ static void on_leader(void *arg, const struct etcd_answer *a)
 		fail(d, "no simulated node holds the leader key");
 		return;
 	}
-	snprintf(k, sizeof(k), "%s%s", d->o->prefix, ETCD_KEY_LEADER);
+	etcd_key(k, sizeof(k), d->o->prefix, ETCD_KEY_LEADER, NULL);
 	d->obs_watch =
 	    etcd_watch_new(d->obs, "leader watch", k, strlen(k), NULL, 0,
 			   r.header.revision + 1, 0, on_leader_watch, d);
@@ -850,7 +850,7 @@ static void start_takeover(struct driver *d)
 {
 	char k[300], err[256];
 	json_t *body = NULL;
-	snprintf(k, sizeof(k), "%s%s", d->o->prefix, ETCD_KEY_LEADER);
+	etcd_key(k, sizeof(k), d->o->prefix, ETCD_KEY_LEADER, NULL);
 	if (etcd_client_new(d->base, &d->obs_cfg, &d->obs, err, sizeof(err)))
 		die(err);
 	if (etcd_build_range(k, strlen(k), NULL, 0, 0, 0, &body, err,
@@ -1386,7 +1386,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 	snprintf(o->endpoints, sizeof(o->endpoints), "%s", eps);
 	if (agent_etcd_endpoints_parse(eps, NULL, &o->eps, err, sizeof(err)))
 		die(err);
-	snprintf(o->prefix, sizeof(o->prefix), "/dlaunch/%s", o->job);
+	etcd_job_prefix(o->prefix, sizeof(o->prefix), "/dlaunch", o->job);
 }
 
 int main(int argc, char **argv)

@@ -11,6 +11,8 @@ $(eval $(call unit_test,test_etcd_leader,$(AGENT_LIB) $(RDZV_STATE_LIB) \
 # the node key's "recovery" over etcd (agent/etcd_recovery.c)
 $(eval $(call unit_test,test_etcd_recovery,$(AGENT_LIB) $(RDZV_STATE_LIB) \
 	$(COMMON_LIB),$(JSON_LIBS) -lm))
+# the key layout of an etcd job (agent/etcd_keys.c)
+$(eval $(call unit_test,test_etcd_keys,$(AGENT_LIB) $(COMMON_LIB),))
 # the end time in an etcd job record, for reruns (agent/etcd_record.c)
 $(eval $(call unit_test,test_etcd_record,$(AGENT_LIB) $(RDZV_STATE_LIB) \
 	$(COMMON_LIB),$(JSON_LIBS) -lm))

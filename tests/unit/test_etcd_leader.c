@@ -176,6 +176,17 @@ static void on_deposed(void *arg)
 	deposed_count++;
 }
 
+/* on_deposed_free: the worst owner, one that frees the leader inside
+ * deposed() (the agent's frees it from the loop, a moment later) */
+static struct etcd_leader *to_free;
+static void on_deposed_free(void *arg)
+{
+	(void)arg;
+	deposed_count++;
+	etcd_leader_free(to_free);
+	to_free = NULL;
+}
+
 #define HDR "{\"header\":{\"revision\":\"%d\"}"
 
 /* node_range_n: the node keys of nodes N0..N(n-1) (n > 1) or of node A
@@ -313,6 +324,53 @@ static void test_write_answered_during_read(void **state)
 	event_base_free(base);
 }
 
+/* A leader deposed with calls in flight: its write finds the leader key
+ * changed while a read of the nodes (after a compaction) and, at 300
+ * nodes, other writes are out. It says so once, writes nothing more, and
+ * freed from inside deposed() it cancels every call it has out: none is
+ * answered into freed memory (under ASan, a use after free otherwise). */
+static void test_deposed_with_calls_in_flight(void **state)
+{
+	struct event_base *base = event_base_new();
+	char empty[256], ok[256], lost[256], *nodes;
+	size_t before;
+	(void)state;
+	assert_non_null(base);
+	ncalls = nwatches = 0;
+	deposed_count = 0;
+	to_free = etcd_leader_new(base, (struct etcd_client *)base, "/p/job",
+				  "job", "N0", 5, 0, on_deposed_free, NULL);
+	assert_non_null(to_free);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	snprintf(lost, sizeof(lost),
+		 HDR ",\"succeeded\":false,\"responses\":[]}", 13);
+	answer(0, empty);
+	nodes = node_range_n(11, 300);
+	answer(1, nodes);
+	free(nodes);
+	/* the record's write, then the other inboxes in two writes */
+	assert_int_equal(ncalls, 3);
+	answer(2, ok);
+	assert_int_equal(ncalls, 5);
+	/* the node watch compacted: a read of the nodes goes out too */
+	watches[0].cb(watches[0].arg, ETCD_WATCH_COMPACTED, NULL, NULL);
+	assert_int_equal(ncalls, 6);
+	assert_string_equal(calls[5].path, "/v3/kv/range");
+	assert_int_equal(pending(), 3);
+	/* the first write finds another leader: deposed, freed at once */
+	before = ncalls;
+	answer(3, lost);
+	assert_int_equal(deposed_count, 1);
+	assert_null(to_free);
+	assert_int_equal(ncalls, before); /* nothing more written */
+	assert_true(calls[4].canceled);
+	assert_true(calls[5].canceled);
+	assert_int_equal(answer_left(empty), 0);
+	event_base_free(base);
+}
+
 /* A change of round at 300 nodes: the record goes first, with the first
  * 120 inboxes, alone in flight; once it is written the other 180 inboxes
  * go out in two transactions at once (no inbox before the record it
@@ -357,6 +415,7 @@ int main(void)
 	    cmocka_unit_test(test_compacted_during_write),
 	    cmocka_unit_test(test_write_answered_during_read),
 	    cmocka_unit_test(test_inboxes_in_parallel_after_record),
+	    cmocka_unit_test(test_deposed_with_calls_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

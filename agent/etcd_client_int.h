@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * etcd_client_int.h - the insides of the etcd client (etcd_client.h),
+ * shared by its three files: etcd_client.c (calls, failover, outages, the
+ * login), etcd_watch.c (watches that resume) and etcd_lease.c (a lease
+ * kept alive). Private to those three.
+ */
+#ifndef DLAUNCH_AGENT_ETCD_CLIENT_INT_H
+#define DLAUNCH_AGENT_ETCD_CLIENT_INT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlaunch/backoff.h"
+#include "dlaunch/buf.h"
+#include "etcd_client.h"
+
+struct event;
+struct client;
+struct client_call;
+struct client_reply;
+
+/* the pause before a try once every endpoint failed in a row
+ * (backoff.h): a base of 100 ms doubling to 2 s, each pause drawn from
+ * [base/2, base] */
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS	 2000
+/* logins tried again for one call or watch whose token was refused */
+#define AUTH_RETRIES 2
+
+struct etcd_client {
+	struct event_base *base;
+	struct agent_etcd_endpoints eps;
+	struct client *http[AGENT_ETCD_MAX_ENDPOINTS];
+	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
+	size_t cur;
+	int answered;  /* etcd answered this client once */
+	int outage;    /* an outage was logged and not its end */
+	int move_said; /* a failover was logged since the last answer */
+	const char *username, *password;
+	int has_cert;
+	int have_token;
+	struct etcd_call *auth; /* the login in flight */
+	struct etcd_call *calls;
+	struct etcd_watch *watches;
+};
+
+struct etcd_call {
+	struct etcd_client *c;
+	const char *what;
+	char path[64];
+	json_t *body;
+	unsigned flags;
+	int is_auth;
+	etcd_cb cb;
+	void *arg;
+	struct client_call *hc;
+	size_t ep;	 /* endpoint of the attempt in flight */
+	size_t failures; /* attempts without an answer, in a row */
+	int slow;	 /* one of them was not refused at once */
+	int last_slow;	 /* ... the last one */
+	int reached;	 /* one of them got a connection */
+	uint64_t started_ms;
+	uint64_t timeout_ms; /* of the next try */
+	int fixed_timeout;   /* a keep-alive: never waits longer */
+	int auth_retries;
+	int parked;		/* waits for the login */
+	struct backoff backoff; /* set up at its first pause */
+	struct event *retry;
+	struct etcd_call *next;
+};
+
+struct etcd_watch {
+	struct etcd_client *c;
+	const char *what;
+	char *key, *end;
+	size_t key_len, end_len;
+	int64_t next_rev;
+	int prev_kv;
+	etcd_watch_cb cb;
+	void *arg;
+	struct client_call *hc;
+	size_t ep;
+	int parked, auth_retries, over;
+	int in_cb, freed;	/* freed inside its own callback: later */
+	struct backoff backoff; /* set up at its first pause */
+	struct event *retry, *dispatch;
+	struct buf in; /* stream bytes not yet handed over */
+	int in_failed;
+	struct etcd_splitter sp;
+	struct etcd_watch *next;
+};
+
+/* What an answer of etcd (HTTP status, body) amounts to. */
+enum verdict {
+	V_OK,	 /* an answer */
+	V_RETRY, /* no answer or unavailable: the next endpoint */
+	V_LOGIN, /* the token is missing or no longer good */
+	V_FAIL,	 /* an error answer; rc and msg say which */
+};
+
+/* etcd_arm: ev fires in ms milliseconds */
+void etcd_arm(struct event *ev, uint64_t ms);
+/* etcd_next_pause: the next pause of schedule b, set up at its first use */
+uint64_t etcd_next_pause(struct backoff *b);
+/* etcd_moved_on: an attempt on endpoint ep got no answer (why): the
+ * client, and its watches there, move to the next endpoint */
+void etcd_moved_on(struct etcd_client *c, size_t ep, const char *what,
+		   const char *why);
+/* etcd_outage: every endpoint failed in a row (logged once) */
+void etcd_outage(struct etcd_client *c, const char *why);
+/* etcd_answered: etcd answered (ends an outage) */
+void etcd_answered(struct etcd_client *c);
+/* etcd_judge: what reply r amounts to; rc and msg for V_FAIL, msg for
+ * V_RETRY */
+enum verdict etcd_judge(struct etcd_client *c, const struct client_reply *r,
+			int *rc, char *msg, size_t size);
+/* etcd_login: log in (once at a time); what waits for it is parked */
+void etcd_login(struct etcd_client *c);
+/* etcd_call_new: a call not yet tried (etcd_call_attempt tries it) */
+struct etcd_call *etcd_call_new(struct etcd_client *c, const char *what,
+				const char *path, json_t *body, unsigned flags,
+				etcd_cb cb, void *arg);
+void etcd_call_attempt(struct etcd_call *call);
+
+/* etcd_watch.c */
+/* etcd_watches_leave: every watch streaming from endpoint ep resumes on
+ * the endpoint now in use */
+void etcd_watches_leave(struct etcd_client *c, size_t ep);
+/* etcd_watch_connect: (re)start w's stream from its next revision */
+void etcd_watch_connect(struct etcd_watch *w);
+/* etcd_watch_over: w ends for its owner (what, error) */
+void etcd_watch_over(struct etcd_watch *w, enum etcd_watch_what what,
+		     const char *error);
+
+#endif

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * etcd_leader_nodes.c - the nodes an etcd leader knows (a hash table by
+ * node id) and what a node key says applied to the rendezvous rules: a
+ * join, the report of a round, a recovery, a preemption, a leave; a key
+ * that disappears is an eviction. See etcd_leader.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlaunch/clock.h"
+#include "dlaunch/error.h"
+#include "dlaunch/jsonh.h"
+#include "dlaunch/log.h"
+#include "dlaunch/rdzv_state.h"
+#include "etcd_leader.h"
+#include "etcd_leader_int.h"
+#include "etcd_preempt.h"
+#include "etcd_recovery.h"
+
+static uint64_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+struct lnode *etcd_leader_find(struct etcd_leader *l, const char *id)
+{
+	struct lnode *n;
+	if (!l->tab_size)
+		return NULL;
+	for (n = l->tab[hash(id) & (l->tab_size - 1)]; n; n = n->next)
+		if (strcmp(n->id, id) == 0)
+			return n;
+	return NULL;
+}
+
+static struct lnode *get(struct etcd_leader *l, const char *id)
+{
+	struct lnode *n = etcd_leader_find(l, id);
+	size_t b;
+	if (n)
+		return n;
+	if (l->n + 1 > l->tab_size / 2) {
+		size_t size = l->tab_size ? l->tab_size * 2 : 64;
+		struct lnode **tab = calloc(size, sizeof(*tab));
+		if (!tab)
+			return NULL;
+		for (size_t i = 0; i < l->tab_size; i++)
+			while (l->tab[i]) {
+				struct lnode *m = l->tab[i];
+				l->tab[i] = m->next;
+				m->next = tab[hash(m->id) & (size - 1)];
+				tab[hash(m->id) & (size - 1)] = m;
+			}
+		free(l->tab);
+		l->tab = tab;
+		l->tab_size = size;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	snprintf(n->id, sizeof(n->id), "%s", id);
+	b = hash(id) & (l->tab_size - 1);
+	n->next = l->tab[b];
+	l->tab[b] = n;
+	l->n++;
+	return n;
+}
+
+void etcd_leader_enqueue(struct etcd_leader *l, struct lnode *n)
+{
+	if (n->queued)
+		return;
+	if (l->nqueue == l->queue_cap) {
+		size_t cap = l->queue_cap ? l->queue_cap * 2 : 64;
+		struct lnode **q = realloc(l->queue, cap * sizeof(*q));
+		if (!q)
+			return; /* written with the next change of round */
+		l->queue = q;
+		l->queue_cap = cap;
+	}
+	l->queue[l->nqueue++] = n;
+	n->queued = 1;
+}
+
+static void set_text(char **at, const char *msg)
+{
+	free(*at);
+	*at = msg ? strdup(msg) : NULL;
+}
+
+static void set_error(struct lnode *n, const char *msg)
+{
+	set_text(&n->error, msg);
+}
+
+/* the state machine forgets the node's held join (it was answered) */
+void etcd_leader_unhold(struct etcd_leader *l, struct lnode *n)
+{
+	if (!n->held)
+		return;
+	rdzv_join_poll_end(l->st, l->job, n->id, n->inc, clock_now_ms());
+	n->held = 0;
+}
+
+/* ---------------------------------------------------- applying a node */
+
+static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
+		       uint64_t join, uint64_t now)
+{
+	struct rdzv_node_info info;
+	struct rdzv_job_config cfg;
+	struct rdzv_reply reply;
+	const char *addr = "";
+	uint64_t nproc = 0, port = 0, run = 0;
+	char err[512];
+	int rc;
+
+	n->join = join;
+	memset(&info, 0, sizeof(info));
+	rdzv_job_config_init(&cfg);
+	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "nproc", 1, 1, RDZV_MAX_NPROC, &nproc, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, sizeof(err)) ||
+	    rdzv_job_config_from_json(json_object_get(v, "config"), &cfg, err,
+				      sizeof(err))) {
+		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
+		set_error(n, err);
+		return;
+	}
+	snprintf(info.node_id, sizeof(info.node_id), "%s", n->id);
+	snprintf(info.incarnation, sizeof(info.incarnation), "%s", n->inc);
+	snprintf(info.addr, sizeof(info.addr), "%s", addr ? addr : "");
+	info.nproc = (uint32_t)nproc;
+	info.master_port = (uint16_t)port;
+	info.run = (uint32_t)run;
+	rc = rdzv_join(l->st, l->job, &info, &cfg, !n->held, now, &reply, err,
+		       sizeof(err));
+	set_error(n, NULL);
+	/* the job ended: late for its run, or a node of that run; the
+	 * node hears why, as dlaunch-rdzv's 410 says it */
+	set_text(&n->gone, rc == DL_EGONE ? err : NULL);
+	if (rc == RDZV_WAIT) {
+		n->held = 1;
+	} else if (rc < 0 && rc != DL_EGONE) {
+		log_warn("etcd leader: join of node %s refused: %s", n->id,
+			 err);
+		set_error(n, err);
+	}
+}
+
+static void apply_report(struct etcd_leader *l, struct lnode *n, json_t *r,
+			 uint64_t now)
+{
+	uint64_t round;
+	const char *status = NULL;
+	struct rdzv_reply reply;
+	char err[512];
+	json_t *failures;
+	if (jsonh_get_u64(r, "round", 1, 1, UINT64_MAX / 2, &round, err,
+			  sizeof(err)) ||
+	    jsonh_get_str(r, "status", 1, 16, &status, err, sizeof(err)))
+		return;
+	if (n->report == round + 1)
+		return;
+	n->report = round + 1;
+	failures = json_object_get(r, "failures");
+	if (rdzv_report(l->st, l->job, n->id, n->inc, round,
+			strcmp(status, "succeeded") == 0,
+			json_is_array(failures) ? failures : NULL, now, &reply,
+			err, sizeof(err)) < 0)
+		log_info("etcd leader: report of node %s not applied: %s",
+			 n->id, err);
+}
+
+/* apply_recovery: the node says how its workers entered a round
+ * (etcd_recovery.h); the state machine keeps it on the member, fenced as
+ * a heartbeat is, and the record goes out with it. Once per round and
+ * how: the node key is written again for other reasons. */
+static void apply_recovery(struct etcd_leader *l, struct lnode *n, json_t *v)
+{
+	uint64_t round;
+	enum rdzv_recovery how;
+	const char *why;
+	char err[512];
+	if (etcd_recovery_parse(v, &round, &how, &why, err, sizeof(err))) {
+		log_warn("etcd leader: ignoring the recovery of node %s: %s",
+			 n->id, err);
+		return;
+	}
+	if (how == RDZV_RECOVERY_NONE ||
+	    (round == n->rec_round && how == n->rec_how))
+		return;
+	n->rec_round = round;
+	n->rec_how = how;
+	if (rdzv_member_recovery(l->st, l->job, n->id, n->inc, round, how, why,
+				 err, sizeof(err)) == 0)
+		l->need_record = 1;
+	else
+		log_info("etcd leader: recovery of node %s not applied: %s",
+			 n->id, err);
+}
+
+/* apply_put: node id's key now holds value (a JSON object). */
+void etcd_leader_apply_put(struct etcd_leader *l, const char *id,
+			   const char *value, size_t len, uint64_t now)
+{
+	json_t *v = NULL, *r;
+	const char *inc = NULL;
+	uint64_t join = 0;
+	int leaving = 0;
+	char err[1024];
+	struct lnode *n;
+
+	if (!parse_name_valid(id, RDZV_NAME_MAX) ||
+	    jsonh_parse(value, len, 8, &v, err, sizeof(err)) != 0 ||
+	    jsonh_get_str(v, "incarnation", 1, RDZV_INCARNATION_MAX, &inc, err,
+			  sizeof(err)) ||
+	    !parse_name_valid(inc, RDZV_INCARNATION_MAX) ||
+	    jsonh_get_u64(v, "join", 0, 0, UINT64_MAX / 2, &join, err,
+			  sizeof(err))) {
+		log_warn(
+		    "etcd leader: ignoring the malformed key of node %.64s",
+		    id);
+		json_decref(v);
+		return;
+	}
+	n = get(l, id);
+	if (!n) {
+		json_decref(v);
+		return;
+	}
+	if (strcmp(n->inc, inc) != 0) {
+		/* another agent process on that node: start afresh */
+		etcd_leader_unhold(l, n);
+		snprintf(n->inc, sizeof(n->inc), "%s", inc);
+		n->join = 0;
+		n->report = 0;
+		n->rec_round = 0;
+		n->rec_how = RDZV_RECOVERY_NONE;
+		n->left = 0;
+		set_error(n, NULL);
+	}
+	n->live = 1;
+	r = json_object_get(v, "report");
+	if (json_is_object(r))
+		apply_report(l, n, r, now);
+	apply_recovery(l, n, v);
+	etcd_preempt_apply(l->st, l->job, n->id, n->inc,
+			   json_object_get(v, "preempt"), now);
+	if (join > n->join)
+		apply_join(l, n, v, join, now);
+	leaving = json_is_true(json_object_get(v, "leaving"));
+	if (leaving && !n->left) {
+		struct rdzv_reply reply;
+		n->left = 1;
+		etcd_leader_unhold(l, n);
+		rdzv_leave(l->st, l->job, n->id, n->inc, now, &reply, err,
+			   sizeof(err));
+	}
+	etcd_leader_enqueue(l, n);
+	json_decref(v);
+}
+
+void etcd_leader_apply_delete(struct etcd_leader *l, const char *id,
+			      uint64_t now)
+{
+	struct lnode *n = etcd_leader_find(l, id);
+	char err[1024];
+	if (!n || !n->live)
+		return;
+	n->live = 0;
+	etcd_leader_unhold(l, n);
+	if (!n->left)
+		rdzv_evict(l->st, l->job, n->id, n->inc, "lease_expired", now,
+			   err, sizeof(err));
+}
+
+/* node_of: the node id of a key under prefix/nodes/, or NULL */
+const char *etcd_leader_node_of(struct etcd_leader *l, const struct etcd_kv *kv,
+				char *out, size_t size)
+{
+	return etcd_key_id(kv->key, kv->key_len, l->prefix, ETCD_KEY_NODES, out,
+			   size);
+}
