@@ -37,7 +37,7 @@ struct verdict {
 
 void dl_hang_params_default(struct dl_hang_params *p)
 {
-	p->min_wait_ms = 1000;
+	p->min_wait_ms = 3000;
 	p->stall_ms = 10000;
 	p->step_margin_ms = 1000;
 	p->straggler_steps = 2;
@@ -193,7 +193,58 @@ static int find_open_collective(const struct hang_set *s, struct verdict *v)
 	return 1;
 }
 
-/* Rule 2: the ranks that never entered the lowest open collective. */
+#define MAX_OPS 8
+
+/* rule_other_op: every rank entered the lowest open collective, but not
+ * as the same operation: the ranks waiting in a minority op took another
+ * branch of the program (part of rule 2). */
+static int rule_other_op(const struct hang_set *s, struct verdict *v)
+{
+	const char *ops[MAX_OPS];
+	size_t count[MAX_OPS] = {0}, nops = 0, best = 0;
+	char who[512];
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct hang_rank *r = &s->ranks[i];
+		size_t k = 0;
+		if (r->first_open_seq != v->coll_seq || !*r->open_op)
+			continue;
+		while (k < nops && strcmp(ops[k], r->open_op))
+			k++;
+		if (k == nops) {
+			if (nops == MAX_OPS)
+				return 0; /* no pattern to judge by */
+			ops[nops++] = r->open_op;
+		}
+		count[k]++;
+	}
+	if (nops < 2)
+		return 0;
+	for (size_t k = 1; k < nops; k++)
+		if (count[k] > count[best])
+			best = k;
+	for (size_t k = 0; k < nops; k++)
+		if (k != best && count[k] == count[best])
+			return 0; /* no majority */
+	for (size_t i = 0; i < s->n; i++) {
+		const struct hang_rank *r = &s->ranks[i];
+		if (r->first_open_seq == v->coll_seq && *r->open_op &&
+		    strcmp(r->open_op, ops[best]))
+			v->stuck.idx[v->stuck.n++] = i;
+	}
+	describe_ranks(s, &v->stuck, who, sizeof(who));
+	set_reason(v,
+		   "%s entered collective #%lld as another operation than "
+		   "the %zu ranks in %s: %s took another branch of the "
+		   "program",
+		   who, (long long)v->coll_seq, count[best], ops[best],
+		   v->stuck.n == 1 ? "it" : "they");
+	v->rule = "missing-from-collective";
+	return 1;
+}
+
+/* Rule 2: the ranks that never entered the lowest open collective (or
+ * entered it as another operation than the others). */
 static int rule_missing(const struct hang_set *s, struct verdict *v)
 {
 	char who[512], entered[256], waited[64] = "";
@@ -210,7 +261,7 @@ static int rule_missing(const struct hang_set *s, struct verdict *v)
 			last = r->max_seq;
 	}
 	if (!v->stuck.n)
-		return 0;
+		return rule_other_op(s, v);
 	describe_ranks(s, &v->stuck, who, sizeof(who));
 	rank_list(s, &v->coll_entered, entered, sizeof(entered));
 	if (v->coll_wait_ms != HANG_UNKNOWN && v->coll_wait_ms >= 0)

@@ -367,19 +367,6 @@ static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
 		reply_status_dump(api, resp, &r, job, req->now_ms);
 }
 
-/* dump_open_other: the job has an open hang trigger other than seen (a
- * trigger id, or NULL for any) */
-static int dump_open_other(struct rdzv_api *api, const char *job,
-			   const char *seen, uint64_t now_ms)
-{
-	json_t *d = rdzv_hang_open_json(api->st, job, now_ms);
-	int other =
-	    d && (!seen || strcmp(json_string_value(json_object_get(d, "id")),
-				  seen) != 0);
-	json_decref(d);
-	return other;
-}
-
 static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 		     const char *job, struct rdzv_response *resp)
 {
@@ -408,7 +395,8 @@ static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 	if (rc < 0) {
 		reply_state_error(resp, rc, err, &r);
 	} else if (rc == RDZV_DONE || wait_ms == 0 ||
-		   (seen[0] && dump_open_other(api, job, seen, req->now_ms))) {
+		   (seen[0] &&
+		    api_hang_open_other(api->st, job, seen, req->now_ms))) {
 		reply_status_dump(api, resp, &r, job, req->now_ms);
 	} else {
 		park(resp, RDZV_POLL_WATCH, job, req->now_ms + wait_ms);
@@ -860,7 +848,7 @@ static int poll_check_watch(struct rdzv_api *api, const struct rdzv_poll *poll,
 	/* a hang trigger opened since it parked answers it at once */
 	if (rc == RDZV_WAIT && !expired &&
 	    !(rdzv_hang_seq(api->st, poll->job) > poll->hang_seq &&
-	      dump_open_other(api, poll->job, NULL, now_ms)))
+	      api_hang_open_other(api->st, poll->job, NULL, now_ms)))
 		return 0;
 	reply_status_dump(api, resp, &r, poll->job, now_ms);
 	return 1;

@@ -162,3 +162,13 @@ void api_hang_add_dump(const struct rdzv_state *st, const char *job,
 	else
 		json_decref(d);
 }
+
+int api_hang_open_other(const struct rdzv_state *st, const char *job,
+			const char *seen, uint64_t now_ms)
+{
+	json_t *d = rdzv_hang_open_json(st, job, now_ms);
+	const char *id = json_string_value(json_object_get(d, "id"));
+	int other = id && (!seen || strcmp(id, seen) != 0);
+	json_decref(d);
+	return other;
+}

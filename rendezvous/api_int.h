@@ -30,5 +30,9 @@ void api_hang_get(struct rdzv_state *st, const struct rdzv_request *req,
  * or watch answer v while one is open. */
 void api_hang_add_dump(const struct rdzv_state *st, const char *job,
 		       uint64_t now_ms, json_t *v);
+/* api_hang_open_other: the job has an open hang trigger other than seen
+ * (a trigger id, or NULL for any); watches answer at once for it. */
+int api_hang_open_other(const struct rdzv_state *st, const char *job,
+			const char *seen, uint64_t now_ms);
 
 #endif

@@ -115,10 +115,15 @@ static struct hang_trigger *latest(const struct job *j)
 	return j->hangs && j->hangs->n ? j->hangs->trig[j->hangs->n - 1] : NULL;
 }
 
-static int is_open(const struct hang_trigger *t, uint64_t now_ms)
+/* is_open: t still asks for reports: not every node answered, for at most
+ * RDZV_HANG_OPEN_MS, and only while j runs the round t asked (a new round
+ * has new workers: a dump of them would answer nothing) */
+static int is_open(const struct job *j, const struct hang_trigger *t,
+		   uint64_t now_ms)
 {
 	return t && t->nreported < t->nnodes &&
-	       now_ms < t->opened_ms + RDZV_HANG_OPEN_MS;
+	       now_ms < t->opened_ms + RDZV_HANG_OPEN_MS &&
+	       j->round == t->round && j->state == RDZV_JOB_RUNNING;
 }
 
 static json_t *trigger_json(const struct hang_trigger *t)
@@ -205,7 +210,7 @@ int rdzv_hang_trigger(struct rdzv_state *st, const char *job,
 		j->hangs->all_bytes = &st->hang_bytes;
 	}
 	t = latest(j);
-	if (!is_open(t, now_ms) || t->round != j->round) {
+	if (!is_open(j, t, now_ms)) {
 		t = new_trigger(j, j->hangs->seq + 1, kind, by, now_ms,
 				wall_ms);
 		if (!t)
@@ -297,11 +302,13 @@ static int make_room(struct rdzv_state *st, struct job *j,
 static void refresh(struct rdzv_state *st, struct hang_trigger *t,
 		    uint64_t wall_ms)
 {
-	json_t *reports = json_array(), *members = json_array(), *a = NULL;
+	json_t *reports, *members, *a = NULL;
 	struct buf text;
 
 	if (!t->dirty)
 		return;
+	reports = json_array();
+	members = json_array();
 	buf_init(&text, RDZV_HANG_TEXT_MAX_BYTES);
 	for (size_t i = 0; reports && members && i < t->nnodes; i++) {
 		if (t->nodes[i].report)
@@ -405,11 +412,12 @@ int rdzv_hang_report(struct rdzv_state *st, const char *job,
 }
 
 /* open_trigger_json: t with "open", as GET answers it. */
-static json_t *open_trigger_json(const struct hang_trigger *t, uint64_t now_ms)
+static json_t *open_trigger_json(const struct job *j,
+				 const struct hang_trigger *t, uint64_t now_ms)
 {
 	json_t *o = trigger_json(t);
-	if (o &&
-	    json_object_set_new(o, "open", json_boolean(is_open(t, now_ms)))) {
+	if (o && json_object_set_new(o, "open",
+				     json_boolean(is_open(j, t, now_ms)))) {
 		json_decref(o);
 		return NULL;
 	}
@@ -429,9 +437,9 @@ json_t *rdzv_hang_json(struct rdzv_state *st, const char *job, const char *id,
 	if (id && !t)
 		return NULL;
 	if (!t)
-		return json_pack("{s:n, s:b, s:[], s:n, s:s}", "trigger",
-				 "complete", 0, "reports", "analysis", "text",
-				 "");
+		return json_pack("{s:n, s:b, s:i, s:i, s:[], s:n, s:s}",
+				 "trigger", "complete", 0, "reported", 0,
+				 "asked", 0, "reports", "analysis", "text", "");
 	refresh(st, t, wall_ms);
 	reports = json_array();
 	for (size_t i = 0; reports && i < t->nnodes; i++)
@@ -440,10 +448,12 @@ json_t *rdzv_hang_json(struct rdzv_state *st, const char *job, const char *id,
 			json_decref(reports);
 			return NULL;
 		}
-	out = json_pack("{s:o, s:b, s:o, s:O?, s:s}", "trigger",
-			open_trigger_json(t, now_ms), "complete",
-			t->nreported == t->nnodes, "reports", reports,
-			"analysis", t->nreported ? t->analysis : NULL, "text",
+	out = json_pack("{s:o, s:b, s:I, s:I, s:o, s:O?, s:s}", "trigger",
+			open_trigger_json(j, t, now_ms), "complete",
+			t->nreported == t->nnodes, "reported",
+			(json_int_t)t->nreported, "asked",
+			(json_int_t)t->nnodes, "reports", reports, "analysis",
+			t->nreported ? t->analysis : NULL, "text",
 			t->nreported && t->text ? t->text : "");
 	return out;
 }
@@ -457,9 +467,11 @@ json_t *rdzv_hang_summary_json(struct rdzv_state *st, const char *job,
 	if (!t)
 		return NULL;
 	refresh(st, t, wall_ms);
-	return json_pack("{s:o, s:b, s:O?}", "trigger",
-			 open_trigger_json(t, now_ms), "complete",
-			 t->nreported == t->nnodes, "analysis",
+	return json_pack("{s:o, s:b, s:I, s:I, s:O?}", "trigger",
+			 open_trigger_json(j, t, now_ms), "complete",
+			 t->nreported == t->nnodes, "reported",
+			 (json_int_t)t->nreported, "asked",
+			 (json_int_t)t->nnodes, "analysis",
 			 t->nreported ? t->analysis : NULL);
 }
 
@@ -469,7 +481,7 @@ json_t *rdzv_hang_open_json(const struct rdzv_state *st, const char *job,
 	const struct job *j = state_find_job(st, job);
 	const struct hang_trigger *t = j ? latest(j) : NULL;
 
-	if (!is_open(t, now_ms))
+	if (!t || !is_open(j, t, now_ms))
 		return NULL;
 	return json_pack("{s:s, s:s, s:s, s:I}", "id", t->id, "kind",
 			 rdzv_hang_kind_name(t->kind), "by", t->by, "time_ms",

@@ -38,7 +38,7 @@ $(BUILD)/bin/dlaunch-rdzv: $(call objs,rendezvous/main.c) $(RDZV_LIB) \
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm
 
 RDZV_UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_rdzv*.c))
-RDZV_STATE_TESTS := test_rdzv_state test_rdzv_runs
+RDZV_STATE_TESTS := test_rdzv_state test_rdzv_runs test_rdzv_hang
 $(foreach t,$(filter-out $(RDZV_STATE_TESTS),$(RDZV_UNIT_TESTS)),\
 	$(eval $(call unit_test,$(t),$(RDZV_LIB) $(COMMON_LIB),\
 	$(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm)))

@@ -14,7 +14,8 @@
  *   2. missing-from-collective: in the flight records (sequence numbers are
  *      per rank and equal across ranks for the same collective), the lowest
  *      seq that some rank entered but not every rank finished; the ranks
- *      that never entered it are stuck.
+ *      that never entered it are stuck (or, all in it, the ranks in it as
+ *      another op than the majority: they took another branch).
  *   3. outside-collective: the rank(s) not inside any collective (flight
  *      record, a Python frame in torch/distributed/, a native frame of a
  *      collective library) while the others are.
@@ -43,7 +44,8 @@
 /* Thresholds of the rules; dl_hang_params_default fills the defaults. */
 struct dl_hang_params {
 	/* a collective entered this long before the trigger is a wait, not
-	 * a collective in progress (default 1000) */
+	 * a collective in progress (default 3000: a healthy job's largest
+	 * all-reduce takes less) */
 	int64_t min_wait_ms;
 	/* every rank's step unchanged this long means the job stopped,
 	 * whatever the trigger (default 10000) */

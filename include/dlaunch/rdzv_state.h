@@ -381,14 +381,16 @@ int rdzv_hang_report(struct rdzv_state *st, const char *job,
 /*
  * rdzv_hang_json: the trigger id (NULL: the latest) of job as GET
  * /v1/jobs/{job}/hang answers it: {"trigger": {..., "open"} | null,
- * "complete", "reports", "analysis" | null, "text"}. The analysis is
+ * "complete", "reported", "asked", "reports", "analysis" | null,
+ * "text"}. The analysis is
  * brought up to date first (hence st is not const). A new reference;
  * NULL when there is no such job or trigger (or memory ran out).
  */
 json_t *rdzv_hang_json(struct rdzv_state *st, const char *job, const char *id,
 		       uint64_t now_ms, uint64_t wall_ms);
-/* rdzv_hang_summary_json: {"trigger", "analysis"} of the latest trigger
- * (no reports, no stacks), NULL when the job has none. */
+/* rdzv_hang_summary_json: {"trigger", "complete", "reported", "asked",
+ * "analysis"} of the latest trigger (no reports, no stacks), NULL when
+ * the job has none. */
 json_t *rdzv_hang_summary_json(struct rdzv_state *st, const char *job,
 			       uint64_t now_ms, uint64_t wall_ms);
 /* rdzv_hang_open_json: {"id", "kind", "by", "time_ms"} of job's open

@@ -4,10 +4,14 @@
  * "/" lists the jobs, "/jobs/{job}" shows one. It keeps itself current:
  * a job's page long-polls the job's watch (answered as soon as the job
  * leaves its round, else after two seconds, longer for large jobs:
- * watchMs), the list refreshes every two seconds. With a token configured the API answers 401 and the page
- * asks for the token once (kept for the tab in sessionStorage) and sends
- * it as the bearer token on every call. Text from nodes is only ever set
- * as text (textContent), never parsed as markup.
+ * watchMs), the list refreshes every two seconds. A job's page also shows
+ * its latest hang report (verdict, reason, every rank's stacks folded,
+ * each in a <details>) and a "Dump stacks" button that asks the job's
+ * agents for one (POST /v1/jobs/{job}/dump). With a token configured the
+ * API answers 401 and the page asks for the token once (kept for the tab
+ * in sessionStorage) and sends it as the bearer token on every call.
+ * Text from nodes (stacks included) is only ever set as text
+ * (textContent), never parsed as markup.
  */
 "use strict";
 
@@ -18,6 +22,11 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 
 let token = sessionStorage.getItem(TOKEN_KEY);
 let wakeUp = null; /* resolves the loop's pause once a token is given */
+/* the hang report last fetched for this job ({key, data}), the <details>
+ * the reader opened (kept across re-renders), what the dump button said */
+let hangCache = { key: null, data: null };
+const openDetails = new Set();
+let dumpStatus = "";
 
 class Unauthorized extends Error {}
 
@@ -53,12 +62,19 @@ function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/* api GETs a path of the JSON API with the token; throws Unauthorized on
- * 401 (the prompt is shown), Error with the server's message otherwise. */
-async function api(path) {
+/* api GETs a path of the JSON API with the token (or POSTs post as JSON
+ * when given); throws Unauthorized on 401 (the prompt is shown), Error with the
+ * server's message otherwise. */
+async function api(path, post) {
   const headers = { Accept: "application/json" };
   if (token) headers.Authorization = "Bearer " + token;
-  const r = await fetch(path, { headers, cache: "no-store" });
+  const init = { headers, cache: "no-store" };
+  if (post !== undefined) {
+    init.method = "POST";
+    init.body = JSON.stringify(post);
+    headers["Content-Type"] = "application/json";
+  }
+  const r = await fetch(path, init);
   if (r.status === 401) throw new Unauthorized("token needed");
   let body = null;
   try {
@@ -286,6 +302,165 @@ function roundRows(job, fetchedAt) {
   });
 }
 
+/* --- the hang report --- */
+
+/* rangesText: "0,2-4" for sorted rank numbers */
+function rangesText(ranks) {
+  const out = [];
+  for (let i = 0; i < ranks.length; i++) {
+    let j = i;
+    while (j + 1 < ranks.length && ranks[j + 1] === ranks[j] + 1) j++;
+    out.push(j === i ? String(ranks[i]) : ranks[i] + "-" + ranks[j]);
+    i = j;
+  }
+  return out.join(",");
+}
+
+/* stackKey: a rank's stacks without addresses and process or thread ids,
+ * so that ranks blocked in the same place fold into one (as the server's
+ * text version does) */
+function stackKey(w) {
+  const norm = (t) => typeof t === "string"
+    ? t.replace(/0x[0-9a-fA-F]+/g, "0x").replace(/\b(PID|TID|LWP|pid) \d+/g, "$1 #")
+    : "";
+  return norm(w.python) + "\u0000" + norm(w.native);
+}
+
+/* hangWorkers: every worker of the reports, one per rank, by rank */
+function hangWorkers(hang) {
+  const seen = new Map();
+  for (const rep of (hang && hang.reports) || []) {
+    for (const w of Array.isArray(rep.workers) ? rep.workers : []) {
+      if (!w || typeof w.rank !== "number" || seen.has(w.rank)) continue;
+      seen.set(w.rank, Object.assign({}, w, { node: String(rep.node) }));
+    }
+  }
+  return [...seen.values()].sort((a, b) => a.rank - b.rank);
+}
+
+function workerLine(w) {
+  const parts = ["rank " + w.rank, "node " + w.node];
+  if (w.state) parts.push(String(w.state) + (w.wchan ? " in " + w.wchan : ""));
+  if (typeof w.step === "number") parts.push("step " + w.step);
+  if (typeof w.cpu_ms === "number" && typeof w.interval_ms === "number")
+    parts.push("cpu " + w.cpu_ms + " of " + w.interval_ms + " ms");
+  const flight = Array.isArray(w.flight) ? w.flight : [];
+  const last = flight[flight.length - 1];
+  if (last && typeof last === "object")
+    parts.push("last collective #" + last.seq + " " + (last.op || "?") +
+      " " + (last.state || "?"));
+  return parts.join(", ");
+}
+
+/* details: a <details> whose open state survives the page's re-renders */
+function details(key, summary, ...content) {
+  const d = el("details", { "data-key": key }, el("summary", {}, summary),
+    ...content);
+  if (openDetails.has(key)) d.open = true;
+  d.addEventListener("toggle", () => {
+    if (d.open) openDetails.add(key);
+    else openDetails.delete(key);
+  });
+  return d;
+}
+
+/* renderStacks: the ranks' stacks, ranks with the same stacks in one
+ * <details>; the groups holding a stuck rank (stuck: its ranks) first and
+ * marked */
+function renderStacks(hang, stuck) {
+  const workers = hangWorkers(hang);
+  const box = el("div", { id: "hang-ranks" });
+  const groups = new Map();
+  for (const w of workers) {
+    const k = stackKey(w);
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(w);
+  }
+  const isStuck = (g) => g.some((w) => stuck.includes(w.rank));
+  const ordered = [...groups.values()].sort((x, y) => isStuck(y) - isStuck(x));
+  for (const g of ordered) {
+    const lead = g[0];
+    const same = g.slice(1).map((w) => w.rank);
+    const content = [];
+    for (const w of g)
+      content.push(el("p", { class: "worker" }, workerLine(w)));
+    for (const w of g)
+      for (const n of Array.isArray(w.notes) ? w.notes : [])
+        content.push(el("p", { class: "note" }, "rank " + w.rank + ": " + n));
+    if (typeof lead.python === "string" && lead.python)
+      content.push(el("h4", {}, "Python"), el("pre", { class: "stack python" },
+        lead.python));
+    if (typeof lead.native === "string" && lead.native)
+      content.push(el("h4", {}, "native"), el("pre", { class: "stack native" },
+        lead.native));
+    if (!lead.python && !lead.native)
+      content.push(el("p", { class: "empty" }, "No stacks (see the notes)."));
+    const title = "rank " + lead.rank + " (node " + lead.node + ")" +
+      (same.length ? "; " + (same.length === 1 ? "rank " : "ranks ") +
+        rangesText(same) + ": same as rank " + lead.rank : "");
+    const d = details("rank-" + lead.rank, (isStuck(g) ? "stuck: " : "") +
+      title, ...content);
+    if (isStuck(g)) d.classList.add("stuck");
+    box.appendChild(d);
+  }
+  return box;
+}
+
+function renderHang(job, hang) {
+  const base = "/v1/jobs/" + encodeURIComponent(job.job);
+  const button = el("button", { type: "button", id: "dump-button" },
+    "Dump stacks");
+  button.disabled = job.state !== "RUNNING";
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    dumpStatus = "asking the agents...";
+    document.getElementById("dump-status").textContent = dumpStatus;
+    try {
+      const t = await api(base + "/dump", { kind: "dump", by: "cli" });
+      dumpStatus = (t.opened ? "dump requested: trigger " : "a dump is " +
+        "already under way: trigger ") + t.id;
+    } catch (e) {
+      if (e instanceof Unauthorized) throw e;
+      dumpStatus = "cannot dump: " + e.message;
+    }
+    document.getElementById("dump-status").textContent = dumpStatus;
+  });
+  const box = el("section", { id: "hang" },
+    el("h2", {}, "Hang report"),
+    el("div", { class: "hang-actions" }, button, " ",
+      el("span", { id: "dump-status" }, dumpStatus)));
+  const h = job.hang;
+  if (!h || !h.trigger) {
+    box.appendChild(el("p", { class: "empty", id: "hang-none" },
+      "No hang report. Dump stacks collects every rank's stacks, states " +
+      "and collectives without stopping the job."));
+    return box;
+  }
+  const t = h.trigger;
+  box.appendChild(el("p", { id: "hang-trigger" },
+    "trigger " + t.id + ": " + t.kind + " by " + t.by + " at " +
+    clock(t.time_ms) + "; " + h.reported + " of " + h.asked +
+    " nodes reported" + (t.open ? " (collecting)" : "")));
+  const a = h.analysis;
+  if (a) {
+    box.appendChild(el("div", { class: "verdict v-" + a.verdict, id: "hang-verdict" },
+      el("span", { class: "badge v-" + a.verdict, id: "hang-verdict-badge" }, a.verdict),
+      " ", el("span", { id: "hang-reason" }, a.reason)));
+    box.appendChild(el("p", { id: "hang-stuck" },
+      "stuck ranks: " + (a.stuck.length ? rangesText(a.stuck) : "none") +
+      "; stragglers: " + (a.stragglers.length ? rangesText(a.stragglers) : "none") +
+      (a.missing_nodes.length ? "; nodes that did not report: " +
+        a.missing_nodes.join(", ") : "")));
+  }
+  if (hang && hang.trigger && hang.trigger.id === t.id) {
+    box.appendChild(renderStacks(hang, a && Array.isArray(a.stuck) ? a.stuck : []));
+    if (hang.text)
+      box.appendChild(details("hang-text", "the report as text",
+        el("pre", { class: "stack text" }, hang.text)));
+  }
+  return box;
+}
+
 function renderJob(job, fetchedAt) {
   const min = job.min_nodes === job.max_nodes ? String(job.min_nodes)
     : job.min_nodes + "-" + job.max_nodes;
@@ -309,6 +484,7 @@ function renderJob(job, fetchedAt) {
       "last heartbeat", "workers entered the round"], memberRows(job), "No members: the round is forming."),
     el("h2", {}, "Waiting and spare nodes"),
     table("spares", ["node", "address", "workers"], spares, "None."),
+    renderHang(job, hangCache.data),
     el("h2", {}, "Failures"),
     renderFailures(job),
     el("h2", {}, "Rounds"),
@@ -342,12 +518,27 @@ async function jobsLoop() {
   }
 }
 
+/* fetchHang fetches the job's latest hang report (stacks included) when
+ * it changed since the last fetch: a new trigger, or more nodes reported */
+async function fetchHang(base, job) {
+  const h = job.hang;
+  if (!h || !h.trigger) {
+    hangCache = { key: null, data: null };
+    return;
+  }
+  const key = h.trigger.id + ":" + h.reported;
+  if (key === hangCache.key) return;
+  const data = await api(base + "/hang?id=" + encodeURIComponent(h.trigger.id));
+  hangCache = { key, data };
+}
+
 async function jobLoop(name) {
   const base = "/v1/jobs/" + encodeURIComponent(name);
   for (;;) {
     try {
       const fetchedAt = Date.now();
       const job = await api(base);
+      await fetchHang(base, job);
       renderJob(job, fetchedAt);
       setConn("updated " + new Date().toLocaleTimeString());
       if (job.state === "SUCCEEDED" || job.state === "FAILED")

@@ -6,16 +6,19 @@ agents. Prints "ok - ..." / "not ok - ..." lines.
 
   page_browser.py --chromium BIN --profile DIR --url URL --job JOB
       --fail-file PATH --token-url URL --token-job JOB --token TOKEN
-      [--screenshot PNG]
+      --hang-job JOB [--screenshot PNG]
 
 URL serves a running 3-agent job JOB; creating PATH makes one of its
 workers fail with markup in its stderr. TOKEN_URL is a server that wants
-TOKEN and has the job TOKEN_JOB."""
+TOKEN and has the job TOKEN_JOB. HANG_JOB on URL is a running job of two
+nodes (joined with incarnation "inc-NODE", 2 workers each) that no agent
+answers: this script posts their hang reports itself."""
 
 import argparse
 import json
 import os
 import sys
+import time
 import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the tree
@@ -36,10 +39,12 @@ def check(what, cond):
     return cond
 
 
-def api(url, token=None):
+def api(url, token=None, post=None):
     req = urllib.request.Request(url)
     if token:
         req.add_header("Authorization", "Bearer " + token)
+    if post is not None:
+        req.data = json.dumps(post).encode()
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.load(r)
 
@@ -214,10 +219,120 @@ def token_scenario(b, a):
                  % js(a.token_job), 15))
 
 
+def hang_report(job, node, trigger, round_, first_rank, stuck, markup):
+    """A node report of two workers from first_rank: every rank is inside
+    all_reduce #41 since 5 s before the trigger but stuck, which finished
+    #40 and sleeps; its Python stack carries markup."""
+    t = trigger["time_ms"]
+    workers = []
+    for rank in (first_rank, first_rank + 1):
+        flight = [{"seq": 40, "op": "all_reduce", "bytes": 4096,
+                   "state": "finished", "t_ms": t - 6000,
+                   "done_ms": t - 5990, "step": 40}]
+        frame = '  File "/job/train.py", line 30 in step\n'
+        if rank == stuck:
+            frame = '  File "%s", line 7 in load\n' % markup
+        else:
+            flight.append({"seq": 41, "op": "all_reduce", "bytes": 4096,
+                           "state": "entered", "t_ms": t - 5000,
+                           "step": 41})
+        workers.append({
+            "rank": rank, "local_rank": rank - first_rank,
+            "pid": 700 + rank, "state": "sleeping", "proc_state": "S",
+            "wchan": "do_poll", "cpu_ms": 0, "interval_ms": 1000,
+            "threads": 2, "step": 40, "step_age_ms": 5200,
+            "python": "Thread 0x7f%02d (most recent call first):\n%s"
+                      % (rank, frame),
+            "native": "TID %d:\n#0  0x00007f%04x poll\n" % (700 + rank, rank),
+            "flight": flight})
+    return {"version": 1, "job": job, "node": node, "host": "host-" + node,
+            "round": round_, "trigger": trigger, "time_ms": t + 800,
+            "nproc": 2, "workers": workers}
+
+
+def hang_scenario(b, a):
+    """The hang report section: the dump button opens a trigger, reports
+    arriving show the verdict naming the stuck rank and the ranks' stacks
+    folded, each in a <details> that stays open across re-renders, and
+    markup in a stack is text."""
+    base = a.url.rstrip("/")
+    b.navigate(base + "/jobs/" + a.hang_job)
+    ready = b.wait("document.getElementById('hang-none') !== null && "
+                   "!document.getElementById('dump-button').disabled", 15)
+    check("a running job's page has a Hang report section with a Dump "
+          "stacks button", ready)
+    b.evaluate("document.getElementById('dump-button').click(); 1")
+    deadline = time.time() + 10
+    hang = {}
+    while time.time() < deadline:
+        hang = api(base + "/v1/jobs/%s/hang" % a.hang_job)
+        if hang.get("trigger"):
+            break
+        time.sleep(0.1)
+    trig = hang.get("trigger") or {}
+    check("the button opened a trigger (kind %s by %s)"
+          % (trig.get("kind"), trig.get("by")),
+          trig.get("kind") == "dump" and trig.get("by") == "cli")
+    check("the page shows it, collecting",
+          b.wait("(document.getElementById('hang-trigger') || {})"
+                 ".textContent.includes(%s) && document.getElementById("
+                 "'hang-trigger').textContent.includes('0 of 2 nodes "
+                 "reported')" % js(trig.get("id", "?")), 15))
+    check("and says the dump was asked for",
+          b.evaluate("document.getElementById('dump-status').textContent")
+          .startswith("dump requested: trigger "))
+
+    job = api(base + "/v1/jobs/" + a.hang_job)
+    trigger = {k: trig.get(k) for k in ("id", "kind", "by", "time_ms")}
+    markup = '<img src=x onerror="window.__pwned = 3">'
+    stuck_node = None
+    for m in job["members"]:
+        rep = hang_report(a.hang_job, m["node_id"], trigger, job["round"],
+                          m["rank_offset"], 2, markup)
+        if m["rank_offset"] == 2:
+            stuck_node = m["node_id"]
+        api(base + "/v1/jobs/%s/hang?incarnation=inc-%s"
+            % (a.hang_job, m["node_id"]), post=rep)
+    want = "rank 2 (node %s)" % stuck_node
+    shown = b.wait("(document.getElementById('hang-verdict-badge') || {})"
+                   ".textContent === 'hang' && document.getElementById("
+                   "'hang-reason').textContent.includes(%s)" % js(want), 15)
+    check("the verdict and its reason name the stuck %s" % want, shown)
+    check("stuck ranks: 2",
+          b.evaluate("document.getElementById('hang-stuck').textContent")
+          .startswith("stuck ranks: 2;"))
+    groups = b.evaluate("[...document.querySelectorAll('#hang-ranks > "
+                        "details > summary')].map(s => s.textContent)")
+    check("identical stacks are folded, the stuck rank's first: %s"
+          % groups,
+          groups == ["stuck: rank 2 (node %s)" % stuck_node,
+                     "rank 0 (node %s); ranks 1,3: same as rank 0"
+                     % next(m["node_id"] for m in job["members"]
+                            if m["rank_offset"] == 0)])
+    check("every stack is inside a <details>",
+          b.evaluate("[...document.querySelectorAll('#hang pre.stack')]"
+                     ".every(p => p.closest('details') !== null) && "
+                     "document.querySelectorAll('#hang pre.stack').length "
+                     ">= 4"))
+    check("markup in a stack is shown as text and nothing ran",
+          b.evaluate("[...document.querySelectorAll('#hang pre.stack')]"
+                     ".some(p => p.textContent.includes(%s))" % js(markup))
+          and b.evaluate("document.querySelectorAll('#main img').length")
+          == 0 and b.evaluate("window.__pwned === undefined"))
+    b.evaluate("document.querySelector('#hang-ranks details[data-key="
+               "\"rank-2\"]').open = true; window.__renders = 0; "
+               "new MutationObserver(() => window.__renders++).observe("
+               "document.getElementById('main'), {childList: true}); 1")
+    kept = b.wait("window.__renders >= 1 && document.querySelector("
+                  "'#hang-ranks details[data-key=\"rank-2\"]').open", 20)
+    check("a <details> the reader opened stays open when the page updates",
+          kept)
+
+
 def main():
     p = argparse.ArgumentParser()
     for opt in ("chromium", "profile", "url", "job", "fail-file", "token-url",
-                "token-job", "token", "xss-job"):
+                "token-job", "token", "xss-job", "hang-job"):
         p.add_argument("--" + opt, required=True)
     p.add_argument("--screenshot")
     a = p.parse_args()
@@ -228,6 +343,7 @@ def main():
         return 1
     try:
         xss_scenario(b, a)
+        hang_scenario(b, a)
         job_scenario(b, a)
         token_scenario(b, a)
     except (CdpError, OSError, ValueError) as e:

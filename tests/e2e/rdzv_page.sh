@@ -5,8 +5,10 @@
 # page_browser.py): a running 3-agent job's members and ranks as the JSON
 # API reports them, a worker failure showing up live (new round, root
 # cause, timeline) without a reload, a failure's markup (another job's
-# worker writes it to stderr) shown as text and never run, and with a
-# token nothing but the prompt until it is given. DLAUNCH_SCREENSHOT=PATH
+# worker writes it to stderr) shown as text and never run, the hang report
+# section (its Dump stacks button opens a trigger; reports posted for it
+# show the verdict and the folded stacks, markup in them as text), and
+# with a token nothing but the prompt until it is given. DLAUNCH_SCREENSHOT=PATH
 # keeps the screenshot it takes (the README's docs/status-page.png: the
 # main job with a realistic failure, a Python traceback).
 source "$(dirname "$0")/lib.sh"
@@ -42,6 +44,17 @@ check "the markup job's failure reached the server" wait_for 30 xss_failed
 running() { curl -s -m 5 "$RDZV/v1/jobs/$JOB" | jq -e '.state == "RUNNING" and (.members | length) == 3' >/dev/null; }
 check "3 agents form a round" wait_for 30 running
 
+# a two-node job joined by hand, for the hang report: no agent answers
+# its trigger, page_browser.py posts the reports
+SAVED_JOB=$JOB
+JOB=hangjob
+JOB_CONF='"min_nodes":2,"max_nodes":2,"max_restarts":0,"last_call_timeout":"1s","heartbeat_timeout":"600s"'
+join_bg "$TEST_TMP/h1" hnode1 2 '"addr":"127.0.0.1"'
+join_bg "$TEST_TMP/h2" hnode2 2 '"addr":"127.0.0.1"'
+join_wait "$TEST_TMP/h1" "$TEST_TMP/h2"
+check_eq "the hang job runs" "200 200" "$(cat "$TEST_TMP/h1.code") $(cat "$TEST_TMP/h2.code")"
+JOB=$SAVED_JOB
+
 # a second server with a token, holding one waiting node of its own job
 TOKEN=page-token-$RANDOM$RANDOM
 printf '%s\n' "$TOKEN" >"$TEST_TMP/token"
@@ -65,6 +78,7 @@ python3 "$(dirname "$0")/page_browser.py" --chromium "$CHROMIUM" \
 	--profile "$TEST_TMP/profile" --url "$RDZV" --job "$JOB" \
 	--fail-file "$TEST_TMP/fail" --token-url "$TOKEN_RDZV" \
 	--token-job secretjob --token "$TOKEN" --xss-job xssjob \
+	--hang-job hangjob \
 	--screenshot "$TEST_TMP/status-page.png" 2>"$TEST_TMP/browser.err"
 [ -s "$TEST_TMP/browser.err" ] && sed 's/^/# /' "$TEST_TMP/browser.err"
 if [ -n "${DLAUNCH_SCREENSHOT:-}" ] && [ -s "$TEST_TMP/status-page.png" ]; then

@@ -373,7 +373,7 @@ static void test_rank_without_flight(void **state)
 			    json_string("  File \"x.py\", line 3 in f\n"));
 		else
 			json_object_set_new(w, "flight",
-					    flight(5, 6, T0 - 2000));
+					    flight(5, 6, T0 - 4000));
 		json_array_append_new(ws, w);
 	}
 	rep = reports(ws, 2, "dump");
@@ -503,6 +503,54 @@ static void test_all_inside(void **state)
 	    strstr(reason_of(a), "every rank inside collective #8"));
 	json_decref(a);
 	json_decref(rep);
+}
+
+/* A rank that took another branch: every rank entered #41, rank k as a
+ * broadcast, the others as an all-reduce. Two against two: no majority,
+ * nobody named. */
+static void test_other_branch(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 4; k++) {
+		json_t *ws = json_array(), *rep, *a;
+		for (int r = 0; r < 4; r++) {
+			json_t *w = worker(r, "sleeping"), *f;
+			f = flight(40, 41, T0 - 5000);
+			if (r == k)
+				json_object_set_new(
+				    json_array_get(f, json_array_size(f) - 1),
+				    "op", json_string("broadcast"));
+			json_object_set_new(w, "flight", f);
+			json_array_append_new(ws, w);
+		}
+		rep = reports(ws, 2, "stall");
+		a = dl_hang_analyse(rep, T0);
+		assert_string_equal(rule_of(a), "missing-from-collective");
+		assert_stuck(a, &k, 1);
+		assert_names_rank(a, k, k / 2);
+		assert_non_null(strstr(reason_of(a), "another branch"));
+		json_decref(a);
+		json_decref(rep);
+	}
+	{
+		json_t *ws = json_array(), *rep, *a;
+		for (int r = 0; r < 4; r++) {
+			json_t *w = worker(r, "sleeping"), *f;
+			f = flight(40, 41, T0 - 5000);
+			if (r % 2)
+				json_object_set_new(
+				    json_array_get(f, json_array_size(f) - 1),
+				    "op", json_string("broadcast"));
+			json_object_set_new(w, "flight", f);
+			json_array_append_new(ws, w);
+		}
+		rep = reports(ws, 2, "stall");
+		a = dl_hang_analyse(rep, T0);
+		assert_string_equal(rule_of(a), "none");
+		assert_stuck(a, NULL, 0);
+		json_decref(a);
+		json_decref(rep);
+	}
 }
 
 /* ---- a healthy job: no false hang ---- */
@@ -831,6 +879,7 @@ int main(void)
 	    cmocka_unit_test(test_first_stopped_lowest_step),
 	    cmocka_unit_test(test_first_stopped_by_age_and_ties),
 	    cmocka_unit_test(test_all_inside),
+	    cmocka_unit_test(test_other_branch),
 	    cmocka_unit_test(test_healthy_dump),
 	    cmocka_unit_test(test_straggler),
 	    cmocka_unit_test(test_dump_stale_steps),
