@@ -7,7 +7,10 @@
  *
  * The reader keeps only what the main loop needs: the newest accepted
  * abort and the newest accepted membership, each fenced by the highest
- * round seen in a membership. Any breach of the protocol, or the agent
+ * round seen in a membership. A dump it answers itself (the file through
+ * control_dump.c and the hook main sets, then `dumped`), so that a worker
+ * whose main thread is stuck, in a collective or anywhere else, still
+ * tells where it is. Any breach of the protocol, or the agent
  * closing its end, ends the channel for good; the worker then behaves as
  * a plain one (a failed collective ends it, as it always did).
  */
@@ -48,6 +51,12 @@ struct control {
 	control_abort_fn abort_fn;
 	void *abort_ctx;
 	int in_hook; /* the reader thread runs abort_fn */
+	control_dump_fn dump_fn;
+	void *dump_ctx;
+	int in_dump; /* the reader thread writes a dump with dump_fn */
+	/* serialises the lines of the main thread and of the reader (a
+	 * dump's answer), so that they never interleave */
+	pthread_mutex_t wmu;
 };
 
 /* end_channel: bad input or a closed channel; mu held */
@@ -108,10 +117,40 @@ static void handle(struct control *c, const struct control_msg *m)
 		c->membership = m->m;
 		c->membership_pending = 1;
 		break;
-	default: /* preempt and dump were not declared; unknown: ignored */
-		return;
+	default: /* preempt was not declared; dump: answer_dump */ return;
 	}
 	pthread_cond_broadcast(&c->cv);
+}
+
+static void send_line(struct control *c, const char *line, int len);
+
+/* answer_dump: on the reader thread, outside mu: the file, then the
+ * answer (with the reason when there is no file) */
+static void answer_dump(struct control *c, const struct control_msg *m)
+{
+	char err[256], line[2048];
+	control_dump_fn fn;
+	void *ctx;
+	int rc, len;
+
+	pthread_mutex_lock(&c->mu);
+	fn = c->dump_fn;
+	ctx = c->dump_ctx;
+	c->in_dump = 1;
+	pthread_mutex_unlock(&c->mu);
+	rc = control_dump_write(m->dump_path, fn, ctx, err, sizeof(err));
+	pthread_mutex_lock(&c->mu);
+	c->in_dump = 0;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (rc != 0)
+		log_warn("control channel: dump %s: %s", m->dump_id, err);
+	len = control_format_dumped(line, sizeof(line), m->dump_id,
+				    rc != 0 ? err : NULL);
+	if (len < 0) /* an id full of escapes: the answer without the why */
+		len =
+		    control_format_dumped(line, sizeof(line), m->dump_id, NULL);
+	send_line(c, line, len);
 }
 
 static void *reader_main(void *arg)
@@ -153,9 +192,13 @@ static void *reader_main(void *arg)
 				why = bad;
 				break;
 			}
-			pthread_mutex_lock(&c->mu);
-			handle(c, &msg);
-			pthread_mutex_unlock(&c->mu);
+			if (msg.type == CONTROL_DUMP) {
+				answer_dump(c, &msg);
+			} else {
+				pthread_mutex_lock(&c->mu);
+				handle(c, &msg);
+				pthread_mutex_unlock(&c->mu);
+			}
 			memmove(buf, buf + used, have - used);
 			have -= used;
 		}
@@ -178,8 +221,10 @@ static void send_line(struct control *c, const char *line, int len)
 	pthread_mutex_unlock(&c->mu);
 	if (dead)
 		return;
-	/* one writer (the main thread); a line is far below the socket
-	 * buffer, so it goes whole or the agent is not reading */
+	/* two writers (the main thread, the reader's dump answers), one
+	 * line at a time; a line is far below the socket buffer, so it goes
+	 * whole or the agent is not reading */
+	pthread_mutex_lock(&c->wmu);
 	while (len > 0) {
 		ssize_t n = send(c->fd, line, (size_t)len, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
@@ -188,11 +233,12 @@ static void send_line(struct control *c, const char *line, int len)
 			pthread_mutex_lock(&c->mu);
 			end_channel(c, "cannot write to it");
 			pthread_mutex_unlock(&c->mu);
-			return;
+			break;
 		}
 		line += n;
 		len -= (int)n;
 	}
+	pthread_mutex_unlock(&c->wmu);
 }
 
 int control_open(struct control **out, char *err, size_t err_size)
@@ -230,6 +276,7 @@ int control_open(struct control **out, char *err, size_t err_size)
 	if (v && *v && parse_u64(v, 0, INT64_MAX, &c->fence_round) != 0)
 		c->fence_round = 0;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->wmu, NULL);
 	{ /* deadlines are CLOCK_MONOTONIC, like every timeout here */
 		pthread_condattr_t ca;
 		pthread_condattr_init(&ca);
@@ -240,6 +287,9 @@ int control_open(struct control **out, char *err, size_t err_size)
 	send_line(c, line, control_format_hello(line, sizeof(line)));
 	if (pthread_create(&c->thread, NULL, reader_main, c) != 0) {
 		close(fd);
+		pthread_mutex_destroy(&c->mu);
+		pthread_mutex_destroy(&c->wmu);
+		pthread_cond_destroy(&c->cv);
 		free(c);
 		return dl_errorf(err, err_size, DL_ESYS,
 				 "cannot start the control channel's reader");
@@ -263,6 +313,7 @@ void control_close(struct control *c)
 		pthread_join(c->thread, NULL);
 	close(c->fd);
 	pthread_mutex_destroy(&c->mu);
+	pthread_mutex_destroy(&c->wmu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
 }
@@ -276,6 +327,18 @@ void control_set_abort_hook(struct control *c, control_abort_fn fn, void *ctx)
 	c->abort_ctx = ctx;
 	if (fn && c->abort_pending)
 		fn(ctx);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void control_set_dump_hook(struct control *c, control_dump_fn fn, void *ctx)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	while (c->in_dump)
+		pthread_cond_wait(&c->cv, &c->mu);
+	c->dump_fn = fn;
+	c->dump_ctx = ctx;
 	pthread_mutex_unlock(&c->mu);
 }
 

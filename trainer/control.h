@@ -6,9 +6,9 @@
  * (control_msg.c), and the channel itself with its reader thread
  * (control.c).
  *
- * dlaunch-train acts on `abort` and `membership` and says so in its
- * `hello`; `preempt` and `dump` are parsed (so that their members are
- * checked) but not acted on, and not declared.
+ * dlaunch-train acts on `abort`, `membership` and `dump` and says so in
+ * its `hello`; `preempt` is parsed (so that its members are checked) but
+ * not acted on, and not declared.
  */
 #ifndef DLAUNCH_TRAIN_CONTROL_H
 #define DLAUNCH_TRAIN_CONTROL_H
@@ -19,6 +19,8 @@
 
 #define CONTROL_VERSION	       1
 #define CONTROL_MAX_LINE_BYTES 65536 /* the newline included */
+#define CONTROL_DUMP_ID_MAX    128   /* bytes of a dump's id (the agent's) */
+#define CONTROL_DUMP_PATH_MAX  4096  /* bytes of its path, NUL included */
 
 enum control_type {
 	CONTROL_UNKNOWN = 0, /* a type this worker does not know: ignored */
@@ -51,6 +53,10 @@ struct control_msg {
 	uint64_t step;	  /* preempt */
 	char reason[256]; /* abort (cut to fit) */
 	struct control_membership m;
+	/* dump: the request's id (1 to CONTROL_DUMP_ID_MAX bytes) and the
+	 * file to write (an absolute path is checked when acting on it) */
+	char dump_id[CONTROL_DUMP_ID_MAX + 1];
+	char dump_path[CONTROL_DUMP_PATH_MAX];
 };
 
 /*
@@ -74,6 +80,28 @@ int control_format_aborted(char *buf, size_t size, uint64_t round,
 			   uint64_t step);
 int control_format_reformed(char *buf, size_t size, uint64_t round,
 			    uint64_t step);
+/* control_format_dumped: {"type":"dumped","id":ID} (and "error": why,
+ * when error is not NULL: the file could not be written), id and error
+ * escaped as JSON strings. */
+int control_format_dumped(char *buf, size_t size, const char *id,
+			  const char *error);
+
+/*
+ * The dump file (docs/worker-protocol.md, "dump"): one JSON object,
+ * {"pid": P, ...the members fn appends...}, written to path.tmp (created
+ * 0600, never following a link) and renamed to path, so a reader sees the
+ * whole file or none. fn(ctx, out) appends members, each after a comma
+ * (e.g. ,"rank":0,"flight":[...],"threads":"..."), and returns 0 or a
+ * DL_E* code; fn NULL: the pid alone. path must be absolute. Returns 0,
+ * or a DL_E* code with a message in err. Any thread.
+ */
+struct buf;
+typedef int (*control_dump_fn)(void *ctx, struct buf *out);
+int control_dump_write(const char *path, control_dump_fn fn, void *ctx,
+		       char *err, size_t err_size);
+/* control_json_string appends s to out as a JSON string (quotes, escapes;
+ * bytes that are not UTF-8 become U+FFFD). 0 or a buf error. */
+int control_json_string(struct buf *out, const char *s);
 
 /*
  * The channel (control.c). control_open takes the descriptor named by
@@ -100,6 +128,15 @@ void control_close(struct control *c);
  * set NULL before freeing what ctx points to (the call waits for a hook
  * running). */
 void control_set_abort_hook(struct control *c, control_abort_fn fn, void *ctx);
+
+/* control_set_dump_hook: what a `dump` writes besides the pid
+ * (control_dump_write's fn); the reader thread writes the file and
+ * answers `dumped` (with "error" when the file could not be written)
+ * itself, so a dump is answered while the main thread is stuck anywhere.
+ * fn runs on the reader thread, not under the channel's lock; set NULL
+ * before freeing what ctx points to (the call waits for a dump being
+ * written). Before any hook is set a dump writes the pid alone. */
+void control_set_dump_hook(struct control *c, control_dump_fn fn, void *ctx);
 
 /* control_in_place: the agent welcomed us and the channel is healthy, so
  * a failed collective may be followed by an abort rather than the end. */

@@ -351,6 +351,11 @@ static const struct member membership_members[] = {
     {"store_prefix", MSG_STR(m.store_prefix), 1, 0},
     {NULL, M_UINT, 0, 0, 0, 0, 0},
 };
+static const struct member dump_members[] = {
+    {"id", MSG_STR(dump_id), 1, 0},
+    {"path", MSG_STR(dump_path), 1, 0},
+    {NULL, M_UINT, 0, 0, 0, 0, 0},
+};
 static const struct member preempt_members[] = {
     {"step", MSG_U64(step, INT64_MAX), 1, 0},
     {NULL, M_UINT, 0, 0, 0, 0, 0},
@@ -365,8 +370,7 @@ static const struct {
     {"abort", CONTROL_ABORT, abort_members},
     {"membership", CONTROL_MEMBERSHIP, membership_members},
     {"preempt", CONTROL_PREEMPT, preempt_members},
-    /* dump's id and path are not read: dlaunch-train does not act on it */
-    {"dump", CONTROL_DUMP, NULL},
+    {"dump", CONTROL_DUMP, dump_members},
 };
 
 #define MAX_MEMBERS 16
@@ -547,6 +551,10 @@ int control_parse(const char *line, size_t len, struct control_msg *out,
 					 mm->master_port);
 		out->m.round = out->round;
 	}
+	if (out->type == CONTROL_DUMP &&
+	    (out->dump_id[0] == '\0' || out->dump_path[0] == '\0'))
+		return dl_errorf(err, err_size, DL_EINVAL,
+				 "dump: an empty id or path");
 	return 0;
 }
 
@@ -559,7 +567,8 @@ int control_format_hello(char *buf, size_t size)
 {
 	return fmt(size, snprintf(buf, size,
 				  "{\"type\":\"hello\",\"version\":%d,"
-				  "\"handles\":[\"abort\",\"membership\"]}\n",
+				  "\"handles\":[\"abort\",\"membership\","
+				  "\"dump\"]}\n",
 				  CONTROL_VERSION));
 }
 

@@ -209,48 +209,6 @@ static int pick_ops(enum dist_backend backend, const struct dist_ops **out,
 	return 0;
 }
 
-/* fault_config: DLAUNCH_DIST_FAULT=CALL:STEP[:kill] for this rank (dist.h),
- * in the first group the process forms;
- * anything malformed is reported and ignored (it is a test hook). */
-static void fault_config(struct dist *d)
-{
-	const char *v = getenv("DLAUNCH_DIST_FAULT");
-	const char *who = getenv("DLAUNCH_DIST_FAULT_RANK");
-	char buf[64], *colon, *kill_at;
-	int call, step, rank = 0;
-
-	static atomic_int seen;
-
-	/* the first group of the process only: after a re-form the ranks
-	 * are numbered anew, and the hook must not strike a second rank */
-	if (v == NULL || *v == '\0' || atomic_exchange(&seen, 1))
-		return;
-	if (who && *who && parse_int(who, 0, DIST_MAX_WORLD, &rank) != 0)
-		rank = -1;
-	snprintf(buf, sizeof(buf), "%s", v);
-	kill_at = strstr(buf, ":kill");
-	if (kill_at && kill_at[5] == '\0')
-		*kill_at = '\0';
-	else
-		kill_at = NULL;
-	colon = strchr(buf, ':');
-	if (colon)
-		*colon = '\0';
-	if (rank < 0 || colon == NULL ||
-	    parse_int(buf, 1, INT32_MAX, &call) != 0 ||
-	    parse_int(colon + 1, 0, INT32_MAX, &step) != 0) {
-		log_warn("dist: ignoring DLAUNCH_DIST_FAULT='%s' (want "
-			 "CALL:STEP[:kill] and DLAUNCH_DIST_FAULT_RANK)",
-			 v);
-		return;
-	}
-	if (rank != d->rank)
-		return;
-	d->fault_call = call;
-	d->fault_step = step;
-	d->fault_kill = kill_at != NULL;
-}
-
 /* group_new: a group with its configuration and no connections yet */
 static struct dist *group_new(const struct dist_config *cfg,
 			      const struct dist_ops *ops)
@@ -266,7 +224,8 @@ static struct dist *group_new(const struct dist_config *cfg,
 	d->timeout_ms =
 	    cfg->timeout_ms ? cfg->timeout_ms : DIST_DEFAULT_TIMEOUT_MS;
 	d->wake_fds[0] = d->wake_fds[1] = -1;
-	fault_config(d);
+	d->flight = cfg->flight;
+	dist_fault_config(d);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	return d;
@@ -313,6 +272,7 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 	rc = ops->init(d, err, err_size);
 	if (rc != 0)
 		goto fail;
+	dist_flight_begin_group(d->flight, d->rank);
 	log_debug("dist: rank %d of %d joined the group (%s backend)", d->rank,
 		  d->world, dist_backend_name(d->backend));
 	*out = d;
@@ -483,6 +443,8 @@ int dist_wait(struct dist_req *req)
 		return DL_EINVAL;
 	struct dist *d = req->d;
 	int status = d->ops->wait(req);
+	if (status == 0) /* NCCL: done now; TCP: its thread finished it */
+		dist_flight_finish(d->flight, req->flight);
 	pthread_mutex_lock(&d->mu);
 	req_unlink_free(req);
 	pthread_mutex_unlock(&d->mu);
@@ -531,15 +493,27 @@ int dist_iall_reduce(struct dist *d, void *buf, size_t count,
 	if (rc != 0)
 		return rc;
 	*req = NULL;
+	dist_fault_before_all_reduce(d);
 	struct dist_req *r =
 	    req_new(d, DIST_REQ_ALL_REDUCE, buf, count, dtype, -1);
 	if (r == NULL)
 		return DL_ENOMEM;
 	r->op = op;
+	r->flight = dist_flight_enter(d->flight, DIST_FLIGHT_ALL_REDUCE,
+				      count * dist_dtype_size(dtype));
 	return submit(d, r, req);
 }
 
 /* ---- blocking operations ---- */
+
+/* recorded: a blocking collective of flight handle fl returned rc; a
+ * failed one stays "entered" in the flight recorder */
+static int recorded(struct dist *d, uint64_t fl, int rc)
+{
+	if (rc == 0)
+		dist_flight_finish(d->flight, fl);
+	return rc;
+}
 
 int dist_send(struct dist *d, const void *buf, size_t count,
 	      enum dist_dtype dtype, int peer)
@@ -571,7 +545,10 @@ int dist_broadcast(struct dist *d, void *buf, size_t count,
 		rc = check_root(d, "broadcast", root);
 	if (rc != 0)
 		return rc;
-	return d->ops->broadcast(d, buf, count, dtype, root);
+	uint64_t fl = dist_flight_enter(d->flight, DIST_FLIGHT_BROADCAST,
+					count * dist_dtype_size(dtype));
+	rc = d->ops->broadcast(d, buf, count, dtype, root);
+	return recorded(d, fl, rc);
 }
 
 int dist_reduce(struct dist *d, const void *send, void *recv, size_t count,
@@ -586,7 +563,10 @@ int dist_reduce(struct dist *d, const void *send, void *recv, size_t count,
 		rc = check_op("reduce", op);
 	if (rc != 0)
 		return rc;
-	return d->ops->reduce(d, send, recv, count, dtype, op, root);
+	uint64_t fl = dist_flight_enter(d->flight, DIST_FLIGHT_REDUCE,
+					count * dist_dtype_size(dtype));
+	rc = d->ops->reduce(d, send, recv, count, dtype, op, root);
+	return recorded(d, fl, rc);
 }
 
 int dist_all_reduce(struct dist *d, const void *send, void *recv, size_t count,
@@ -599,7 +579,11 @@ int dist_all_reduce(struct dist *d, const void *send, void *recv, size_t count,
 		rc = check_op("all_reduce", op);
 	if (rc != 0)
 		return rc;
-	return d->ops->all_reduce(d, send, recv, count, dtype, op);
+	dist_fault_before_all_reduce(d);
+	uint64_t fl = dist_flight_enter(d->flight, DIST_FLIGHT_ALL_REDUCE,
+					count * dist_dtype_size(dtype));
+	rc = d->ops->all_reduce(d, send, recv, count, dtype, op);
+	return recorded(d, fl, rc);
 }
 
 int dist_all_gather(struct dist *d, const void *send, void *recv, size_t count,
@@ -610,10 +594,14 @@ int dist_all_gather(struct dist *d, const void *send, void *recv, size_t count,
 		rc = check_buf(d, "all_gather", recv, count, dtype);
 	if (rc != 0)
 		return rc;
-	return d->ops->all_gather(d, send, recv, count, dtype);
+	uint64_t fl = dist_flight_enter(d->flight, DIST_FLIGHT_ALL_GATHER,
+					count * dist_dtype_size(dtype));
+	rc = d->ops->all_gather(d, send, recv, count, dtype);
+	return recorded(d, fl, rc);
 }
 
 int dist_barrier(struct dist *d)
 {
-	return d->ops->barrier(d);
+	uint64_t fl = dist_flight_enter(d->flight, DIST_FLIGHT_BARRIER, 0);
+	return recorded(d, fl, d->ops->barrier(d));
 }

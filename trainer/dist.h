@@ -54,6 +54,19 @@
  *   all-gather), as dist_abort would, or with
  *   ":kill" the process kills itself there. It applies to the first
  *   group a process forms, and fires once.
+ * - DLAUNCH_DIST_FAULT=CALL:KIND (tests only; the rank as above), KIND
+ *   one of sleep, loop, read: that rank hangs before its CALL-th
+ *   all-reduce (1-based, blocking and asynchronous ones counted alike,
+ *   in the first group of the process), on the thread that issues it,
+ *   before the flight recorder records it: "sleep" sleeps an hour (then
+ *   goes on), "loop" spins for ever, "read" blocks for ever reading a
+ *   pipe nobody writes. It logs "DLAUNCH_DIST_FAULT: hanging" first. A
+ *   stop signal does not end the hang (dlaunch-train's handler only sets
+ *   a flag, as in a real hang): SIGKILL does. The other ranks wait in
+ *   that all-reduce until their timeout.
+ * - Flight recorder (dist_flight.h): with cfg.flight set, each
+ *   collective (not point-to-point) is recorded when issued and when it
+ *   completes.
  * - Limits: world size at most 1024 (the TCP backend keeps one socket per
  *   peer).
  */
@@ -63,6 +76,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct dist_flight;
 
 enum dist_backend { DIST_BACKEND_TCP = 0, DIST_BACKEND_NCCL = 1 };
 enum dist_dtype {
@@ -87,6 +102,10 @@ struct dist_config {
 	 * (within about 50 ms) with DL_ECLOSED: another thread raises it to
 	 * cancel the forming of a group no longer wanted. NULL: none. */
 	const atomic_int *cancel;
+	/* the flight recorder (dist_flight.h) this group records its
+	 * collectives in, or NULL: none; owned by the caller, and must
+	 * outlive the group. dist_config_from_env leaves it NULL. */
+	struct dist_flight *flight;
 };
 
 struct dist;

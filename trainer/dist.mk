@@ -2,7 +2,8 @@
 # trainer/dist.mk: the collective library of dlaunch-train (libdist.a):
 # the TCP backend always, the NCCL backend when CUDA is found; without
 # CUDA, dist_nccl_nocuda.c answers that there is no NCCL backend.
-DIST_SRCS := trainer/dist.c trainer/dist_net.c trainer/dist_sock.c \
+DIST_SRCS := trainer/dist.c trainer/dist_fault.c trainer/dist_flight.c \
+	trainer/dist_net.c trainer/dist_sock.c \
 	trainer/dist_tcp_backend.c \
 	trainer/dist_tcp.c trainer/dist_p2p.c trainer/dist_reduce.c
 ifneq ($(NVCC),)

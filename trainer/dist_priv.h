@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dist.h"
+#include "dist_flight.h"
 
 #include "dlaunch/error.h"
 
@@ -64,9 +65,17 @@ struct dist_req {
 	int nccl_queued;     /* NCCL: waits in the queue for its group */
 	struct dist_p2p p2p; /* TCP send/recv: its progress */
 	int p2p_started;
+	uint64_t flight; /* iall_reduce: its flight-recorder handle, or 0 */
 };
 
 struct dist_nccl; /* dist_nccl.c */
+
+enum dist_hang {
+	DIST_HANG_NONE = 0,
+	DIST_HANG_SLEEP, /* sleep an hour */
+	DIST_HANG_LOOP,	 /* spin for ever */
+	DIST_HANG_READ,	 /* read a pipe nobody writes */
+};
 
 struct dist {
 	struct dist_config cfg;
@@ -85,6 +94,12 @@ struct dist {
 	 * DLAUNCH_DIST_FAULT, read once in dist_init */
 	int fault_call, fault_step, fault_kill;
 	int ring_calls; /* ring all-reduces run so far */
+	/* DLAUNCH_DIST_FAULT=CALL:sleep|loop|read: hang before the CALL-th
+	 * all-reduce (dist_fault.c) */
+	enum dist_hang hang_kind;
+	int hang_call;
+	int all_reduce_calls; /* all-reduces issued so far (with a hang) */
+	struct dist_flight *flight; /* cfg.flight: the recorder, or NULL */
 
 	/* Asynchronous operations: a FIFO run by one progress thread. */
 	pthread_mutex_t mu;
@@ -103,6 +118,15 @@ struct dist {
 	unsigned char nccl_id[DIST_NCCL_ID_BYTES];
 	struct dist_nccl *nccl;
 };
+
+/* dist_fault.c: the test hooks of DLAUNCH_DIST_FAULT (dist.h).
+ * dist_fault_config reads them for a new group (the first group of the
+ * process only; malformed values are logged and ignored);
+ * dist_fault_before_all_reduce runs before each all-reduce is recorded
+ * and issued, and never returns at the one a hang is set for (the sleep
+ * kind returns after an hour). */
+void dist_fault_config(struct dist *d);
+void dist_fault_before_all_reduce(struct dist *d);
 
 /* dist_net.c: forms the TCP mesh (fills d->fds) through the bootstrap that
  * rank 0 hosts on listen_fd (rank 0 only; -1: listen on MASTER_PORT). On

@@ -68,6 +68,8 @@ static void *progress_main(void *arg)
 		}
 		pthread_mutex_unlock(&d->mu);
 		int status = d->stopping ? DL_ECLOSED : run_all_reduce(d, req);
+		if (status == 0) /* when it completed, not when waited for */
+			dist_flight_finish(d->flight, req->flight);
 		pthread_mutex_lock(&d->mu);
 		d->queue_head = req->next_queued;
 		if (d->queue_head == NULL)

@@ -24,6 +24,7 @@
 #include "control.h"
 #include "data.h"
 #include "dist.h"
+#include "dist_flight.h"
 #include "mlp.h"
 #include "options.h"
 #include "reform.h"
@@ -33,6 +34,7 @@
 #include "train_progress.h"
 #include "train_rng.h"
 #include "train_sampler.h"
+#include "dlaunch/buf.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
@@ -148,6 +150,7 @@ static int save_checkpoint(struct run *r)
 	if (r->rank != 0 || r->o.checkpoint_dir == NULL ||
 	    r->saved_step == r->step)
 		return 0;
+	dist_flight_set_phase(r->flight, "checkpoint");
 	rc = reform_fill_state(r);
 	if (rc == 0)
 		rc = ckpt_save(r->o.checkpoint_dir, &r->ck,
@@ -204,6 +207,8 @@ static int evaluate(struct run *r)
 	size_t n = r->test.n;
 	size_t lo = n * (size_t)r->rank / (size_t)r->world;
 	size_t hi = n * ((size_t)r->rank + 1) / (size_t)r->world;
+
+	dist_flight_set_phase(r->flight, "evaluate");
 	double stats[3] = {0, 0, (double)(hi - lo)};
 	int rc = 0;
 
@@ -378,7 +383,10 @@ static int report_progress(struct run *r, struct loss_window *w,
 	double secs = (double)(clock_now_ns() - w->start_ns) / 1e9;
 	double rate = (double)w->steps * o->global_batch / secs;
 	char eta[32];
-	int rc = window_reduce(r, w);
+	int rc;
+
+	dist_flight_set_phase(r->flight, "report");
+	rc = window_reduce(r, w);
 
 	if (rc != 0)
 		return rc;
@@ -422,6 +430,9 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 
 		if (stop_signal)
 			break;
+		/* what a dump tells of this thread (dist_flight.h) */
+		dist_flight_set_step(r->flight, (int64_t)r->step + 1);
+		dist_flight_set_phase(r->flight, "train_step");
 		if (control_abort_pending(r->ctl, &round)) {
 			rc = reform_aborts(r);
 			if (rc != 0)
@@ -465,6 +476,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 			return rc;
 	}
 	if (w.steps && !stop_signal) {
+		dist_flight_set_phase(r->flight, "report");
 		rc = window_reduce(r, &w);
 		if (rc != 0)
 			rc = reform_recover(r, rc);
@@ -494,6 +506,7 @@ static void json_string(FILE *f, const char *s)
 static void release_run(struct run *r)
 {
 	control_set_abort_hook(r->ctl, NULL, NULL);
+	control_set_dump_hook(r->ctl, NULL, NULL);
 	train_ddp_free(r->ddp);
 	mlp_free(r->model);
 	train_optim_release(&r->optim);
@@ -510,6 +523,14 @@ static void release_run(struct run *r)
 	free(r->y);
 	free(r->idx);
 	control_close(r->ctl);
+	dist_flight_free(r->flight);
+}
+
+/* dump_members: the agent's dump (control.h) shows the flight recorder
+ * and where the training thread is; runs on the channel's reader */
+static int dump_members(void *ctx, struct buf *out)
+{
+	return dist_flight_format_dump(ctx, out);
 }
 
 /* setup_model: the batch buffers, the model, its optimiser and DDP (and
@@ -640,11 +661,17 @@ int main(int argc, char **argv)
 		uint64_t round = 0;
 		const char *v = getenv("DLAUNCH_ROUND");
 
+		if (dist_flight_from_env(&r.flight, err, sizeof(err)) != 0) {
+			log_error("%s", err);
+			return EXIT_USAGE;
+		}
+		dist_flight_set_phase(r.flight, "setup");
 		/* a channel that cannot be used leaves a plain worker, which
 		 * is what the agent makes of one that never says hello */
 		if (control_open(&r.ctl, err, sizeof(err)) != 0)
 			log_warn("%s; going on without the control channel",
 				 err);
+		control_set_dump_hook(r.ctl, dump_members, r.flight);
 		if (v && *v && parse_u64(v, 0, INT64_MAX, &round) == 0)
 			r.round = round;
 	}
@@ -710,6 +737,7 @@ int main(int argc, char **argv)
 	rc = save_checkpoint(&r);
 	if (rc != 0)
 		goto out;
+	dist_flight_set_phase(r.flight, "finish");
 	/* work queued after the last copy back (the final SGD step) that
 	 * failed on the GPU fails the run too (the CPU's sync is a no-op) */
 	rc = r.be.sync(r.be.ctx);

@@ -9,7 +9,8 @@
 TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
 	trainer/sampler.c trainer/optim.c trainer/ckpt.c trainer/ddp.c \
 	trainer/options.c trainer/device.c trainer/control.c \
-	trainer/control_msg.c trainer/control_state.c trainer/progress.c
+	trainer/control_msg.c trainer/control_dump.c trainer/control_state.c \
+	trainer/progress.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
 TRAIN_MAIN_OBJS := $(call objs,trainer/main.c trainer/reform.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
@@ -64,7 +65,11 @@ $(BUILD)/obj/tests/unit/test_nccl.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
 ifneq ($(NVCC),)
 $(BUILD)/obj/tests/unit/test_nccl.o: CPPFLAGS += -isystem $(CUDA_HOME)/include
 endif
-TRAIN_TESTS += $(BUILD)/tests/test_train_ddp $(BUILD)/tests/test_nccl
+# the flight recorder and the dump file (read back with jansson, as the
+# agent reads it)
+$(eval $(call unit_test,test_flight,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(JSON_LIBS) -pthread))
+TRAIN_TESTS += $(BUILD)/tests/test_train_ddp $(BUILD)/tests/test_nccl \
+	$(BUILD)/tests/test_flight
 endif
 
 .PHONY: trainer

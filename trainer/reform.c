@@ -12,6 +12,7 @@
 
 #include "control.h"
 #include "dist.h"
+#include "dist_flight.h"
 #include "mlp.h"
 #include "reform.h"
 #include "train_ddp.h"
@@ -42,8 +43,11 @@ static int setup_dist(struct run *r, const struct control_membership *m)
 	r->rank = cfg.rank;
 	r->world = cfg.world_size;
 	r->wait_ms = r->o.timeout_ms ? r->o.timeout_ms : cfg.timeout_ms;
-	if (r->world == 1)
-		return 0; /* one process: no group needed */
+	if (r->world == 1) { /* one process: no group needed */
+		dist_flight_begin_group(r->flight, r->rank);
+		return 0;
+	}
+	cfg.flight = r->flight;
 	cfg.backend =
 	    r->o.backend == BACKEND_NCCL ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
 	cfg.cuda_device = r->gpu; /* the kernels' device (setup_device) */
@@ -168,6 +172,7 @@ int reform_agree(struct run *r, struct control_agreement *ag)
 	char err[512];
 	int rc = reform_fill_state(r);
 
+	dist_flight_set_phase(r->flight, "agree");
 	if (rc == 0)
 		rc = control_agree(r->dist, &r->ck, ag, err, sizeof(err));
 	else
@@ -251,6 +256,7 @@ int reform_aborts(struct run *r)
 	while (control_abort_pending(r->ctl, &round)) {
 		uint64_t t0 = clock_now_ms();
 
+		dist_flight_set_phase(r->flight, "reform");
 		leave_group(r);
 		control_take_abort(r->ctl);
 		/* an end of epoch cut short: its evaluation is skipped, its
@@ -308,6 +314,7 @@ int reform_recover(struct run *r, int rc)
 	if (!control_in_place(r->ctl) || !is_group_failure(r, rc))
 		return rc;
 	if (!control_abort_pending(r->ctl, &round)) {
+		dist_flight_set_phase(r->flight, "wait_abort");
 		log_info("rank %d: the group failed (%s); waiting for the "
 			 "agent's abort",
 			 r->rank, dl_strerror(rc));

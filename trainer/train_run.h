@@ -25,6 +25,7 @@ struct dist;
 struct mlp;
 struct train_ddp;
 struct control;
+struct dist_flight;
 
 struct run {
 	struct train_options o;
@@ -51,6 +52,9 @@ struct run {
 	double last_loss, last_accuracy, last_test_loss;
 	int evaluated_at_end;
 	struct control *ctl; /* the agent's control channel, or NULL */
+	/* the collective flight recorder and where the loop stands, shown
+	 * in the answer to the agent's dump (never NULL after setup) */
+	struct dist_flight *flight;
 	uint64_t round;	     /* the round of the membership we are in */
 	uint64_t wait_ms;    /* bound on waiting for the agent */
 	int max_local_alloc; /* rows the batch buffers and model hold */

@@ -146,7 +146,7 @@ class Harness:
                 t = m["type"]
                 if t == "hello":
                     w.hello = True
-                    assert m["handles"] == ["abort", "membership"], m
+                    assert m["handles"] == ["abort", "membership", "dump"], m
                     self.send(w, {"type": "welcome", "version": 1})
                 elif t == "step":
                     w.steps.append(m["step"])

@@ -218,7 +218,8 @@ static void test_format(void **state)
 	(void)state;
 	assert_true(control_format_hello(buf, sizeof(buf)) > 0);
 	assert_string_equal(buf, "{\"type\":\"hello\",\"version\":1,"
-				 "\"handles\":[\"abort\",\"membership\"]}\n");
+				 "\"handles\":[\"abort\",\"membership\","
+				 "\"dump\"]}\n");
 	assert_int_equal(control_format_step(buf, sizeof(buf), 42),
 			 (int)strlen("{\"type\":\"step\",\"step\":42}\n"));
 	assert_string_equal(buf, "{\"type\":\"step\",\"step\":42}\n");
