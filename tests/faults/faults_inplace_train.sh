@@ -39,9 +39,6 @@ ARGS=(--data synthetic:2048 --model 256-256-10 --global-batch 96 --seed 7
 
 digest() { $CK digest "$($CK newest "$1")" 2>/dev/null | sed 's/.*params=//'; }
 below() { $PY -c 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$1" "$2"; }
-field() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d
-for k in sys.argv[2:]: v=v[int(k)] if isinstance(v, list) else v[k]
-print(json.dumps(v) if isinstance(v, (list, dict)) else v)' "$@"; }
 
 # ref N DIR LOG ARGS...: N plain ranks (no channel) with checkpoints in DIR
 ref() {

@@ -80,9 +80,12 @@ class Harness:
         w = Worker(rank)
         parent, child = socket.socketpair()
         env = dict(os.environ)
+        # nodes of --nproc-per-node ranks each (default: one node)
+        per_node = getattr(self.a, "nproc_per_node", None) or world
         env.update({
             "RANK": str(rank), "WORLD_SIZE": str(world),
-            "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank % per_node),
+            "LOCAL_WORLD_SIZE": str(per_node),
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port),
             "DLAUNCH_CONTROL_FD": str(child.fileno()),
             "DLAUNCH_CONTROL_VERSION": "1", "DLAUNCH_ROUND": str(round_),
@@ -137,6 +140,8 @@ class Harness:
                         w.summary = json.loads(line)["summary"]
                     if b"DLAUNCH_DIST_FAULT: failing" in line:
                         events.append(("fault", w))
+                    if b"DLAUNCH_DIST_FAULT: hanging" in line:
+                        events.append(("hang", w))
                 continue
             w.buf += data
             while b"\n" in w.buf:
@@ -155,6 +160,8 @@ class Harness:
                     w.aborted = m
                 elif t == "reformed":
                     w.reformed = m
+                elif t == "dumped":
+                    events.append(("dumped", w))
         return events
 
     def left(self):

@@ -2,10 +2,11 @@
 # lib_faults.sh - helpers shared by the reliability suite (tests/faults/*.sh).
 #
 # Sources tests/e2e/lib.sh (ok/not_ok/skip/check/wait_for/spawn_bg/finish)
-# and adds: a unique mark put in the environment of every process a case
-# starts (DLAUNCH_TEST_MARK, found again through /proc/*/environ by the
-# checker), starting dlaunch-rdzv on port 0 and reading the port back,
-# starting agents, reading the server's job detail, and the test worker.
+# and adds: field (a member of a JSON file), a unique mark put in the
+# environment of every process a case starts (DLAUNCH_TEST_MARK, found
+# again through /proc/*/environ by the checker), starting dlaunch-rdzv on
+# port 0 and reading the port back, starting agents, reading the server's
+# job detail, and the test worker.
 #
 # The case script itself does not carry the mark (it is never exported
 # here), so the checker finds exactly the processes of the job: the server,
@@ -22,6 +23,12 @@ source "$FAULTS_DIR/lib_netns.sh"
 MARK=dlf-$$-$RANDOM$RANDOM
 WORKER=$FAULTS_DIR/worker.sh
 PY=/usr/bin/python3
+# field FILE KEY...: a member of the JSON object in FILE (list indices as
+# numbers), printed as JSON when it is a list or an object
+field() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d
+for k in sys.argv[2:]: v=v[int(k)] if isinstance(v, list) else v[k]
+print(json.dumps(v) if isinstance(v, (list, dict)) else v)' "$@"; }
+
 # the rendezvous settings of every case: fast heartbeats so an eviction
 # takes about a second, not the 5 s default
 HB_CONF=${HB_CONF:-heartbeat_interval=0.2,heartbeat_timeout=1,last_call_timeout=0.5}
