@@ -24,6 +24,7 @@ DDP script: a failure ends the process and the launcher restarts it.
 
 Standard library and public torch APIs only; works with torch 1.13.
 """
+import faulthandler
 import gc
 import hashlib
 import io
@@ -31,6 +32,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -65,12 +67,47 @@ def _first_prefix(rnd):
     return "%s/%d/" % (os.environ.get("TORCHELASTIC_RUN_ID", "none"), rnd)
 
 
+def _stacks():
+    """every thread's Python stack, in faulthandler's format"""
+    with tempfile.TemporaryFile() as f:
+        faulthandler.dump_traceback(file=f, all_threads=True)
+        f.seek(0)
+        return f.read().decode("utf-8", "replace")
+
+
+def write_dump(path, rank):
+    """the dump file of docs/worker-protocol.md ("dump"): {"pid", "rank",
+    "python": every thread's stack}, written to path.tmp (0600, never
+    through a link) and renamed to path; raises OSError or ValueError"""
+    if not os.path.isabs(path):
+        raise ValueError("dump path %r is not absolute" % path)
+    data = json.dumps({"pid": os.getpid(), "rank": rank,
+                       "python": _stacks()}).encode()
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+                 | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data + b"\n")
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 class Channel:
     """The worker side of the control channel: hello, a reader thread,
-    the messages it keeps for the training loop, and the answers."""
+    the messages it keeps for the training loop, and the answers. A
+    `dump` is answered by the reader thread itself (every thread's stack
+    into the file, then `dumped`), so it is answered while the main thread
+    is stuck, in a collective or anywhere else that releases the GIL."""
 
-    def __init__(self, handles=("abort", "membership")):
+    def __init__(self, handles=("abort", "membership", "dump")):
         self.ok = False          # welcomed and usable
+        self.rank = _env_int("RANK", 0)  # the rank a dump names
         self._cv = threading.Condition()
         self._abort = None       # the newest abort not yet acted on
         self._membership = None  # the newest membership not yet acted on
@@ -149,8 +186,15 @@ class Channel:
             t = msg["type"]
             if t in ("abort", "membership") and not isinstance(msg.get("round"), int):
                 raise ValueError("%s without an integer round" % t)
+            if t == "dump" and not (isinstance(msg.get("id"), str) and msg["id"]
+                                    and isinstance(msg.get("path"), str)
+                                    and msg["path"]):
+                raise ValueError("dump without a string id and path")
         except ValueError as e:
             self._lost("bad line from the agent (%s)" % e)
+            return
+        if t == "dump":
+            self._dump(msg["id"], msg["path"])
             return
         with self._cv:
             if t == "welcome":
@@ -164,6 +208,15 @@ class Channel:
                     self._fence = msg["round"]
                     self._membership = msg
             self._cv.notify_all()
+
+    def _dump(self, ident, path):
+        answer = {"type": "dumped", "id": ident}
+        try:
+            write_dump(path, self.rank)
+        except (OSError, ValueError) as e:
+            _log("dump %s: cannot write %s: %s" % (ident, path, e))
+            answer["error"] = "cannot write %s: %s" % (path, e)
+        self._send(answer)
 
     def abort_pending(self):
         return self._abort is not None
@@ -313,6 +366,7 @@ class Elastic:
 
     def _form(self, rank, world, addr, port, prefix):
         self.rank, self.world_size = rank, world
+        self.channel.rank = rank
         if self.global_batch % world:
             raise ValueError("global batch %d is not a multiple of the world "
                              "size %d" % (self.global_batch, world))

@@ -3,7 +3,8 @@
 # torch_module.sh - the dlaunch Python module's side of the control channel
 # (progs/torch_module_channel.py plays the agent over a socket pair): hello,
 # close-on-exec, fencing, aborted/step lines, bad input and a missing or
-# bad DLAUNCH_CONTROL_FD making the worker plain without a crash; and the
+# bad DLAUNCH_CONTROL_FD making the worker plain without a crash, a dump
+# answered while the main thread is stuck in a gloo all-reduce; and the
 # example with the module under torchrun (no channel, the store served by
 # torchrun's agent): a plain DDP script that runs to the end.
 source "$(dirname "$0")/lib.sh"

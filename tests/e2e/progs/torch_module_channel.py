@@ -1,13 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """torch_module_channel.py - the dlaunch module's control channel
 (python/dlaunch/, docs/worker-protocol.md) against a socket pair that plays
-the agent: prints "ok - ..." / "not ok - ..." lines (torch_module.sh)."""
+the agent: prints "ok - ..." / "not ok - ..." lines (torch_module.sh).
+Last, a dump while the main thread is stuck in a gloo all-reduce (a peer
+process joined the group and never takes part): the file names the line
+the main thread is on."""
 import fcntl
 import json
 import os
 import socket
+import stat
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
 
 import dlaunch
 
@@ -45,9 +56,9 @@ def channel(agent_lines, env_round="1"):
 
 a, ch = channel(b'{"type":"welcome","version":1}\n')
 hello = read_line(a)
-check("hello first, version 1, handles abort and membership",
+check("hello first, version 1, handles abort, membership and dump",
       hello == {"type": "hello", "version": 1,
-                "handles": ["abort", "membership"]})
+                "handles": ["abort", "membership", "dump"]})
 check("welcomed", ch.ok)
 fd = int(os.environ["DLAUNCH_CONTROL_FD"])
 check("the descriptor is close-on-exec",
@@ -96,4 +107,88 @@ ch = dlaunch.Channel()
 check("DLAUNCH_CONTROL_FD that is no socket: plain, no crash", not ch.ok)
 del os.environ["DLAUNCH_CONTROL_FD"]
 check("no DLAUNCH_CONTROL_FD: plain", not dlaunch.Channel().ok)
+
+# --- dump: the reader thread answers while the main thread is stuck
+PEER = """
+import sys, time
+from datetime import timedelta
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 2, False,
+                      timeout=timedelta(seconds=30))
+dist.init_process_group("gloo", store=store, rank=1, world_size=2,
+                        timeout=timedelta(seconds=30))
+time.sleep(60)  # in the group, never in the collective
+"""
+MARK = "STUCK" + "-HERE"
+with open(__file__) as f:
+    stuck_line = [i + 1 for i, t in enumerate(f) if t.rstrip().endswith(MARK)][0]
+tmp = tempfile.mkdtemp()
+a, ch = channel(b'{"type":"welcome","version":1}\n')
+read_line(a)  # hello
+a.sendall(b'{"type":"dump","id":"rel","path":"relative.json"}\n')
+ans = read_line(a)
+check("a dump to a relative path: answered with the reason, still welcomed",
+      ans.get("id") == "rel" and "not absolute" in ans.get("error", "")
+      and ch.ok)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+port = s.getsockname()[1]
+s.close()
+peer = subprocess.Popen([sys.executable, "-c", PEER, str(port)])
+store = dist.TCPStore("127.0.0.1", port, 2, True,
+                      timeout=timedelta(seconds=30))
+dist.init_process_group("gloo", store=store, rank=0, world_size=2,
+                        timeout=timedelta(seconds=30))
+seen = {}
+
+
+def agent():
+    """dumps until the main thread is seen in the all-reduce (20 s)"""
+    end = time.monotonic() + 20
+    n = 0
+    try:
+        while time.monotonic() < end and "dump" not in seen:
+            n += 1
+            path = os.path.join(tmp, "d%d.json" % n)
+            t0 = time.monotonic()
+            a.sendall((json.dumps({"type": "dump", "id": "d%d" % n,
+                                   "path": path}) + "\n").encode())
+            ans = read_line(a)
+            seen["ms"] = (time.monotonic() - t0) * 1e3
+            seen["answer"] = ans
+            if ans != {"type": "dumped", "id": "d%d" % n}:
+                break
+            with open(path) as f:
+                d = json.load(f)
+            seen["mode"] = stat.S_IMODE(os.stat(path).st_mode)
+            if 'line %d' % stuck_line in d["python"]:
+                seen["dump"] = d
+            time.sleep(0.1)
+    finally:
+        peer.kill()  # the all-reduce fails: the main thread goes on
+
+
+t = threading.Thread(target=agent)
+t.start()
+try:
+    dist.all_reduce(torch.zeros(4))  # STUCK-HERE
+except RuntimeError:
+    pass
+t.join()
+peer.wait()
+d = seen.get("dump")
+check("dump while the main thread is in a gloo all-reduce: the file names "
+      "its line %d (answered in %.0f ms)" % (stuck_line, seen.get("ms", -1)),
+      d is not None)
+check("the dump file: pid, rank, 0600, and every thread (the reader's too)",
+      d is not None and d["pid"] == os.getpid() and d["rank"] == 0
+      and seen["mode"] == 0o600 and "dlaunch" in d["python"]
+      and d["python"].count("Thread 0x") >= 2)
+check("no temporary file left", not [x for x in os.listdir(tmp)
+                                     if x.endswith(".tmp")])
+a.sendall(b'{"type":"dump","id":"x"}\n')
+t0 = time.monotonic()
+while ch.ok and time.monotonic() - t0 < 5:
+    time.sleep(0.01)
+check("a dump without a path: plain from then on", not ch.ok)
 sys.exit(1 if failed else 0)
