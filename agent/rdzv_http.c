@@ -8,9 +8,11 @@
  * tried again with backoff (backoff.h: a base of 200 ms doubling to 5 s,
  * each pause drawn from [base/2, base] so that agents that lost the server
  * together do not come back together) while the workers keep running; the first
- * failure and the recovery are logged once. An answer is about the round its
- * request named, and is posted as such: the round loop drops it when it has
- * moved on.
+ * failure and the recovery are logged once. The heartbeat and the watch
+ * pause at most one heartbeat interval, so that a member is heard again
+ * within heartbeat_timeout of a restarted server's return. An answer is about
+ * the round its request named, and is posted as such: the round loop drops it
+ * when it has moved on.
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -93,6 +95,21 @@ static int op_init(struct rdzv_http *h, struct http_op *op, const char *what,
 	backoff_init(&op->backoff, BACKOFF_FIRST_MS, BACKOFF_MAX_MS,
 		     backoff_seed());
 	return op->retry ? 0 : DL_ENOMEM;
+}
+
+/* op_cap sets the op's backoff to top out at max_ms (at most the usual
+ * cap). The ops that keep a member alive (heartbeat, watch) are capped at
+ * the heartbeat interval: a restarted server starts every member's clock
+ * at its restore, and a member whose next try came after
+ * heartbeat_timeout would be evicted; their pauses still spread over
+ * [interval/2, interval]. */
+static void op_cap(struct http_op *op, uint64_t max_ms)
+{
+	if (max_ms > BACKOFF_MAX_MS || max_ms == 0)
+		max_ms = BACKOFF_MAX_MS;
+	backoff_init(&op->backoff,
+		     max_ms < BACKOFF_FIRST_MS ? max_ms : BACKOFF_FIRST_MS,
+		     max_ms, backoff_seed());
 }
 
 static void op_cancel(struct http_op *op)
@@ -258,6 +275,8 @@ static void joined(struct rdzv_http *h, const struct client_reply *r)
 		post_join_failed(h);
 		return;
 	}
+	op_cap(&h->heartbeat, h->heartbeat_interval_ms);
+	op_cap(&h->watch, h->heartbeat_interval_ms);
 	/* servers before reruns send no run: their jobs have one */
 	if (jsonh_get_u64(r->json, "run", 0, 1, UINT32_MAX, &h->run, NULL, 0) !=
 	    0)

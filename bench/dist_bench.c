@@ -7,6 +7,8 @@
  *       dist_bench [--sizes 4,1024,1048576] [--max-bytes-moved 268435456]
  *                  [--device cpu|cuda] [--init-only]
  *   dist_bench --device-count
+ *   dist_bench --flight-cost
+ *   ... dist_bench --flight-compare [--sizes ...] [--max-bytes-moved B]
  *
  * Every rank runs the same sizes (bytes of float32, in place, sum). Per
  * size: warm-up iterations, a barrier, then a timed loop; the time of a
@@ -31,12 +33,35 @@
  * of the first one-element all-reduce (forming the group and, for NCCL,
  * creating the communicator, as PyTorch does lazily at its first collective);
  * --init-only stops there.
+ *
+ * Collectives are recorded in a flight recorder as in dlaunch-train
+ * (trainer/dist_flight.h): DLAUNCH_FLIGHT_ENTRIES sets its size (default
+ * 64; 0 records nothing), and the first line says it ("flight_entries");
+ * bench.py flight runs both side by side. --flight-cost measures the
+ * recorder alone, without a group: {"flight_ns_per_collective": t}, the
+ * time of one collective's enter and finish in a 64-entry ring on one
+ * thread, over 10 million of them. --flight-compare (TCP) forms two
+ * groups in each process, one recording into a 64-entry recorder and one
+ * not (its bootstrap on a port rank 0 picks and broadcasts over the
+ * first), and per size alternates blocks
+ * of all-reduces between them (A B B A ...), so that a change in the
+ * machine's load hits both alike, each group's time being the median of
+ * its blocks' (a block the scheduler stalled does not count); rank 0
+ * prints per size
+ *   {"bytes": 4, "iters": 1000, "on_us": 61.2, "off_us": 60.9,
+ *    "off_over_on": 0.995}
+ * (each the slowest rank's time per all-reduce).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../trainer/dist.h"
+#include "../trainer/dist_flight.h"
 #include "../trainer/options.h"
 #include "../trainer/train_device.h"
 #include "dlaunch/clock.h"
@@ -48,6 +73,166 @@
 #endif
 
 #define BENCH_MAX_SIZES 64
+
+/* flight_cost: --flight-cost (see above) */
+static int flight_cost(void)
+{
+	const uint64_t n = 10000000;
+	struct dist_flight *f = dist_flight_new(DIST_FLIGHT_DEFAULT_ENTRIES);
+	uint64_t t0;
+
+	if (f == NULL)
+		return 1;
+	dist_flight_begin_group(f, 0);
+	t0 = clock_now_ns();
+	for (uint64_t i = 0; i < n; i++)
+		dist_flight_finish(
+		    f, dist_flight_enter(f, DIST_FLIGHT_ALL_REDUCE, 4));
+	printf("{\"flight_ns_per_collective\": %.1f, \"entries\": %d, "
+	       "\"iters\": %llu}\n",
+	       (double)(clock_now_ns() - t0) / (double)n,
+	       DIST_FLIGHT_DEFAULT_ENTRIES, (unsigned long long)n);
+	dist_flight_free(f);
+	return 0;
+}
+
+#define COMPARE_BLOCKS 40
+
+static int bench_iters(uint64_t bytes, uint64_t max_bytes_moved);
+
+/* cmp_double: qsort order of doubles */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* compare_size: one size of --flight-compare on the groups g[0]
+ * (recorded) and g[1] (not); per all-reduce, the median over each
+ * group's blocks (robust to a block the scheduler stalled), in per[2] */
+static int compare_size(struct dist **g, float *buf, size_t count, int iters,
+			double per[2])
+{
+	int block = iters / COMPARE_BLOCKS > 0 ? iters / COMPARE_BLOCKS : 1;
+	double t[2][COMPARE_BLOCKS / 2];
+	int n[2] = {0, 0}, rc = 0;
+
+	for (int w = 0; w < 2 && rc == 0; w++)
+		for (int i = 0; i < 3 && rc == 0; i++)
+			rc = dist_all_reduce(g[w], buf, buf, count,
+					     DIST_FLOAT32, DIST_SUM);
+	for (int b = 0; b < COMPARE_BLOCKS && rc == 0; b++) {
+		int w = (b % 4 == 0 || b % 4 == 3) ? 0 : 1; /* A B B A */
+		uint64_t t0;
+
+		rc = dist_barrier(g[w]);
+		t0 = clock_now_ns();
+		for (int i = 0; i < block && rc == 0; i++)
+			rc = dist_all_reduce(g[w], buf, buf, count,
+					     DIST_FLOAT32, DIST_SUM);
+		t[w][n[w]++] = (double)(clock_now_ns() - t0) / 1e9 / block;
+	}
+	for (int w = 0; w < 2; w++) {
+		qsort(t[w], (size_t)n[w], sizeof(double), cmp_double);
+		per[w] = n[w] ? t[w][n[w] / 2] : 0;
+	}
+	/* the slowest rank's */
+	if (rc == 0)
+		rc = dist_all_reduce(g[1], per, per, 2, DIST_FLOAT64, DIST_MAX);
+	return rc;
+}
+
+/* listen_any: a listening TCP socket on a port the kernel picks (all
+ * addresses), its port in *port; -1 on failure */
+static int listen_any(uint16_t *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    listen(fd, 64) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* second_group: the group without a recorder, bootstrapped on a port
+ * rank 0 takes from the kernel and tells the others over the first */
+static int second_group(struct dist_config cfg, struct dist *first,
+			struct dist **out, char *err, size_t err_size)
+{
+	int32_t port = 0;
+	uint16_t p16 = 0;
+	int fd = -1, rc;
+
+	if (cfg.world_size > 1 && cfg.rank == 0) {
+		fd = listen_any(&p16);
+		port = fd < 0 ? -1 : p16;
+	}
+	rc = cfg.world_size > 1 ? dist_broadcast(first, &port, 1, DIST_INT32, 0)
+				: 0;
+	if (rc == 0 && port < 0)
+		rc = DL_ESYS;
+	if (rc != 0) {
+		snprintf(err, err_size, "no port for the second group");
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	cfg.flight = NULL;
+	cfg.master_port = (uint16_t)port;
+	return dist_init_listener(&cfg, fd, out, err, err_size);
+}
+
+/* flight_compare: --flight-compare (see above) */
+static int flight_compare(struct dist_config cfg, const uint64_t *sizes,
+			  int nsizes, uint64_t max_moved)
+{
+	struct dist_flight *f = dist_flight_new(DIST_FLIGHT_DEFAULT_ENTRIES);
+	struct dist *g[2] = {NULL, NULL};
+	uint64_t max_size = 0;
+	float *buf = NULL;
+	char err[256] = "out of memory";
+	int rc = f ? 0 : DL_ENOMEM;
+
+	cfg.timeout_ms = 120000;
+	cfg.flight = f;
+	if (rc == 0)
+		rc = dist_init(&cfg, &g[0], err, sizeof(err));
+	if (rc == 0)
+		rc = second_group(cfg, g[0], &g[1], err, sizeof(err));
+	for (int s = 0; s < nsizes; s++)
+		if (sizes[s] > max_size)
+			max_size = sizes[s];
+	if (rc == 0 && (buf = calloc(1, max_size)) == NULL)
+		rc = DL_ENOMEM;
+	if (rc != 0)
+		fprintf(stderr, "dist_bench: --flight-compare: %s\n", err);
+	for (int s = 0; s < nsizes && rc == 0; s++) {
+		int iters = bench_iters(sizes[s], max_moved);
+		double per[2];
+
+		rc = compare_size(g, buf, sizes[s] / 4, iters, per);
+		if (rc == 0 && cfg.rank == 0) {
+			printf("{\"bytes\": %llu, \"iters\": %d, \"on_us\": "
+			       "%.3f, \"off_us\": %.3f, \"off_over_on\": "
+			       "%.4f}\n",
+			       (unsigned long long)sizes[s], iters,
+			       per[0] * 1e6, per[1] * 1e6, per[1] / per[0]);
+			fflush(stdout);
+		}
+	}
+	free(buf);
+	dist_free(g[0]);
+	dist_free(g[1]);
+	dist_flight_free(f);
+	return rc == 0 ? 0 : 1;
+}
 
 static int bench_iters(uint64_t bytes, uint64_t max_bytes_moved)
 {
@@ -165,7 +350,8 @@ int main(int argc, char **argv)
 	uint64_t sizes[BENCH_MAX_SIZES];
 	int nsizes = 0;
 	uint64_t max_moved = 256ull << 20;
-	int use_cuda = 0, init_only = 0, count_only = 0;
+	int use_cuda = 0, init_only = 0, count_only = 0, cost_only = 0;
+	int compare = 0;
 	parse_sizes("4,64,1024,16384,262144,1048576,4194304,16777216", sizes,
 		    &nsizes);
 	for (int i = 1; i < argc; i++) {
@@ -203,11 +389,16 @@ int main(int argc, char **argv)
 			init_only = 1;
 		} else if (strcmp(argv[i], "--device-count") == 0) {
 			count_only = 1;
+		} else if (strcmp(argv[i], "--flight-cost") == 0) {
+			cost_only = 1;
+		} else if (strcmp(argv[i], "--flight-compare") == 0) {
+			compare = 1;
 		} else {
 			fprintf(stderr,
 				"usage: dist_bench [--sizes B,B,...] "
 				"[--max-bytes-moved B] [--device cpu|cuda] "
-				"[--init-only] | --device-count (env: "
+				"[--init-only] | --device-count | "
+				"--flight-cost | --flight-compare (env: "
 				"MASTER_ADDR MASTER_PORT RANK WORLD_SIZE "
 				"LOCAL_RANK LOCAL_WORLD_SIZE)\n");
 			return 2;
@@ -215,6 +406,8 @@ int main(int argc, char **argv)
 	}
 	if (count_only)
 		return print_devices();
+	if (cost_only)
+		return flight_cost();
 
 	struct dist_config cfg;
 	char err[256];
@@ -227,17 +420,26 @@ int main(int argc, char **argv)
 	}
 #endif
 	const char *impl = use_cuda ? "dlaunch-nccl" : "dlaunch-tcp";
-	int rc = dist_config_from_env(&cfg, err, sizeof(err));
+	struct dist_flight *flight = NULL;
+	int rc = dist_flight_from_env(&flight, err, sizeof(err));
+	if (rc == 0)
+		rc = dist_config_from_env(&cfg, err, sizeof(err));
 	uint64_t t_init = clock_now_ns();
 	if (rc == 0 && use_cuda && pick_gpu(&cfg) != 0)
 		return 1;
+	if (rc == 0 && compare && !use_cuda) {
+		dist_flight_free(flight);
+		return flight_compare(cfg, sizes, nsizes, max_moved);
+	}
 	if (rc == 0) {
 		cfg.timeout_ms = 120000;
 		cfg.backend = use_cuda ? DIST_BACKEND_NCCL : DIST_BACKEND_TCP;
+		cfg.flight = flight;
 		rc = dist_init(&cfg, &d, err, sizeof(err));
 	}
 	if (rc != 0) {
 		fprintf(stderr, "dist_bench: cannot form the group: %s\n", err);
+		dist_flight_free(flight);
 		return 1;
 	}
 	int rank = dist_rank(d), world = dist_world_size(d);
@@ -269,16 +471,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dist_bench: rank %d: first all-reduce: %s\n",
 			rank, dl_strerror(rc));
 		dist_free(d);
+		dist_flight_free(flight);
 		return 1;
 	}
 	if (rank == 0) {
 		printf("{\"impl\": \"%s\", \"world\": %d, \"init_ms\": "
-		       "%.3f}\n",
-		       impl, world, init_ms);
+		       "%.3f, \"flight_entries\": %zu}\n",
+		       impl, world, init_ms, dist_flight_entries(flight));
 		fflush(stdout);
 	}
 	if (init_only) {
 		dist_free(d);
+		dist_flight_free(flight);
 		return 0;
 	}
 	uint64_t max_size = 0;
@@ -290,6 +494,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dist_bench: cannot allocate %llu bytes\n",
 			(unsigned long long)max_size);
 		dist_free(d);
+		dist_flight_free(flight);
 		return 1;
 	}
 	for (uint64_t k = 0; k < max_size / 4; k++)
@@ -305,6 +510,7 @@ int main(int argc, char **argv)
 				(unsigned long long)max_size);
 			free(host);
 			dist_free(d);
+			dist_flight_free(flight);
 			return 1;
 		}
 		buf = dev;
@@ -376,5 +582,6 @@ int main(int argc, char **argv)
 #endif
 	free(host);
 	dist_free(d);
+	dist_flight_free(flight);
 	return rc == 0 ? 0 : 1;
 }

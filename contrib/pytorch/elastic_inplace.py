@@ -32,6 +32,14 @@ import torch.nn.functional as F
 import dlaunch  # dlaunch:
 
 
+def say(line):
+    """Print line with one write: torchrun starts workers with python -u,
+    where print() writes the text and its newline separately and the ranks'
+    lines, sharing one output, can interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=3)
@@ -65,27 +73,30 @@ def main():
                           reform_timeout=a.reform_timeout)
     if a.checkpoint and os.path.exists(a.checkpoint):
         job.load(a.checkpoint)
-    print("inplace start rank=%d world=%d pid=%d step=%d" % (
-        job.rank, job.world_size, os.getpid(), job.global_step), flush=True)
+    say("inplace start rank=%d world=%d pid=%d step=%d" % (
+        job.rank, job.world_size, os.getpid(), job.global_step))
     for idx in job.batches(a.epochs):        # dlaunch: this rank's samples
         if a.max_steps and job.global_step >= a.max_steps:
             break
+        before = job.global_step
         with job.step():                     # dlaunch: a step it may drop
             loss = F.mse_loss(job.model(x[idx]), y[idx])
             loss.backward()
             if a.step_ms:
                 time.sleep(a.step_ms / 1000)
         s = job.global_step
+        if s == before:                      # dropped: the group re-formed
+            continue
         if s % a.log_every == 0:
-            print("inplace step=%d rank=%d world=%d loss=%.6f" % (
-                s, job.rank, job.world_size, loss.item()), flush=True)
+            say("inplace step=%d rank=%d world=%d loss=%.6f" % (
+                s, job.rank, job.world_size, loss.item()))
         if a.checkpoint and job.rank == 0 and s % a.checkpoint_every == 0:
             job.save(a.checkpoint)
     if a.checkpoint and job.rank == 0:
         job.save(a.checkpoint)
-    print("inplace done rank=%d world=%d pid=%d step=%d reforms=%d digest=%s"
-          % (job.rank, job.world_size, os.getpid(), job.global_step,
-             job.reforms, job.digest()), flush=True)
+    say("inplace done rank=%d world=%d pid=%d step=%d reforms=%d digest=%s"
+        % (job.rank, job.world_size, os.getpid(), job.global_step,
+           job.reforms, job.digest()))
 
 
 if __name__ == "__main__":

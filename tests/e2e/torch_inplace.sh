@@ -23,12 +23,16 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 source "$(dirname "$0")/lib_torch.sh"
+source "$(dirname "$0")/lib_elastic.sh"
 torch_require dlaunch dlaunch-rdzv
 export PYTHONPATH=$REPO/python
 S=$EXAMPLES/elastic_inplace.py
 ARGS=(--epochs 3 --samples 960 --global-batch 24 --step-ms 40 --log-every 5
 	--reform-timeout 10)
 CONF=heartbeat_interval=0.2,heartbeat_timeout=1.5,last_call_timeout=1
+DLAUNCH_BIN=$DLAUNCH
+logs() { cat "$TEST_TMP/$JOB".n*.log 2>/dev/null; }
+log_of() { echo "$TEST_TMP/$JOB.$1.log"; }
 
 rdzv_start "$TEST_TMP/rdzv.log" || finish
 
@@ -43,37 +47,6 @@ agent() {
 		--rdzv-endpoint "$RDZV_ENDPOINT" --rdzv-id "$job" \
 		--rdzv-conf "$CONF" --max-restarts 3 --shutdown-timeout 2 \
 		--reform-timeout "$RT" "$S" "${ARGS[@]}"
-}
-logs() { cat "$TEST_TMP/$JOB".n*.log 2>/dev/null; }
-# rank0_step: the highest step rank 0 has printed
-rank0_step() {
-	logs | sed -n 's/.*inplace step=\([0-9]*\) rank=0 .*/\1/p' | sort -n | tail -n 1
-}
-past_step() { local s; s=$(rank0_step); [ -n "$s" ] && [ "$s" -ge "$1" ]; }
-n_reformed() { [ "$(logs | grep -c 're-formed in place for round')" -ge "$1" ]; }
-resume_steps() {
-	logs | sed -n 's/.*re-formed in place .*resuming after step \([0-9]*\).*/\1/p' |
-		sort -u | tr '\n' ' '
-}
-# pids_of NODE WHAT: the pids of the worker's "inplace WHAT" lines
-pids_of() {
-	sed -n "s/.*inplace $2 .*pid=\([0-9]*\).*/\1/p" "$TEST_TMP/$JOB.$1.log" | sort -u | tr '\n' ' '
-}
-digests() {
-	logs | sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' | sort -u | tr '\n' ' '
-}
-# reference W1 STEP W2: the digest after W1 ranks train to STEP and W2
-# ranks resume from that checkpoint to the end
-reference() {
-	local d=$TEST_TMP/ref.$1.$2.$3
-	mkdir -p "$d"
-	run_job "$d/a.log" 120 "$DLAUNCH" --standalone --nproc-per-node "$1" \
-		"$S" "${ARGS[@]}" --step-ms 0 --max-steps "$2" --checkpoint "$d/ck.pt"
-	[ "$JOB_RC" = 0 ] || return 1
-	run_job "$d/b.log" 120 "$DLAUNCH" --standalone --nproc-per-node "$3" \
-		"$S" "${ARGS[@]}" --step-ms 0 --checkpoint "$d/ck.pt"
-	[ "$JOB_RC" = 0 ] || return 1
-	sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' "$d/b.log" | sort -u | tr '\n' ' '
 }
 all_exited() { local p; for p in "$@"; do alive "$p" && return 1; done; return 0; }
 rcs_of() { local p r=""; for p in "$@"; do wait "$p" 2>/dev/null; r+=$?; done; echo "$r"; }

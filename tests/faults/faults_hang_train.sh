@@ -77,9 +77,10 @@ for victim in 0 3; do
 	fi
 done
 
-# --- a healthy job: dumped at step 60, then on to its end
+# --- a healthy job: dumped at step 60, then on to its end (2000 steps:
+# a second or more, so that no rank has finished when the dump comes)
 ARGS=(--data synthetic:2048 --model 64-64-10 --global-batch 96 --seed 7
-	--max-steps 200 --log-every 4)
+	--max-steps 2000 --log-every 4)
 j=$TEST_TMP/healthy.json
 if harness healthy --mode dump --at-step 60 --world 4 --nproc-per-node 2; then
 	ok "healthy: every rank answered the dump and the job ran to step" \

@@ -35,9 +35,11 @@ if start_rdzv --state-dir "$state"; then
 		before=$(job_json srv | journal_digest)
 		pids="$(worker_pid A 0) $(worker_pid A 1) $(worker_pid B 0) $(worker_pid B 1)"
 		kill -KILL "$RDZV_PID"
-		# the server stays down for two heartbeat timeouts: the fault's
-		# duration, during which the agents must keep their workers
-		sleep 2
+		# the server stays down for six heartbeat timeouts: the fault's
+		# duration, during which the agents must keep their workers; long
+		# enough that a retry schedule not capped at the heartbeat
+		# interval pauses seconds, past heartbeat_timeout, after the return
+		sleep 6
 		# shellcheck disable=SC2086
 		check "$what: the workers keep running while the server is down" \
 			bash -c "for p in $pids; do kill -0 \$p || exit 1; done"

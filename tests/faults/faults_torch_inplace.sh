@@ -9,8 +9,13 @@
 #     it, and the job ends with the state (the module's digest of
 #     parameters, optimizer state and position) of a reference that trained
 #     3 ranks to that step and 2 from its checkpoint, bit for bit (gloo's
-#     ring all-reduce adds in a fixed order at a given world size).
+#     ring all-reduce adds in a fixed order at a given world size);
+#   host joining: h0 and h1 train, h2 joins mid-run; the two keep their
+#     processes and re-form at one step, the new rank takes the state of
+#     that step from rank 0 over the network (no checkpoint exists), and
+#     the job ends with the state of 2 ranks to that step, then 3.
 source "$(dirname "$0")/lib_faults.sh"
+source "$(dirname "$0")/../e2e/lib_elastic.sh"
 faults_require dlaunch-rdzv dlaunch
 what="PyTorch in place on namespace hosts"
 faults_require_hosts "$what"
@@ -29,36 +34,13 @@ S=$REPO/contrib/pytorch/elastic_inplace.py
 ARGS=(--epochs 3 --samples 960 --global-batch 24 --step-ms 40 --log-every 5
 	--reform-timeout 10)
 
-logs() { cat "$TEST_TMP"/agent.h*.log 2>/dev/null; }
-rank0_step() {
-	logs | sed -n 's/.*inplace step=\([0-9]*\) rank=0 .*/\1/p' | sort -n | tail -n 1
-}
-past_step() { local s; s=$(rank0_step); [ -n "$s" ] && [ "$s" -ge "$1" ]; }
-n_reformed() { [ "$(logs | grep -c 're-formed in place for round')" -ge "$1" ]; }
-resume_steps() {
-	logs | sed -n 's/.*re-formed in place .*resuming after step \([0-9]*\).*/\1/p' |
-		sort -u | tr '\n' ' '
-}
-pids_of() {
-	sed -n "s/.*inplace $2 .*pid=\([0-9]*\).*/\1/p" "$TEST_TMP/agent.$1.log" | sort -u | tr '\n' ' '
-}
-digests() {
-	logs | sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' | sort -u | tr '\n' ' '
-}
-# reference W1 STEP W2: on loopback, W1 ranks to STEP, W2 from its checkpoint
-reference() {
-	local d=$TEST_TMP/ref
-	mkdir -p "$d"
-	GLOO_SOCKET_IFNAME=lo timeout 120 "$BIN/dlaunch" --standalone \
-		--nproc-per-node "$1" "$S" "${ARGS[@]}" --step-ms 0 \
-		--max-steps "$2" --checkpoint "$d/ck.pt" >"$d/a.log" 2>&1 || return 1
-	GLOO_SOCKET_IFNAME=lo timeout 120 "$BIN/dlaunch" --standalone \
-		--nproc-per-node "$3" "$S" "${ARGS[@]}" --step-ms 0 \
-		--checkpoint "$d/ck.pt" >"$d/b.log" 2>&1 || return 1
-	sed -n 's/.*inplace done .*digest=\([0-9a-f]*\).*/\1/p' "$d/b.log" | sort -u | tr '\n' ' '
-}
+# the agents of a case are named $P0, $P1, $P2 (on hosts 0, 1, 2)
+logs() { cat "$TEST_TMP/agent.$P"*.log 2>/dev/null; }
+log_of() { echo "$TEST_TMP/agent.$1.log"; }
+DLAUNCH_BIN=$BIN/dlaunch
 
 case_what="$what: host lost"
+P=h
 new_case
 if ! start_rdzv --ns 3; then
 	not_ok "$case_what: the rendezvous did not start"
@@ -94,6 +76,49 @@ if wait_for 120 past_step 15; then
 else
 	not_ok "$case_what: training did not start"
 	show_log "$TEST_TMP/agent.h0.log" 30
+fi
+check_case "$case_what" --no-workers
+
+case_what="$what: host joining"
+P=j
+new_case
+for i in 0 1; do
+	start_agent "j$i" --ns "$i" "$BIN/dlaunch" --nnodes 2:3 \
+		--nproc-per-node 1 --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" \
+		--rdzv-id torchjoin --rdzv-conf "$HB_CONF,last_call_timeout=1" \
+		--max-restarts 3 --shutdown-timeout 2 --reform-timeout 10 \
+		"$S" "${ARGS[@]}"
+done
+if wait_for 120 past_step 15; then
+	before="$(pids_of j0 start)$(pids_of j1 start)"
+	start_agent j2 --ns 2 "$BIN/dlaunch" --nnodes 2:3 \
+		--nproc-per-node 1 --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" \
+		--rdzv-id torchjoin --rdzv-conf "$HB_CONF,last_call_timeout=1" \
+		--max-restarts 3 --shutdown-timeout 2 --reform-timeout 10 \
+		"$S" "${ARGS[@]}"
+	check "$case_what: the two first ranks re-form in place" wait_for 60 n_reformed 2
+	s=$(resume_steps)
+	check "$case_what: ... at one step ($s)" test "$(echo "$s" | wc -w)" = 1
+	for n in j0 j1 j2; do
+		check "$case_what: $n finishes" wait_agent "$n" 120
+	done
+	check_eq "$case_what: all three exit 0" 000 \
+		"${AGENT_RC[j0]:-}${AGENT_RC[j1]:-}${AGENT_RC[j2]:-}"
+	check_eq "$case_what: j0 and j1 keep their processes" \
+		"$before" "$(pids_of j0 done)$(pids_of j1 done)"
+	check "$case_what: the new host's rank took the state of step ${s% } from rank 0, over the network" \
+		grep -q "took the state of step ${s% } from rank 0" "$(log_of j2)"
+	check_eq "$case_what: three ranks of world size 3 at the end" 3 \
+		"$(logs | grep -c 'inplace done .*world=3 ')"
+	if ref=$(reference 2 "${s% }" 3); then
+		check_eq "$case_what: final state equals 2 ranks to step ${s% }, then 3 from its checkpoint" \
+			"$ref" "$(digests)"
+	else
+		not_ok "$case_what: the reference run failed"
+	fi
+else
+	not_ok "$case_what: training did not start"
+	show_log "$(log_of j0)" 30
 fi
 check_case "$case_what" --no-workers
 stop_rdzv
