@@ -13,7 +13,8 @@
  *   - in the first Python process of the worker only (the variable is
  *     removed after), opens the file for appending and registers
  *     faulthandler for SIGUSR2 on it (every thread's stack, the current
- *     one included), then writes its pid to FILE.pid, which tells the
+ *     one included) with SA_RESTART (a system call the signal interrupts
+ *     is restarted), then writes its pid to FILE.pid, which tells the
  *     agent that the signal is safe to send and to which process;
  *   - imports the user's own sitecustomize, if one is further on the path.
  * Nothing it does may stop the worker: every step is in a try.
@@ -54,6 +55,10 @@ static const char site_py[] =
     "            f = open(path, 'a')\n"
     "            faulthandler.register(signal.SIGUSR2, file=f,\n"
     "                                  all_threads=True, chain=False)\n"
+    "            # faulthandler installs it without SA_RESTART: a system\n"
+    "            # call the signal lands in (a TCPStore connect) must be\n"
+    "            # restarted, not fail with EINTR\n"
+    "            signal.siginterrupt(signal.SIGUSR2, False)\n"
     "            faulthandler._dlaunch_pystack = f  # kept open\n"
     "            tmp = path + '.pid.tmp'\n"
     "            with open(tmp, 'w') as p:\n"
