@@ -40,6 +40,18 @@ agents() {
 	done
 }
 agent_log() { echo "$TEST_TMP/agent.$1.log"; }
+# rank0_log JOB: the log of JOB's agent whose node holds rank 0 (node
+# ranks follow the order of the joins); empty until one says so
+rank0_log() {
+	local h
+	for h in 0 1; do
+		if grep -q "node rank 0 of" "$(agent_log "$1.$h")" 2>/dev/null; then
+			agent_log "$1.$h"
+			return 0
+		fi
+	done
+	return 1
+}
 stop_agents() {
 	local h
 	for h in 0 1; do
@@ -138,7 +150,9 @@ fi
 what="dlaunch dump of a healthy dlaunch-train job"
 new_case
 agents dd 2 "" --no-python "${TRAIN[@]}"
-if wait_for 90 log_has "$(agent_log dd.0)" "step +100"; then
+wait_for 60 rank0_log dd >/dev/null
+l0=$(rank0_log dd || agent_log dd.0)
+if wait_for 90 log_has "$l0" "step +100"; then
 	t0=$(date +%s%N)
 	netns_exec 0 "$BIN/dlaunch" dump --rdzv-endpoint "$EP" --rdzv-id dd \
 		--json --timeout 20 >"$TEST_TMP/dd.json" 2>"$TEST_TMP/dd.err"
@@ -153,13 +167,13 @@ if wait_for 90 log_has "$(agent_log dd.0)" "step +100"; then
 		"$(jq '[.reports[].workers[] | select((.native // "") | test("TID"))] | length' "$TEST_TMP/dd.json")"
 	check "$what: the verdict is not a hang" \
 		bash -c "[ \"\$(jq -r .analysis.verdict '$TEST_TMP/dd.json')\" != hang ]"
-	s0=$(grep -c "step " "$(agent_log dd.0)")
+	s0=$(grep -c "step " "$l0")
 	check "$what: training goes on after the dump" \
-		wait_for 20 bash -c "[ \$(grep -c 'step ' '$(agent_log dd.0)') -gt $s0 ]"
-	check "$what: no restart" bash -c "! grep -q 'round 2:' '$(agent_log dd.0)'"
+		wait_for 20 bash -c "[ \$(grep -c 'step ' '$l0') -gt $s0 ]"
+	check "$what: no restart" bash -c "! grep -q 'round 2:' '$l0'"
 else
 	not_ok "$what: training did not reach step 100"
-	show_log "$(agent_log dd.0)" 30
+	show_log "$l0" 30
 fi
 stop_agents dd
 check_case "$what" --no-workers
