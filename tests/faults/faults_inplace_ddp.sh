@@ -30,7 +30,7 @@ if ! netns_setup 5; then
 	finish
 fi
 
-TRAIN=(--data synthetic:16384 --model 64-128-10 --epochs 4 --global-batch 64
+TRAIN=(--data synthetic:16384 --model 64-256-256-10 --epochs 6 --global-batch 64
 	--log-every 20 --checkpoint-every 100 --timeout 30s)
 RDZV_HOST_I=4
 

@@ -82,8 +82,11 @@ if EXTRA="--max-steps 80" harness abort --mode abort --world 3 --at-step 3; then
 	ok "abort: the job ran to its end through the abort"
 	check_eq "abort: every rank answered aborted for round 1" \
 		"[1, 1, 1]" "$(field "$j" aborted_rounds)"
-	check_eq "abort: every rank re-formed for round 2 at one step" \
-		"[3]" "$(field "$j" reformed_steps)"
+	# one step for every rank: 3, or a later one when the ranks finished
+	# another step before the abort reached them
+	steps=$(field "$j" reformed_steps)
+	check "abort: every rank re-formed for round 2 at one step ($steps)" \
+		bash -c '[[ $1 =~ ^\[([0-9]+)\]$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ]' _ "$steps"
 	check_eq "abort: no new process" 0 "$(field "$j" new_processes)"
 	check_eq "abort: final parameters equal the uninterrupted run's" \
 		"$(digest "$TEST_TMP/plain80")" \
