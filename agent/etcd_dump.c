@@ -15,8 +15,8 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
-#include "dlaunch/jsonh.h"
 #include "etcd_client.h"
+#include "etcd_hang.h"
 #include "etcd_proto.h"
 
 #define POLL_MS 250
@@ -66,18 +66,7 @@ static void on_reports(void *arg, const struct etcd_answer *a)
 		return;
 	}
 	json_array_clear(d->reports);
-	for (size_t i = 0; i < r.n_kvs; i++) {
-		json_t *rep = NULL;
-		const char *id;
-		if (jsonh_parse(r.kvs[i].value, r.kvs[i].value_len, 32, &rep,
-				NULL, 0) != 0)
-			continue;
-		id = json_string_value(
-		    json_object_get(json_object_get(rep, "trigger"), "id"));
-		if (id && strcmp(id, d->id) == 0)
-			json_array_append(d->reports, rep);
-		json_decref(rep);
-	}
+	etcd_hang_reports_of(&r, d->id, d->reports);
 	etcd_range_response_release(&r);
 	if (json_array_size(d->reports) >= d->nnodes) {
 		d->rc = 0;

@@ -26,6 +26,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
 #include "etcd_client.h"
+#include "etcd_hang.h"
 #include "etcd_leader.h"
 #include "etcd_proto.h"
 #include "hang.h"
@@ -292,6 +293,23 @@ void etcd_hang_post(struct agent_rdzv *r, json_t *report)
 
 /* ------------------------------------------------------------- fetch */
 
+void etcd_hang_reports_of(const struct etcd_range_response *r, const char *id,
+			  json_t *out)
+{
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		json_t *rep = NULL;
+		const char *rid;
+		if (jsonh_parse(r->kvs[i].value, r->kvs[i].value_len, 32, &rep,
+				NULL, 0) != 0)
+			continue;
+		rid = json_string_value(
+		    json_object_get(json_object_get(rep, "trigger"), "id"));
+		if (rid && strcmp(rid, id) == 0)
+			json_array_append(out, rep);
+		json_decref(rep);
+	}
+}
+
 static void on_fetch(void *arg, const struct etcd_answer *a)
 {
 	struct rdzv_etcd *h = arg;
@@ -307,18 +325,7 @@ static void on_fetch(void *arg, const struct etcd_answer *a)
 		return;
 	}
 	reports = json_array();
-	for (size_t i = 0; i < r.n_kvs; i++) {
-		json_t *rep = NULL;
-		const char *id;
-		if (jsonh_parse(r.kvs[i].value, r.kvs[i].value_len, 32, &rep,
-				NULL, 0) != 0)
-			continue;
-		id = json_string_value(
-		    json_object_get(json_object_get(rep, "trigger"), "id"));
-		if (id && strcmp(id, EH(h)->fetch_id) == 0)
-			json_array_append(reports, rep);
-		json_decref(rep);
-	}
+	etcd_hang_reports_of(&r, EH(h)->fetch_id, reports);
 	etcd_range_response_release(&r);
 	answer =
 	    json_pack("{s:o,s:b}", "reports", reports, "complete",
