@@ -36,7 +36,22 @@ check "checker: two restart counts in one round are found" \
 echo "none none 109 A 0 none none none:none none" >>"$TEST_TMP/ranks.log"
 check "checker: a worker without RANK is found" \
 	bash -c "grep -q 'worker pid 109 has no' <<<'$(ranks_problems)'"
-rm -f "$TEST_TMP/ranks.log"
+# a node that refilled a round after a missed in-place re-form: its ranks
+# of that round have a second holder on that node, and only there
+printf '%s\n' "4 0 110 A 0 2 4 h:4 j" "4 1 111 B 0 2 4 h:4 j" "4 0 112 A 0 2 4 h:4 j" \
+	>"$TEST_TMP/ranks.log"
+check "checker: without the agent's word, a rank held twice on one node is found" \
+	bash -c "grep -q 'job j round 4 rank 0 held twice (pids 110@A and 112@A)' <<<'$(ranks_problems)'"
+echo '2026-11-28T01:00:00.000Z dlaunch[1] info: job=j round=4 event=round_entered recovery=restarted why="the in-place re-form failed"' \
+	>"$TEST_TMP/agent.A.2.log"
+check_eq "checker: a round node A refilled (its agent says so) is no problem" "" "$(ranks_problems)"
+echo "4 1 113 A 1 2 4 h:4 j" >>"$TEST_TMP/ranks.log"
+check "checker: a second holder on another node than the refilling one is found" \
+	bash -c "grep -q 'job j round 4 rank 1 held twice (pids 111@B and 113@A)' <<<'$(ranks_problems)'"
+mv "$TEST_TMP/agent.A.2.log" "$TEST_TMP/agent.B.log"
+check "checker: the refill of node B does not cover node A" \
+	bash -c "grep -q 'job j round 4 rank 0 held twice (pids 110@A and 112@A)' <<<'$(ranks_problems)'"
+rm -f "$TEST_TMP/ranks.log" "$TEST_TMP/agent.B.log"
 
 # the server's members
 good='{"world_size": 5, "members": [

@@ -11,7 +11,9 @@
 #                                   left but the server (waits up to SECONDS
 #                                   for them to go, then names and kills them)
 #   check_ranks WHAT                the workers' own records: no global rank
-#                                   held twice in any round of a job, ranks
+#                                   held twice in any round of a job (but
+#                                   by a node that refilled the round after
+#                                   a missed in-place re-form), ranks
 #                                   below the world size, one world size, one
 #                                   restart count and one master per round
 #   check_members JOB WHAT          the server's job detail: node ranks
@@ -80,11 +82,31 @@ check_no_strays() {
 	return 1
 }
 
-# ranks_problems: one line per problem found in ranks.log
+# refilled_rounds: "JOB ROUND NODE" for each round whose workers a node's
+# agent started again after a missed in-place re-form (docs/reliability.md,
+# "Survivors keep running"): the node kills its workers and starts them
+# afresh in the same round, so its ranks of that round have a second holder
+# once the first is gone. The node is the NODE of $TEST_TMP/agent.NODE.log
+# or agent.NODE.N.log (the names lib_faults.sh's cases give agent logs).
+refilled_rounds() {
+	local f node
+	for f in "$TEST_TMP"/agent.*.log; do
+		[ -f "$f" ] || continue
+		node=${f##*/agent.}
+		node=${node%.log}
+		node=${node%.[0-9]*}
+		sed -n 's/.* job=\([^ ]*\) round=\([0-9]*\) event=round_entered recovery=restarted why="the in-place re-form failed".*/\1 \2 '"$node"'/p' "$f"
+	done
+}
+
+# ranks_problems: one line per problem found in ranks.log. A rank held
+# twice in a round is a problem unless both holders ran on one node and
+# that node refilled the round (refilled_rounds).
 ranks_problems() {
 	local f=$TEST_TMP/ranks.log
 	[ -s "$f" ] || { echo "no worker records in ranks.log"; return; }
-	awk '
+	awk -v refills="$(refilled_rounds | tr '\n' ';')" '
+	BEGIN { n = split(refills, rf, ";"); for (i = 1; i <= n; i++) refilled[rf[i]] = 1 }
 	$1 == "none" || $2 == "none" || $6 == "none" {
 		printf "worker pid %s has no DLAUNCH_ROUND/RANK/WORLD_SIZE\n", $3
 		next
@@ -93,9 +115,11 @@ ranks_problems() {
 		# records of several jobs may share the file: a round is per job
 		r = $9 " round " $1
 		key = r " rank " $2
-		if (key in holder)
+		if ((key in holder) &&
+		    !(node[key] == $4 && (($9 " " $1 " " $4) in refilled)))
 			printf "job %s round %s rank %s held twice (pids %s and %s)\n", $9, $1, $2, holder[key], $3 "@" $4
 		holder[key] = $3 "@" $4
+		node[key] = $4
 		if ($2 + 0 >= $6 + 0 || $2 + 0 < 0)
 			printf "job %s round %s rank %s outside world size %s\n", $9, $1, $2, $6
 		if ((r in world) && world[r] != $6)
