@@ -156,7 +156,7 @@ endef
 
 include common/module.mk
 include $(sort $(wildcard rendezvous/*.mk agent/*.mk launcher/*.mk \
-	trainer/*.mk tests/*.mk bench/*.mk))
+	trainer/*.mk trainer/dist/*.mk tests/*.mk bench/*.mk))
 # after the modules: the man pages and the package need every binary
 include man/man.mk contrib/debian/deb.mk
 

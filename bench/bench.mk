@@ -54,7 +54,7 @@ $(BENCH_DIR)/etcd_load: $(call objs,bench/etcd_load.c) $(AGENT_LIB) \
 # The collective benchmark needs the dist library, which trainer/'s
 # fragment declares ($(DIST_LIB)); bench/*.mk is read before trainer/*.mk,
 # so test for the fragment, not the variable.
-ifneq ($(wildcard trainer/dist.mk),)
+ifneq ($(wildcard trainer/dist/module.mk),)
 BENCH_BINS += $(BENCH_DIR)/dist_bench
 OBJS += $(call objs,bench/dist_bench.c)
 # --device cuda (NCCL on a device buffer) in CUDA builds

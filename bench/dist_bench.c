@@ -60,10 +60,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../trainer/dist.h"
-#include "../trainer/dist_flight.h"
+#include "../trainer/dist/dist.h"
+#include "../trainer/dist/dist_flight.h"
 #include "../trainer/options.h"
-#include "../trainer/train_device.h"
+#include "../trainer/device.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"

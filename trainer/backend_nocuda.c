@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "train_backend.h"
+#include "backend.h"
 #include "dlaunch/error.h"
 
 int train_backend_cuda_available(void)

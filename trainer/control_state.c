@@ -10,7 +10,7 @@
 
 #include "ckpt.h"
 #include "control.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 

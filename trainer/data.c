@@ -13,7 +13,7 @@
 #include <zlib.h>
 
 #include "data.h"
-#include "train_rng.h"
+#include "rng.h"
 #include "dlaunch/error.h"
 
 #define IDX_MAGIC_U8_1D 0x00000801u

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train_ddp.h"
+#include "ddp.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 

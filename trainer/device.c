@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * device.c - which device and collective backend a rank uses (see
- * train_device.h): no I/O, so every case is unit-tested
+ * device.h): no I/O, so every case is unit-tested
  * (tests/unit/test_device.c).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "options.h"
-#include "train_device.h"
+#include "device.h"
 #include "dlaunch/error.h"
 
 /* gpus_short: whether this node's ranks outnumber the GPUs they see */

@@ -2,7 +2,7 @@
 /*
  * main.c - dlaunch-train: the training loop, progress, checkpoints and
  * the final summary (the command line: options.c; the process group and
- * its in-place re-form: reform.c; what a run holds: train_run.h).
+ * its in-place re-form: reform.c; what a run holds: run.h).
  *
  * Every rank runs the same loop in lockstep: the same global batch from the
  * same permutation (each rank its slice), the same all-reduced gradients
@@ -24,17 +24,17 @@
 #include "ckpt.h"
 #include "control.h"
 #include "data.h"
-#include "dist.h"
-#include "dist_flight.h"
+#include "dist/dist.h"
+#include "dist/dist_flight.h"
 #include "mlp.h"
 #include "options.h"
 #include "reform.h"
-#include "train_ddp.h"
-#include "train_device.h"
-#include "train_optim.h"
-#include "train_progress.h"
-#include "train_rng.h"
-#include "train_sampler.h"
+#include "ddp.h"
+#include "device.h"
+#include "optim.h"
+#include "progress.h"
+#include "rng.h"
+#include "sampler.h"
 #include "dlaunch/buf.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"

@@ -2,7 +2,7 @@
 /*
  * mlp.c - the trainer's model: shape parsing, initialisation and the
  * forward/backward pass, written once against the kernel table of
- * train_backend.h so that the CPU and GPU paths share every decision.
+ * backend.h so that the CPU and GPU paths share every decision.
  */
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "mlp.h"
-#include "train_rng.h"
+#include "rng.h"
 #include "dlaunch/error.h"
 #include "dlaunch/parse.h"
 

@@ -10,7 +10,7 @@
  * gradients form one contiguous range (what DDP buckets) and checkpoints
  * and broadcasts are single copies. Batch-norm running statistics are
  * "buffers" (not trained): mean0, var0, mean1, var1, ... The arrays live in
- * the backend's memory (see train_backend.h).
+ * the backend's memory (see backend.h).
  */
 #ifndef DLAUNCH_MLP_H
 #define DLAUNCH_MLP_H
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train_backend.h"
+#include "backend.h"
 
 #define MLP_MAX_LAYERS 16
 #define MLP_MAX_WIDTH  65536

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "train_backend.h"
+#include "backend.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mlp_cuda.cu - the GPU backend of the trainer's kernels (train_backend.h):
+ * mlp_cuda.cu - the GPU backend of the trainer's kernels (backend.h):
  * cuBLAS for the matrix products, small kernels for the rest, everything
  * ordered on one CUDA stream; NCCL runs on its own stream, ordered after
  * this one's work at each call (dist_set_stream, see ddp.c). The model
@@ -28,7 +28,7 @@
 #include <string.h>
 
 extern "C" {
-#include "train_backend.h"
+#include "backend.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # trainer/: dlaunch-train, the data-parallel MLP trainer. The collective
-# library (dist*.c, $(DIST_LIB)) has its own fragment, trainer/dist.mk.
+# library (dist*.c, $(DIST_LIB)) has its own folder and fragment,
+# trainer/dist/module.mk.
 #
 # $(TRAIN_LIB) holds the reusable parts (model, kernels on the CPU, data,
 # sampler, optimizer, checkpoints, DDP) so unit tests link them; the GPU
@@ -21,7 +22,7 @@ TRAIN_GPU_OBJS := $(BUILD)/obj/trainer/mlp_cuda.o
 # nvcc's generated host code (static guards, unwinding) needs libstdc++
 TRAIN_GPU_LIBS := $(CUDA_LIBS) -lstdc++
 $(BUILD)/obj/trainer/mlp_cuda.o: trainer/mlp_cuda.cu \
-		trainer/train_backend.h include/dlaunch/error.h
+		trainer/backend.h include/dlaunch/error.h
 	@mkdir -p $(@D)
 	$(call quiet,NVCC)$(NVCC) $(NVCCFLAGS) $(CUDA_CPPFLAGS) -Iinclude -c $< -o $@
 else
@@ -31,7 +32,7 @@ endif
 
 # the binary needs the collective library; until its fragment exists the
 # trainer target builds the library and unit tests only
-ifneq ($(wildcard trainer/dist.mk),)
+ifneq ($(wildcard trainer/dist/module.mk),)
 BINS += $(BUILD)/bin/dlaunch-train
 $(BUILD)/bin/dlaunch-train: $(TRAIN_MAIN_OBJS) $(TRAIN_GPU_OBJS) $(TRAIN_LIB) \
 		$(DIST_LIB) $(COMMON_LIB)
@@ -56,7 +57,7 @@ TRAIN_TESTS := $(BUILD)/tests/test_mlp $(BUILD)/tests/test_data \
 	$(BUILD)/tests/test_sampler $(BUILD)/tests/test_ckpt \
 	$(BUILD)/tests/test_device $(BUILD)/tests/test_mlp_cuda \
 	$(BUILD)/tests/test_control
-ifneq ($(wildcard trainer/dist.mk),)
+ifneq ($(wildcard trainer/dist/module.mk),)
 $(eval $(call unit_test,test_train_ddp,$(TRAIN_LIB) $(DIST_LIB) $(COMMON_LIB),$(TRAIN_TEST_LDLIBS) $(CUDA_LIBS)))
 # the NCCL backend behind the GPU backend's stream, and its peer failures
 # (skipped without GPUs)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* optim.c - SGD with momentum and weight decay (see train_optim.h). */
+/* optim.c - SGD with momentum and weight decay (see optim.h). */
 #include <string.h>
 
-#include "train_optim.h"
+#include "optim.h"
 #include "dlaunch/error.h"
 
 int train_optim_init(struct train_optim *o, const struct train_backend *be,

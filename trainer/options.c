@@ -12,7 +12,7 @@
 #include "ckpt.h"
 #include "data.h"
 #include "options.h"
-#include "train_ddp.h"
+#include "ddp.h"
 #include "dlaunch/error.h"
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"

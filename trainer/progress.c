@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress.c - every rank touches DLAUNCH_PROGRESS_FILE as it steps (see
- * train_progress.h). The file is opened once; each touch is one
+ * progress.h). The file is opened once; each touch is one
  * futimens(2), and touches closer than TRAIN_PROGRESS_EVERY_MS apart are
  * skipped, so the cost per step is a clock read.
  */
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "train_progress.h"
+#include "progress.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/log.h"
 

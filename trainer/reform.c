@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "control.h"
-#include "dist.h"
-#include "dist_flight.h"
+#include "dist/dist.h"
+#include "dist/dist_flight.h"
 #include "mlp.h"
 #include "reform.h"
-#include "train_ddp.h"
+#include "ddp.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"

@@ -6,7 +6,7 @@
  * copies between the run and its host state (r->ck), and what runs on the
  * agent's `abort` or after a failed collective (docs/worker-protocol.md,
  * "dlaunch-train"). The training loop (main.c) calls these; it owns the
- * run (train_run.h), these functions only replace what the run holds (the
+ * run (run.h), these functions only replace what the run holds (the
  * group, DDP, the batch buffers and model when the world shrinks).
  *
  * Every function returns 0 or a negative DL_E* code; failures are logged
@@ -16,7 +16,7 @@
 #ifndef DLAUNCH_TRAIN_REFORM_H
 #define DLAUNCH_TRAIN_REFORM_H
 
-#include "train_run.h"
+#include "run.h"
 
 struct control_membership;
 struct control_agreement;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rng.c - SplitMix64-based counter generator (see train_rng.h). */
+/* rng.c - SplitMix64-based counter generator (see rng.h). */
 #include <math.h>
 
-#include "train_rng.h"
+#include "rng.h"
 
 static uint64_t mix64(uint64_t z)
 {

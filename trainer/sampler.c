@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sampler.c - DistributedSampler with a fixed global batch (see
- * train_sampler.h). */
+ * sampler.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "train_rng.h"
-#include "train_sampler.h"
+#include "rng.h"
+#include "sampler.h"
 #include "dlaunch/error.h"
 
 int train_sampler_init(struct train_sampler *s, size_t n, uint64_t seed)

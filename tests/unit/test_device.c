@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "../../trainer/options.h"
-#include "../../trainer/train_device.h"
+#include "../../trainer/device.h"
 #include "dlaunch/error.h"
 
 static int choose(int device, int backend, int local_rank, int local_world,

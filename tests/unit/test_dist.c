@@ -39,8 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../trainer/dist.h"
-#include "../../trainer/dist_flight.h"
+#include "../../trainer/dist/dist.h"
+#include "../../trainer/dist/dist_flight.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/crc32c.h"
 #include "dlaunch/error.h"

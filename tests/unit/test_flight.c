@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "../../trainer/control.h"
-#include "../../trainer/dist_flight.h"
+#include "../../trainer/dist/dist_flight.h"
 #include "dlaunch/buf.h"
 #include "dlaunch/error.h"
 

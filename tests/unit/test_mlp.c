@@ -16,8 +16,8 @@
 
 #include "../../trainer/data.h"
 #include "../../trainer/mlp.h"
-#include "../../trainer/train_optim.h"
-#include "../../trainer/train_rng.h"
+#include "../../trainer/optim.h"
+#include "../../trainer/rng.h"
 #include "dlaunch/error.h"
 
 static void test_shape_parse(void **state)

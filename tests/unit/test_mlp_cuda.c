@@ -28,8 +28,8 @@
 #include <cmocka.h>
 
 #include "../../trainer/mlp.h"
-#include "../../trainer/train_optim.h"
-#include "../../trainer/train_rng.h"
+#include "../../trainer/optim.h"
+#include "../../trainer/rng.h"
 #include "dlaunch/error.h"
 
 #define TOL_ABS 1e-5

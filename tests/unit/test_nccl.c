@@ -35,8 +35,8 @@
 
 #include <cmocka.h>
 
-#include "../../trainer/dist.h"
-#include "../../trainer/train_backend.h"
+#include "../../trainer/dist/dist.h"
+#include "../../trainer/backend.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "../../trainer/train_rng.h"
-#include "../../trainer/train_sampler.h"
+#include "../../trainer/rng.h"
+#include "../../trainer/sampler.h"
 
 static void test_permutation(void **state)
 {

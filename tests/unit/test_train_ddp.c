@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "../../trainer/mlp.h"
-#include "../../trainer/train_ddp.h"
+#include "../../trainer/ddp.h"
 
 static void test_ddp_bucket_plan(void **state)
 {

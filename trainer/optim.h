@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_optim.h - SGD with momentum and weight decay, PyTorch semantics:
+ * optim.h - SGD with momentum and weight decay, PyTorch semantics:
  *   g = grad + weight_decay * p
  *   buf = g on the first step, else momentum * buf + g  (dampening 0)
  *   p -= lr * buf
@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "train_backend.h"
+#include "backend.h"
 
 struct train_optim {
 	const struct train_backend *be; /* borrowed */

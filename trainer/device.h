@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_device.h - where a rank trains: one decision, taken once from the
+ * device.h - where a rank trains: one decision, taken once from the
  * options, the rank's place on its node and the GPUs it can see, and used
  * for both the kernels (train_backend_cuda) and NCCL (dist_config's
  * cuda_device), so that the two can never pick different GPUs.

@@ -4,7 +4,8 @@
  * (dist_sock.c): addresses in the form the group table carries, connects
  * and listeners, and reads and writes bounded by an absolute deadline
  * (CLOCK_MONOTONIC milliseconds, clock_now_ms). dist_net.c speaks the
- * bootstrap protocol over them.
+ * bootstrap protocol over them. Nothing here knows struct dist: what the
+ * sockets need of the group comes in struct dist_sock_master.
  */
 #ifndef DLAUNCH_DIST_SOCK_H
 #define DLAUNCH_DIST_SOCK_H
@@ -13,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-
-struct dist;
 
 /* dist_sock_remaining_ms: milliseconds left until deadline_ms, 0 when
  * past, capped to fit poll's int. While a cancel flag is set for this
@@ -53,17 +52,27 @@ int dist_sock_read_full(int fd, void *data, size_t len, uint64_t deadline_ms);
 int dist_sock_connect_once(const struct sockaddr *sa, socklen_t len,
 			   uint64_t deadline_ms, int *out);
 
+/* The master (rank 0) the bootstrap goes through, as the group's
+ * configuration names it; rank and timeout_ms only go into messages. */
+struct dist_sock_master {
+	const char *addr;    /* MASTER_ADDR (borrowed) */
+	uint16_t port;	     /* MASTER_PORT */
+	int rank;	     /* the calling rank */
+	uint64_t timeout_ms; /* the bound on the bootstrap */
+};
+
 /* dist_sock_connect_master: rank r > 0 reaches rank 0 at
  * MASTER_ADDR:MASTER_PORT, retrying with backoff until the deadline,
  * since rank 0 may start last; the message in err says what to check. */
-int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
-			     int *out, char *err, size_t err_size);
+int dist_sock_connect_master(const struct dist_sock_master *m,
+			     uint64_t deadline_ms, int *out, char *err,
+			     size_t err_size);
 
 /* dist_sock_listen_master: rank 0's bootstrap listener on
  * MASTER_ADDR:MASTER_PORT (the wildcard address when MASTER_ADDR is not
  * one of this host's); *out is owned by the caller. */
-int dist_sock_listen_master(const struct dist *d, int *out, char *err,
-			    size_t err_size);
+int dist_sock_listen_master(const struct dist_sock_master *m, int *out,
+			    char *err, size_t err_size);
 
 /* dist_sock_listen_local: a listener for peers on the address this rank
  * reached rank 0 from (master_fd), on a port the kernel picks; *ss gets

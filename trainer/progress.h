@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_progress.h - dlaunch-train shows the agent it is alive.
+ * progress.h - dlaunch-train shows the agent it is alive.
  *
  * The agent's hang detection (--progress-timeout) counts a worker's output
  * or a touch of its DLAUNCH_PROGRESS_FILE as progress. Only rank 0 of

@@ -1,21 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-# trainer/dist.mk: the collective library of dlaunch-train (libdist.a):
+# trainer/dist/: the collective library of dlaunch-train (libdist.a):
 # the TCP backend always, the NCCL backend when CUDA is found; without
 # CUDA, dist_nccl_nocuda.c answers that there is no NCCL backend.
-DIST_SRCS := trainer/dist.c trainer/dist_fault.c trainer/dist_flight.c \
-	trainer/dist_net.c trainer/dist_sock.c \
-	trainer/dist_tcp_backend.c \
-	trainer/dist_tcp.c trainer/dist_p2p.c trainer/dist_reduce.c
+#
+# It stands on its own: nothing here includes a trainer header (the
+# trainer and the benchmarks include dist/dist.h, dist/dist_flight.h), and
+# dist_sock.c, the bootstrap's sockets, knows nothing of struct dist.
+DIST_SRCS := trainer/dist/dist.c trainer/dist/dist_fault.c \
+	trainer/dist/dist_flight.c trainer/dist/dist_net.c \
+	trainer/dist/dist_sock.c trainer/dist/dist_tcp_backend.c \
+	trainer/dist/dist_tcp.c trainer/dist/dist_p2p.c \
+	trainer/dist/dist_reduce.c
 ifneq ($(NVCC),)
-DIST_SRCS += trainer/dist_nccl.c
+DIST_SRCS += trainer/dist/dist_nccl.c
 # -isystem: NCCL's header has old-style prototypes our warnings reject.
-$(call objs,trainer/dist_nccl.c): CPPFLAGS += -isystem $(CUDA_HOME)/include
+$(call objs,trainer/dist/dist_nccl.c): CPPFLAGS += -isystem $(CUDA_HOME)/include
 else
-DIST_SRCS += trainer/dist_nccl_nocuda.c
+DIST_SRCS += trainer/dist/dist_nccl_nocuda.c
 endif
 # The reduction loops are the hot path: let the compiler vectorise them.
 ifneq ($(SANITIZE),1)
-$(call objs,trainer/dist_reduce.c): CFLAGS += -O3
+$(call objs,trainer/dist/dist_reduce.c): CFLAGS += -O3
 endif
 
 OBJS += $(call objs,$(DIST_SRCS))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_rng.h - the trainer's deterministic random numbers.
+ * rng.h - the trainer's deterministic random numbers.
  *
  * A counter-based generator (SplitMix64 over a stream key): the whole state
  * is two 64-bit words, so it is checkpointed exactly, and the same seed

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_sampler.h - DistributedSampler with a fixed global batch.
+ * sampler.h - DistributedSampler with a fixed global batch.
  *
  * Each epoch has one permutation of the n samples, computed from the seed
  * and the epoch number alone, so every rank (and every restart) sees the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_ddp.h - data parallelism for dlaunch-train on top of dist.h.
+ * ddp.h - data parallelism for dlaunch-train on top of dist.h.
  *
  * Parameters are broadcast from rank 0 at start. During backward the
  * model reports each layer whose gradients are final (mlp_hooks); layers
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dist.h"
+#include "dist/dist.h"
 #include "mlp.h"
 
 #define TRAIN_DDP_BUCKET_DEFAULT (128u * 1024u)

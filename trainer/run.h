@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_run.h - dlaunch-train's run: everything one worker process holds
+ * run.h - dlaunch-train's run: everything one worker process holds
  * (options, group, model, optimizer, data, position, control channel),
  * shared by the training loop (main.c) and the group's formation and
  * in-place re-form (reform.c). Private to the binary; main owns it and
@@ -16,10 +16,10 @@
 #include "ckpt.h"
 #include "data.h"
 #include "options.h"
-#include "train_backend.h"
-#include "train_optim.h"
-#include "train_rng.h"
-#include "train_sampler.h"
+#include "backend.h"
+#include "optim.h"
+#include "rng.h"
+#include "sampler.h"
 
 struct dist;
 struct mlp;

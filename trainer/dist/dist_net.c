@@ -434,6 +434,18 @@ static int check_reply(const struct dist *d, int fd, unsigned char *buf,
 	return 0;
 }
 
+/* master_of: where this group's bootstrap meets, for dist_sock.c */
+static struct dist_sock_master master_of(const struct dist *d)
+{
+	struct dist_sock_master m = {
+	    .addr = d->cfg.master_addr,
+	    .port = d->cfg.master_port,
+	    .rank = d->rank,
+	    .timeout_ms = d->timeout_ms,
+	};
+	return m;
+}
+
 /* join_master: the bootstrap as seen from rank r > 0. On success
  * d->fds[0] is the connection to rank 0, *table (world entries) the
  * listeners, *nonce the session, *listen_fd this rank's listener. */
@@ -445,7 +457,8 @@ static int join_master(struct dist *d, uint64_t deadline_ms,
 	unsigned char buf[REPLY_HEADER_BYTES + MAX_REJECT_MSG + 1];
 	struct hello h = hello_of(d, NET_KIND_BOOTSTRAP);
 	int fd = -1, rc;
-	rc = dist_sock_connect_master(d, deadline_ms, &fd, err, err_size);
+	struct dist_sock_master m = master_of(d);
+	rc = dist_sock_connect_master(&m, deadline_ms, &fd, err, err_size);
 	if (rc != 0)
 		return rc;
 	d->fds[0] = fd;
@@ -586,8 +599,10 @@ static int form_as_master(struct dist *d, int listen_fd, uint64_t deadline_ms,
 			  char *err, size_t err_size)
 {
 	int rc = 0;
-	if (listen_fd < 0)
-		rc = dist_sock_listen_master(d, &listen_fd, err, err_size);
+	if (listen_fd < 0) {
+		struct dist_sock_master m = master_of(d);
+		rc = dist_sock_listen_master(&m, &listen_fd, err, err_size);
+	}
 	if (rc != 0)
 		return rc;
 	rc = master_serve(d, listen_fd, deadline_ms, err, err_size);

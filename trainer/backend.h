@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * train_backend.h - the kernels the trainer's model code runs on.
+ * backend.h - the kernels the trainer's model code runs on.
  *
  * The MLP (mlp.c) is written once against this table; trainer/mlp_cpu.c
  * implements it on the host with a CPU BLAS, trainer/mlp_cuda.cu on a GPU

@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist_priv.h"
 #include "dist_sock.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
@@ -271,19 +270,20 @@ static void master_origin(char *out, size_t size)
 /* dist_sock_connect_master: rank r > 0 reaches rank 0, retrying with backoff
  * (10 ms doubling to 500 ms) until the deadline, since rank 0 may start last.
  */
-int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
-			     int *out, char *err, size_t err_size)
+int dist_sock_connect_master(const struct dist_sock_master *m,
+			     uint64_t deadline_ms, int *out, char *err,
+			     size_t err_size)
 {
 	char port[8], origin[320];
 	int backoff_ms = 10, warned = 0;
 	uint64_t warn_at_ms = clock_now_ms() + MASTER_WARN_MS;
 	const char *why = "no attempt";
-	snprintf(port, sizeof(port), "%u", d->cfg.master_port);
+	snprintf(port, sizeof(port), "%u", m->port);
 	for (;;) {
 		struct addrinfo hints = {0}, *res = NULL;
 		hints.ai_family = AF_UNSPEC;
 		hints.ai_socktype = SOCK_STREAM;
-		int gai = getaddrinfo(d->cfg.master_addr, port, &hints, &res);
+		int gai = getaddrinfo(m->addr, port, &hints, &res);
 		if (gai != 0) {
 			why = gai_strerror(gai);
 		} else {
@@ -309,8 +309,8 @@ int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
 			log_warn("dist: rank %d: cannot reach the master (rank "
 				 "0) at %s:%u for %d s: %s; trying for %d s "
 				 "more. %s",
-				 d->rank, d->cfg.master_addr,
-				 d->cfg.master_port, MASTER_WARN_MS / 1000, why,
+				 m->rank, m->addr, m->port,
+				 MASTER_WARN_MS / 1000, why,
 				 (int)((deadline_ms - clock_now_ms()) / 1000),
 				 origin);
 		}
@@ -318,31 +318,32 @@ int dist_sock_connect_master(const struct dist *d, uint64_t deadline_ms,
 		backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;
 	}
 	master_origin(origin, sizeof(origin));
-	set_err(err, err_size,
-		"rank %d: cannot reach the master (rank 0) at %s:%u within "
-		"%llu ms: %s (is rank 0 running with the same "
-		"MASTER_ADDR/MASTER_PORT?); %s",
-		d->rank, d->cfg.master_addr, d->cfg.master_port,
-		(unsigned long long)d->timeout_ms, why, origin);
+	dl_errorf(err, err_size, 0,
+		  "rank %d: cannot reach the master (rank 0) at %s:%u within "
+		  "%llu ms: %s (is rank 0 running with the same "
+		  "MASTER_ADDR/MASTER_PORT?); %s",
+		  m->rank, m->addr, m->port, (unsigned long long)m->timeout_ms,
+		  why, origin);
 	return DL_ETIMEDOUT;
 }
 
 /* dist_sock_listen_master: rank 0's bootstrap listener on
  * MASTER_ADDR:MASTER_PORT (the wildcard address when MASTER_ADDR is not one of
  * this host's). */
-int dist_sock_listen_master(const struct dist *d, int *out, char *err,
-			    size_t err_size)
+int dist_sock_listen_master(const struct dist_sock_master *m, int *out,
+			    char *err, size_t err_size)
 {
 	char port[8];
 	struct addrinfo hints = {0}, *res = NULL;
 	int fd = -1, one = 1, rc = DL_ESYS;
-	snprintf(port, sizeof(port), "%u", d->cfg.master_port);
+	snprintf(port, sizeof(port), "%u", m->port);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	int gai = getaddrinfo(d->cfg.master_addr, port, &hints, &res);
+	int gai = getaddrinfo(m->addr, port, &hints, &res);
 	if (gai != 0) {
-		set_err(err, err_size, "cannot resolve MASTER_ADDR '%s': %s",
-			d->cfg.master_addr, gai_strerror(gai));
+		dl_errorf(err, err_size, 0,
+			  "cannot resolve MASTER_ADDR '%s': %s", m->addr,
+			  gai_strerror(gai));
 		return DL_EINVAL;
 	}
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -357,7 +358,7 @@ int dist_sock_listen_master(const struct dist *d, int *out, char *err,
 		socklen_t len;
 		uint8_t zero[16] = {0};
 		dist_sock_addr_unpack(res->ai_family == AF_INET6 ? 6 : 4, zero,
-				      d->cfg.master_port, &any, &len);
+				      m->port, &any, &len);
 		if (bind(fd, (struct sockaddr *)&any, len) != 0)
 			goto fail;
 	}
@@ -367,10 +368,10 @@ int dist_sock_listen_master(const struct dist *d, int *out, char *err,
 	*out = fd;
 	return 0;
 fail:
-	set_err(err, err_size, "rank 0: cannot listen on %s:%u: %s%s",
-		d->cfg.master_addr, d->cfg.master_port, strerror(errno),
-		errno == EADDRINUSE ? " (is another job using MASTER_PORT?)"
-				    : "");
+	dl_errorf(err, err_size, 0, "rank 0: cannot listen on %s:%u: %s%s",
+		  m->addr, m->port, strerror(errno),
+		  errno == EADDRINUSE ? " (is another job using MASTER_PORT?)"
+				      : "");
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(res);
