@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - dlaunch-train: the training loop, progress, checkpoints and
- * the final summary (the command line: options.c; the process group and
- * its in-place re-form: reform.c; what a run holds: run.h).
+ * main.c - dlaunch-train: the training loop, its progress reports, the
+ * stop signals and main (the command line: options.c; the process group
+ * and its in-place re-form: reform.c; what a run holds and its set-up,
+ * checkpoints and summary: run.h, run.c).
  *
  * Every rank runs the same loop in lockstep: the same global batch from the
  * same permutation (each rank its slice), the same all-reduced gradients
@@ -24,16 +25,17 @@
 #include "ckpt.h"
 #include "control.h"
 #include "data.h"
+#include "ddp.h"
+#include "device.h"
 #include "dist/dist.h"
 #include "dist/dist_flight.h"
 #include "mlp.h"
-#include "options.h"
-#include "reform.h"
-#include "ddp.h"
-#include "device.h"
 #include "optim.h"
+#include "options.h"
 #include "progress.h"
+#include "reform.h"
 #include "rng.h"
+#include "run.h"
 #include "sampler.h"
 #include "dlaunch/buf.h"
 #include "dlaunch/clock.h"
@@ -123,140 +125,6 @@ static int env_int(const char *name, int def, int min, int max, int *out)
 		return -1;
 	}
 	return 0;
-}
-
-static int load_data(struct run *r)
-{
-	const struct train_options *o = &r->o;
-	char err[512];
-	int rc;
-
-	if (o->synthetic_n) {
-		rc = data_synthetic(o->synthetic_n, (size_t)o->shape.widths[0],
-				    o->shape.widths[o->shape.n_layers], 0x5eed,
-				    &r->train, &r->test);
-		if (rc != 0)
-			log_error("synthetic data: %s", dl_strerror(rc));
-		return rc;
-	}
-	rc = data_load_fashion_mnist(o->data_dir, &r->train, &r->test, err,
-				     sizeof(err));
-	if (rc != 0) {
-		log_error("%s (is the dataset-fashion-mnist package "
-			  "installed? see --data-dir)",
-			  err);
-		return rc;
-	}
-	if (r->train.dim != (size_t)o->shape.widths[0] ||
-	    r->train.classes != o->shape.widths[o->shape.n_layers]) {
-		log_error("model %d-...-%d does not fit fashion-mnist (%zu "
-			  "inputs, %d classes)",
-			  o->shape.widths[0],
-			  o->shape.widths[o->shape.n_layers], r->train.dim,
-			  r->train.classes);
-		return DL_EINVAL;
-	}
-	return 0;
-}
-
-/* setup_device: the device and backend, chosen once (device.c) from the
- * options, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs; r->gpu is
- * then what both the kernels and NCCL use. */
-static int setup_device(struct run *r)
-{
-	struct train_options *o = &r->o;
-	struct train_device_request rq = {
-	    .device = o->device,
-	    .backend = o->backend,
-	    .local_rank = r->local_rank,
-	    .local_world = r->local_world,
-	    .visible_gpus = 0,
-	};
-	struct train_device_choice ch;
-	char err[512];
-	int rc;
-
-	/* asking the CUDA runtime costs time: only when a GPU may be used */
-	if (o->device != DEVICE_CPU &&
-	    !(o->device == DEVICE_AUTO && o->backend == BACKEND_TCP))
-		rq.visible_gpus = train_backend_cuda_available();
-	rc = train_device_choose(&rq, &ch, err, sizeof(err));
-	if (rc != 0) {
-		log_error("%s", err);
-		return rc;
-	}
-	if (ch.note[0] && r->local_rank == 0)
-		log_warn("%s", ch.note);
-	o->device = ch.device;
-	o->backend = ch.backend;
-	r->gpu = ch.gpu;
-	if (o->device == DEVICE_CPU) {
-		train_backend_cpu(&r->be, o->threads);
-		return 0;
-	}
-	rc = train_backend_cuda(&r->be, r->gpu, err, sizeof(err));
-	if (rc != 0)
-		log_error("%s", err);
-	return rc;
-}
-
-static int save_checkpoint(struct run *r)
-{
-	char err[512];
-	uint64_t t0 = clock_now_ms();
-	int rc;
-
-	if (r->rank != 0 || r->o.checkpoint_dir == NULL ||
-	    r->saved_step == r->step)
-		return 0;
-	dist_flight_set_phase(r->flight, "checkpoint");
-	rc = reform_fill_state(r);
-	if (rc == 0)
-		rc = ckpt_save(r->o.checkpoint_dir, &r->ck,
-			       r->o.keep_checkpoints, r->ckpt_file,
-			       sizeof(r->ckpt_file), err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "cannot copy the model: %s",
-			 dl_strerror(rc));
-	if (rc != 0) {
-		log_error("%s", err);
-		return rc;
-	}
-	r->saved_step = r->step;
-	log_info("checkpoint %s written in %llu ms", r->ckpt_file,
-		 (unsigned long long)(clock_now_ms() - t0));
-	return 0;
-}
-
-/* load_local: this rank's newest valid checkpoint, if any. Ranks need
- * not see the same files (a node may have none): the agreement that
- * follows (reform_agree) hands the most advanced state to the ranks behind. */
-static int load_local(struct run *r)
-{
-	struct ckpt_state st;
-	char err[PATH_MAX + 512], path[PATH_MAX];
-	int rc;
-
-	memset(&st, 0, sizeof(st));
-	rc = ckpt_load_latest(r->o.checkpoint_dir, &r->o.shape, &st, path,
-			      sizeof(path), err, sizeof(err));
-	if (rc == DL_ENOTFOUND)
-		return 0;
-	if (rc != 0) {
-		log_error("rank %d: %s", r->rank, err);
-		return rc;
-	}
-	if (st.seed != r->o.seed && r->rank == 0)
-		log_warn("checkpoint %s was trained with --seed %llu; "
-			 "continuing with it",
-			 path, (unsigned long long)st.seed);
-	rc = reform_apply_state(r, &st);
-	if (rc == 0) {
-		r->saved_step = st.step;
-		snprintf(r->ckpt_file, sizeof(r->ckpt_file), "%s", path);
-	}
-	ckpt_state_release(&st);
-	return rc;
 }
 
 /* evaluate: each rank scores its slice of the test set; sums are
@@ -530,7 +398,7 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 		}
 		if (rc == 0 && o->checkpoint_every &&
 		    r->step % o->checkpoint_every == 0)
-			rc = save_checkpoint(r);
+			rc = run_save_checkpoint(r);
 		if (rc != 0)
 			return rc;
 	}
@@ -546,137 +414,11 @@ static int train(struct run *r, double *train_secs, uint64_t *samples)
 	return 0;
 }
 
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
-static void release_run(struct run *r)
-{
-	control_set_abort_hook(r->ctl, NULL, NULL);
-	control_set_dump_hook(r->ctl, NULL, NULL);
-	train_ddp_free(r->ddp);
-	mlp_free(r->model);
-	train_optim_release(&r->optim);
-	if (r->bn_before)
-		r->be.release(r->be.ctx, r->bn_before);
-	if (r->be.release)
-		train_backend_release(&r->be);
-	dist_free(r->dist);
-	data_release(&r->train);
-	data_release(&r->test);
-	train_sampler_release(&r->sampler);
-	ckpt_state_release(&r->ck);
-	free(r->x);
-	free(r->y);
-	free(r->idx);
-	control_close(r->ctl);
-	dist_flight_free(r->flight);
-}
-
 /* dump_members: the agent's dump (control.h) shows the flight recorder
  * and where the training thread is; runs on the channel's reader */
 static int dump_members(void *ctx, struct buf *out)
 {
 	return dist_flight_format_dump(ctx, out);
-}
-
-/* setup_model: the batch buffers, the model, its optimiser and DDP (and
- * the host copy of the state), with parameters initialised identically
- * on every rank from the seed. */
-static int setup_model(struct run *r)
-{
-	struct ckpt_state init;
-	int rc = reform_size_for_world(r);
-
-	if (rc != 0)
-		return rc;
-	rc = mlp_new(&r->o.shape, &r->be, r->max_local, &r->model);
-	if (rc == 0)
-		rc = train_optim_init(&r->optim, &r->be,
-				      mlp_param_count(&r->o.shape),
-				      (float)r->o.lr, (float)r->o.momentum,
-				      (float)r->o.weight_decay);
-	if (rc == 0)
-		rc = train_ddp_new(r->dist, r->model, &r->be, r->o.bucket_bytes,
-				   &r->ddp);
-	if (rc == 0) /* checkpoints and the state agreement */
-		rc = ckpt_state_alloc(&r->ck, &r->o.shape);
-	r->bn_bytes = mlp_buffer_count(&r->o.shape) * sizeof(float);
-	if (rc == 0 && r->ctl && r->bn_bytes) {
-		r->bn_before = r->be.alloc(r->be.ctx, r->bn_bytes);
-		if (r->bn_before == NULL)
-			rc = DL_ENOMEM;
-	}
-	if (rc != 0) {
-		log_error("cannot set up the model: %s", dl_strerror(rc));
-		return rc;
-	}
-	/* identical initialisation everywhere, then rank 0's copy wins */
-	rc = ckpt_state_alloc(&init, &r->o.shape);
-	if (rc == 0) {
-		mlp_init_params(&r->o.shape, r->o.seed, init.params,
-				init.buffers);
-		rc = mlp_set_params(r->model, init.params, init.buffers);
-		ckpt_state_release(&init);
-	}
-	return rc;
-}
-
-static void print_banner(const struct run *r)
-{
-	char shape[128];
-
-	mlp_shape_format(&r->o.shape, shape, sizeof(shape));
-	printf("dlaunch-train: model %s (%zu parameters), %zu training "
-	       "samples, world size %d, global batch %u, device %s, "
-	       "backend %s, %d bucket(s)\n",
-	       shape, mlp_param_count(&r->o.shape), r->train.n, r->world,
-	       r->o.global_batch, r->be.name,
-	       r->world == 1 ? "none"
-			     : (r->o.backend == BACKEND_NCCL ? "nccl" : "tcp"),
-	       train_ddp_bucket_count(r->ddp));
-	fflush(stdout);
-}
-
-/* print_summary: the run's one-line JSON summary on stdout */
-static void print_summary(struct run *r, double train_secs, uint64_t samples,
-			  double wall_secs)
-{
-	int rc = reform_fill_state(r);
-	uint64_t digest = rc == 0 ? control_state_digest(&r->ck, &rc) : 0;
-
-	printf("{\"summary\": {\"steps\": %llu, \"epochs\": %llu, "
-	       "\"resumed_from_step\": %llu, \"world_size\": %d, "
-	       "\"global_batch\": %u, \"samples_per_s\": %.1f, "
-	       "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, "
-	       "\"final_loss\": %.6f, \"test_loss\": %.6f, "
-	       "\"test_accuracy\": %.4f, \"device\": \"%s\", "
-	       "\"round\": %llu, \"reforms\": %u, \"state_digest\": "
-	       "\"%016llx\", \"checkpoint\": ",
-	       (unsigned long long)r->step, (unsigned long long)r->epoch,
-	       (unsigned long long)r->resumed_from, r->world, r->o.global_batch,
-	       train_secs > 0 ? (double)samples / train_secs : 0.0, train_secs,
-	       wall_secs, r->last_loss, r->last_test_loss, r->last_accuracy,
-	       r->be.name, (unsigned long long)r->round, r->reforms,
-	       (unsigned long long)digest);
-	if (r->ckpt_file[0])
-		json_string(stdout, r->ckpt_file);
-	else
-		fputs("null", stdout);
-	printf("}}\n");
-	fflush(stdout);
 }
 
 /* pick_blas_kernels: OpenBLAS chooses its kernels from CPUID when it is
@@ -741,20 +483,20 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	t_start = clock_now_ms();
 
-	rc = setup_device(&r);
+	rc = run_setup_device(&r);
 	if (rc == 0)
 		rc = reform_join_group(&r, NULL);
 	if (rc == 0)
-		rc = load_data(&r);
+		rc = run_load_data(&r);
 	if (rc != 0)
 		goto out;
-	rc = setup_model(&r);
+	rc = run_setup_model(&r);
 	if (rc != 0)
 		goto out;
 	train_rng_seed(&r.rng, r.o.seed, 0x747261696eULL /* "train" */);
 	rc = reform_sampler_for_state(&r);
 	if (rc == 0 && r.o.checkpoint_dir)
-		rc = load_local(&r);
+		rc = run_load_local(&r);
 	if (rc == 0) {
 		struct control_agreement ag;
 
@@ -778,7 +520,7 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		goto out;
 	if (r.rank == 0)
-		print_banner(&r);
+		run_print_banner(&r);
 
 	for (;;) { /* again when a re-form interrupts the last evaluation */
 		rc = train(&r, &train_secs, &samples);
@@ -794,7 +536,7 @@ int main(int argc, char **argv)
 	}
 	if (rc != 0)
 		goto out;
-	rc = save_checkpoint(&r);
+	rc = run_save_checkpoint(&r);
 	if (rc != 0)
 		goto out;
 	dist_flight_set_phase(r.flight, "finish");
@@ -822,10 +564,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (r.rank == 0)
-		print_summary(&r, train_secs, samples,
-			      (double)(clock_now_ms() - t_start) / 1e3);
+		run_print_summary(&r, train_secs, samples,
+				  (double)(clock_now_ms() - t_start) / 1e3);
 	status = 0;
 out:
-	release_run(&r);
+	run_release(&r);
 	return status;
 }

@@ -13,7 +13,7 @@ TRAIN_SRCS := trainer/mlp.c trainer/mlp_cpu.c trainer/rng.c trainer/data.c \
 	trainer/control_msg.c trainer/control_dump.c trainer/control_state.c \
 	trainer/progress.c
 TRAIN_OBJS := $(call objs,$(TRAIN_SRCS))
-TRAIN_MAIN_OBJS := $(call objs,trainer/main.c trainer/reform.c)
+TRAIN_MAIN_OBJS := $(call objs,trainer/main.c trainer/run.c trainer/reform.c)
 OBJS += $(TRAIN_OBJS) $(TRAIN_MAIN_OBJS) $(call objs,trainer/backend_nocuda.c)
 $(TRAIN_LIB): $(TRAIN_OBJS)
 

@@ -3,8 +3,12 @@
  * run.h - dlaunch-train's run: everything one worker process holds
  * (options, group, model, optimizer, data, position, control channel),
  * shared by the training loop (main.c) and the group's formation and
- * in-place re-form (reform.c). Private to the binary; main owns it and
- * frees what it holds (release_run in main.c).
+ * in-place re-form (reform.c), and the steps that set it up, save and
+ * load it, report it and release it (run.c). Private to the binary; main
+ * owns it and frees what it holds (run_release).
+ *
+ * The run_* functions return 0 or a negative DL_E* code and log their
+ * failures themselves, so the caller only decides to go on or to end.
  */
 #ifndef DLAUNCH_TRAIN_RUN_H
 #define DLAUNCH_TRAIN_RUN_H
@@ -66,5 +70,39 @@ struct run {
 	float *bn_before;
 	size_t bn_bytes;
 };
+
+/* run_setup_device: the device and backend, chosen once (device.c) from
+ * the options, LOCAL_RANK, LOCAL_WORLD_SIZE and the visible GPUs; r->gpu
+ * is then what both the kernels and NCCL use, r->be the kernels. */
+int run_setup_device(struct run *r);
+
+/* run_load_data: the training and test sets (synthetic or Fashion-MNIST,
+ * checked against the model's shape) into r->train and r->test. */
+int run_load_data(struct run *r);
+
+/* run_setup_model: the batch buffers, the model, its optimiser and DDP
+ * over r->dist (and the host copy of the state), with parameters
+ * initialised identically on every rank from the seed. */
+int run_setup_model(struct run *r);
+
+/* run_load_local: this rank's newest valid checkpoint under
+ * --checkpoint-dir, if any (none is not an error). */
+int run_load_local(struct run *r);
+
+/* run_save_checkpoint: rank 0 writes the state at r->step under
+ * --checkpoint-dir (once per step; other ranks and runs without the
+ * option do nothing). */
+int run_save_checkpoint(struct run *r);
+
+/* run_print_banner: rank 0's first line: model, data, world, device. */
+void run_print_banner(const struct run *r);
+
+/* run_print_summary: the run's one-line JSON summary on stdout. */
+void run_print_summary(struct run *r, double train_secs, uint64_t samples,
+		       double wall_secs);
+
+/* run_release frees what r holds (any part may be missing) and closes
+ * the control channel; r itself is the caller's. */
+void run_release(struct run *r);
 
 #endif
