@@ -37,6 +37,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
+#include "dlaunch/procfs.h"
 #include "hang.h"
 #include "internal.h"
 #include "keeper.h"
@@ -521,7 +522,7 @@ int control_send_dump(struct agent_worker *w, const char *id, const char *path)
 int control_in_place(struct agent *a)
 {
 	uint64_t now = clock_now_ms();
-	struct proc_info pi;
+	struct procfs_stat pi;
 	int n = 0;
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
@@ -533,7 +534,7 @@ int control_in_place(struct agent *a)
 		    now - w->last_progress_ms >= a->cfg.progress_timeout_ms)
 			return 0;
 		/* nor would one stopped by a signal (SIGSTOP, a debugger) */
-		if (proc_stat(w->pid, &pi) == 0 &&
+		if (procfs_read_stat(w->pid, &pi) == 0 &&
 		    (pi.state == 'T' || pi.state == 't')) {
 			log_info("rank %d (pid %ld) is stopped (state %c): it "
 				 "cannot re-form in place; stopping this "

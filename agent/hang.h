@@ -50,10 +50,6 @@ struct hang_proc {
 /* hang_proc_read: 0, or -1 when pid is gone */
 int hang_proc_read(pid_t pid, struct hang_proc *p);
 
-/* hang_proc_parse_stat reads the contents of a /proc/PID/stat file.
- * 0, or -1 when it is not of that form. */
-int hang_proc_parse_stat(const char *stat, struct hang_proc *p);
-
 /* hang_state_name: the report's name of a /proc state letter:
  * "running", "sleeping", "disk-sleep", "stopped", "tracing-stop",
  * "zombie", "dead"; unknown letters are "running" only for R, else

@@ -42,6 +42,7 @@
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
+#include "dlaunch/procfs.h"
 #include "dlaunch/spawn.h"
 #include "hang.h"
 #include "internal.h"
@@ -137,7 +138,7 @@ static pid_t py_target(const struct hc_worker *w)
 	size_t len;
 	int64_t pid;
 	pid_t out = 0;
-	struct proc_info pi;
+	struct procfs_stat pi;
 	snprintf(path, sizeof(path), "%s.pid", w->py_file);
 	if (fs_read_file(path, 64, &data, &len) != 0)
 		return 0;
@@ -147,7 +148,7 @@ static pid_t py_target(const struct hc_worker *w)
 	/* only a process of the worker's own group: never a stranger that
 	 * might die of SIGUSR2 */
 	if (parse_i64(data, 1, INT32_MAX, &pid) == 0 &&
-	    proc_stat((pid_t)pid, &pi) == 0 && pi.pgid == w->pid &&
+	    procfs_read_stat((pid_t)pid, &pi) == 0 && pi.pgid == w->pid &&
 	    pi.state != 'Z')
 		out = (pid_t)pid;
 	free(data);

@@ -3,7 +3,8 @@
  * hang_proc.c - what a hang report reads from /proc, and the report's text
  * helpers: UTF-8 cleaning, the 32 KiB cut of a text field and the 512 KiB
  * bound of a whole node report (docs/hangs.md). Pure but for the two
- * small /proc reads; tests/unit/test_hang_agent.c covers it.
+ * small /proc reads (through dlaunch/procfs.h); tests/unit/test_hang_agent.c
+ * covers it.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,59 +13,22 @@
 #include <unistd.h>
 
 #include "dlaunch/parse.h"
+#include "dlaunch/procfs.h"
 #include "hang.h"
-
-static ssize_t read_small(const char *path, char *out, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-	if (fd < 0)
-		return -1;
-	n = read(fd, out, size - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	out[n] = '\0';
-	return n;
-}
-
-int hang_proc_parse_stat(const char *stat, struct hang_proc *p)
-{
-	/* "pid (comm) S ppid pgrp ...": comm may hold spaces and ')';
-	 * utime and stime are fields 14 and 15, num_threads field 20 */
-	const char *s = strrchr(stat, ')');
-	unsigned long long v[17];
-	char *end;
-	if (!s || s[1] != ' ' || !s[2] || s[3] != ' ')
-		return -1;
-	memset(p, 0, sizeof(*p));
-	p->state = s[2];
-	s += 3;
-	for (int i = 0; i < 17; i++) {
-		while (*s == ' ')
-			s++;
-		if (*s == '-') /* tty_nr, tpgid may be negative */
-			s++;
-		v[i] = strtoull(s, &end, 10);
-		if (end == s)
-			return -1;
-		s = end;
-	}
-	p->cpu_ticks = v[10] + v[11];
-	p->threads = v[16] > 1000000 ? 1000000 : (int)v[16];
-	return 0;
-}
 
 int hang_proc_read(pid_t pid, struct hang_proc *p)
 {
-	char path[64], stat[1024], wchan[64];
+	struct procfs_stat st;
+	char path[64], wchan[64];
 	ssize_t n;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (read_small(path, stat, sizeof(stat)) <= 0 ||
-	    hang_proc_parse_stat(stat, p) != 0)
+	if (procfs_read_stat(pid, &st) != 0)
 		return -1;
+	memset(p, 0, sizeof(*p));
+	p->state = st.state;
+	p->cpu_ticks = st.utime + st.stime;
+	p->threads = st.threads > 1000000 ? 1000000 : (int)st.threads;
 	snprintf(path, sizeof(path), "/proc/%ld/wchan", (long)pid);
-	n = read_small(path, wchan, sizeof(wchan));
+	n = procfs_read_small(path, wchan, sizeof(wchan));
 	/* "0" is the kernel's "not waiting" */
 	if (n > 0 && strcmp(wchan, "0") != 0) {
 		size_t k = 0;

@@ -29,6 +29,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
+#include "dlaunch/procfs.h"
 #include "keeper.h"
 #include "keeper_record.h"
 
@@ -177,7 +178,7 @@ static pid_t keeper_exec(const struct keeper *k, int rfd)
 int keeper_start(const char *job, struct keeper **out)
 {
 	struct keeper *k = calloc(1, sizeof(*k));
-	struct proc_info self;
+	struct procfs_stat self;
 	char dir[PATH_MAX];
 	int p[2];
 	pid_t pid;
@@ -190,7 +191,7 @@ int keeper_start(const char *job, struct keeper **out)
 	k->watch.notify_fd = -1;
 	snprintf(k->job, sizeof(k->job), "%s", job);
 	record_boot_id(k->boot_id, sizeof(k->boot_id));
-	if (proc_stat(getpid(), &self) == 0)
+	if (procfs_read_stat(getpid(), &self) == 0)
 		k->self_start = self.start;
 	if (record_dir(dir, sizeof(dir)) == 0) {
 		record_end_predecessors(dir, job, k->boot_id);
@@ -304,8 +305,9 @@ void keeper_record(struct keeper *k, const pid_t *pgids, int n)
 		if (!starts)
 			return;
 		for (int i = 0; i < n; i++) {
-			struct proc_info pi;
-			if (pgids[i] > 0 && proc_stat(pgids[i], &pi) == 0)
+			struct procfs_stat pi;
+			if (pgids[i] > 0 &&
+			    procfs_read_stat(pgids[i], &pi) == 0)
 				starts[i] = pi.start;
 		}
 	}

@@ -73,17 +73,8 @@ void keeper_free(struct keeper *k);
 void keeper_run(int rfd, const char *cgroup, const char *record)
     __attribute__((noreturn));
 
-/* /proc and cgroup helpers the keeper and the record share */
-
-/* proc_stat reads pid's parent, group, session, state and start time
- * (clock ticks after boot) from /proc/PID/stat. 0, or -1 when pid is
- * gone. */
-struct proc_info {
-	pid_t ppid, pgid, sid;
-	char state;
-	uint64_t start;
-};
-int proc_stat(pid_t pid, struct proc_info *pi);
+/* /proc and cgroup helpers the keeper and the record share (the
+ * processes themselves are read by dlaunch/procfs.h) */
 
 /* proc_kill_sessions SIGKILLs every live process (not a zombie) whose
  * process group or session is one of ids[0..n) and that started no

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * keeper_proc.c - the keeper's life (keeper_run), and reading processes
- * from /proc and emptying a cgroup, which the keeper and the record of a
- * dead agent share (keeper.h).
+ * keeper_proc.c - the keeper's life (keeper_run), and finding processes
+ * in /proc (dlaunch/procfs.h reads them) and emptying a cgroup, which the
+ * keeper and the record of a dead agent share (keeper.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,54 +20,8 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
+#include "dlaunch/procfs.h"
 #include "keeper.h"
-
-/* read_small reads up to size-1 bytes of path into buf, NUL-terminated;
- * the length, or -1 */
-static ssize_t read_small(const char *path, char *buf, size_t size)
-{
-	ssize_t n, got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	while ((size_t)got < size - 1 &&
-	       (n = read(fd, buf + got, size - 1 - (size_t)got)) > 0)
-		got += n;
-	close(fd);
-	buf[got] = '\0';
-	return got;
-}
-
-int proc_stat(pid_t pid, struct proc_info *pi)
-{
-	char path[64], stat[1024], *p, *end;
-	unsigned long long v[20];
-	int i;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (read_small(path, stat, sizeof(stat)) <= 0)
-		return -1;
-	/* "pid (comm) S ppid pgrp session ...": comm may hold spaces and
-	 * ')'; the start time is the 22nd field, the 20th after comm */
-	p = strrchr(stat, ')');
-	if (!p || p[1] != ' ' || !p[2])
-		return -1;
-	pi->state = p[2];
-	p += 3;
-	for (i = 0; i < 19; i++) {
-		while (*p == ' ')
-			p++;
-		errno = 0;
-		v[i] = strtoull(p, &end, 10);
-		if (end == p || errno)
-			return -1;
-		p = end;
-	}
-	pi->ppid = (pid_t)v[0];
-	pi->pgid = (pid_t)v[1];
-	pi->sid = (pid_t)v[2];
-	pi->start = v[18];
-	return 0;
-}
 
 int proc_kill_sessions(const pid_t *ids, const uint64_t *min_start, int n)
 {
@@ -81,10 +35,10 @@ int proc_kill_sessions(const pid_t *ids, const uint64_t *min_start, int n)
 	if (!d)
 		return 0;
 	while ((de = readdir(d))) {
-		struct proc_info pi;
+		struct procfs_stat pi;
 		int64_t pid;
 		if (parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0 ||
-		    pid == self || proc_stat((pid_t)pid, &pi) != 0 ||
+		    pid == self || procfs_read_stat((pid_t)pid, &pi) != 0 ||
 		    pi.state == 'Z' || pi.state == 'X')
 			continue;
 		for (int i = 0; i < n; i++) {
@@ -107,7 +61,7 @@ static int cgroup_populated(const char *path)
 {
 	char file[4200], buf[256];
 	snprintf(file, sizeof(file), "%s/cgroup.events", path);
-	if (read_small(file, buf, sizeof(buf)) < 0)
+	if (procfs_read_small(file, buf, sizeof(buf)) < 0)
 		return 0;
 	return strstr(buf, "populated 1") != NULL;
 }

@@ -13,6 +13,10 @@
  *     cgroup PATH            (or "cgroup -")
  *     group PGID START       (one per worker of the round)
  *
+ * Each line is read strictly (record_parse): a word it does not know, a
+ * line given twice, a number out of range or anything after it makes the
+ * whole record unreadable, and an unreadable record is left alone.
+ *
  * START is the process's start time in clock ticks after boot, so that a
  * pid used again by another process is told apart. A new agent of JOB
  * reads every record of JOB whose agent is no longer alive (or is of an
@@ -31,8 +35,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dlaunch/error.h"
+#include "dlaunch/fsutil.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
+#include "dlaunch/procfs.h"
 #include "keeper.h"
 #include "keeper_record.h"
 
@@ -117,88 +124,144 @@ void record_release(struct record *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* copy_field: val into dst, or -1 when it does not fit */
-static int copy_field(char *dst, size_t size, const char *val)
+/* copy_field: the n bytes at val into dst as a string, or DL_ELIMIT
+ * when they do not fit */
+static int copy_field(char *dst, size_t size, const char *val, size_t n)
 {
-	size_t n = strlen(val);
 	if (n >= size)
-		return -1;
-	memcpy(dst, val, n + 1);
+		return DL_ELIMIT;
+	memcpy(dst, val, n);
+	dst[n] = '\0';
 	return 0;
 }
 
-/* record_read parses path into r (record_release frees it); 0 or -1 */
+/* pid_and_start: "PID START" (each as record_write prints it, nothing
+ * else): 0, or DL_EINVAL / DL_ERANGE */
+static int pid_and_start(const char *val, size_t n, pid_t *pid, uint64_t *start)
+{
+	char num[2][24];
+	const char *sp = memchr(val, ' ', n);
+	int64_t p;
+	int rc;
+	if (sp == NULL ||
+	    copy_field(num[0], sizeof(num[0]), val, (size_t)(sp - val)) ||
+	    copy_field(num[1], sizeof(num[1]), sp + 1,
+		       n - (size_t)(sp + 1 - val)))
+		return DL_EINVAL;
+	rc = parse_i64(num[0], 1, INT32_MAX, &p);
+	if (rc == 0)
+		rc = parse_u64(num[1], 0, UINT64_MAX, start);
+	if (rc == 0)
+		*pid = (pid_t)p;
+	return rc;
+}
+
+/* add_group: one more PGID START in r */
+static int add_group(struct record *r, int *cap, pid_t pgid, uint64_t start)
+{
+	if (r->n == *cap) {
+		void *p, *q;
+		if (*cap >= RECORD_MAX_GROUPS)
+			return DL_ELIMIT;
+		*cap = *cap ? 2 * *cap : 16;
+		p = realloc(r->pgids, (size_t)*cap * sizeof(pid_t));
+		if (p)
+			r->pgids = p;
+		q = realloc(r->starts, (size_t)*cap * sizeof(uint64_t));
+		if (q)
+			r->starts = q;
+		if (!p || !q)
+			return DL_ENOMEM;
+	}
+	r->pgids[r->n] = pgid;
+	r->starts[r->n] = start;
+	r->n++;
+	return 0;
+}
+
+/* word_is: the n bytes at p are the word w */
+static int word_is(const char *p, size_t n, const char *w)
+{
+	return strlen(w) == n && memcmp(p, w, n) == 0;
+}
+
+int record_parse(const char *text, size_t len, struct record *r)
+{
+	static const char magic[] = "dlaunch-record 1\n";
+	const char *p = text, *end = text + len;
+	int cap = 0, rc = 0, seen_boot = 0, seen_job = 0, seen_agent = 0,
+	    seen_cgroup = 0;
+	memset(r, 0, sizeof(*r));
+	if (len < sizeof(magic) - 1 || memcmp(text, magic, sizeof(magic) - 1))
+		return DL_EINVAL;
+	for (p += sizeof(magic) - 1; p < end && rc == 0;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *sp, *val;
+		size_t n, word;
+		/* every line ends in a newline and holds "WORD VALUE" */
+		if (nl == NULL || memchr(p, '\0', (size_t)(nl - p))) {
+			rc = DL_EINVAL;
+			break;
+		}
+		sp = memchr(p, ' ', (size_t)(nl - p));
+		if (sp == NULL || sp + 1 == nl) {
+			rc = DL_EINVAL;
+			break;
+		}
+		word = (size_t)(sp - p);
+		val = sp + 1;
+		n = (size_t)(nl - val);
+		if (word_is(p, word, "boot") && !seen_boot++ &&
+		    !memchr(val, ' ', n))
+			rc = copy_field(r->boot_id, sizeof(r->boot_id), val, n);
+		else if (word_is(p, word, "job") && !seen_job++ &&
+			 !memchr(val, ' ', n))
+			rc = copy_field(r->job, sizeof(r->job), val, n);
+		else if (word_is(p, word, "cgroup") && !seen_cgroup++)
+			/* a path may hold spaces: the rest of the line */
+			rc = n == 1 && val[0] == '-'
+				 ? 0
+				 : copy_field(r->cgroup, sizeof(r->cgroup), val,
+					      n);
+		else if (word_is(p, word, "agent") && !seen_agent++)
+			rc = pid_and_start(val, n, &r->agent, &r->agent_start);
+		else if (word_is(p, word, "group")) {
+			pid_t pgid;
+			uint64_t start;
+			rc = pid_and_start(val, n, &pgid, &start);
+			if (rc == 0)
+				rc = add_group(r, &cap, pgid, start);
+		} else
+			rc = DL_EINVAL; /* unknown, repeated or malformed */
+		p = nl + 1;
+	}
+	if (rc == 0 && (!seen_boot || !seen_job || !seen_agent || !seen_cgroup))
+		rc = DL_EINVAL;
+	if (rc != 0)
+		record_release(r);
+	return rc;
+}
+
+/* record_read parses the record at path into r (record_release frees
+ * it); 0 or a DL_E* code */
 static int record_read(const char *path, struct record *r)
 {
-	char line[4300];
-	FILE *f = fopen(path, "re");
-	int cap = 0, ok = 0;
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
 	memset(r, 0, sizeof(*r));
-	if (!f)
-		return -1;
-	if (!fgets(line, sizeof(line), f) ||
-	    strcmp(line, "dlaunch-record 1\n") != 0)
-		goto out;
-	while (fgets(line, sizeof(line), f)) {
-		char word[16], val[4200];
-		long long a;
-		unsigned long long b;
-		line[strcspn(line, "\n")] = '\0';
-		if (sscanf(line, "%15s %4199s", word, val) != 2)
-			goto out;
-		if (strcmp(word, "boot") == 0) {
-			if (copy_field(r->boot_id, sizeof(r->boot_id), val))
-				goto out;
-		} else if (strcmp(word, "job") == 0) {
-			if (copy_field(r->job, sizeof(r->job), val))
-				goto out;
-		} else if (strcmp(word, "cgroup") == 0) {
-			if (strcmp(val, "-") != 0 &&
-			    copy_field(r->cgroup, sizeof(r->cgroup), val))
-				goto out;
-		} else if (sscanf(line, "%15s %lld %llu", word, &a, &b) == 3 &&
-			   a > 0 && a <= INT32_MAX) {
-			if (strcmp(word, "agent") == 0) {
-				r->agent = (pid_t)a;
-				r->agent_start = b;
-				continue;
-			}
-			if (strcmp(word, "group") != 0)
-				continue;
-			if (r->n == cap) {
-				void *p, *q;
-				if (cap >= RECORD_MAX_GROUPS)
-					goto out;
-				cap = cap ? 2 * cap : 16;
-				p = realloc(r->pgids,
-					    (size_t)cap * sizeof(pid_t));
-				if (p)
-					r->pgids = p;
-				q = realloc(r->starts,
-					    (size_t)cap * sizeof(uint64_t));
-				if (q)
-					r->starts = q;
-				if (!p || !q)
-					goto out;
-			}
-			r->pgids[r->n] = (pid_t)a;
-			r->starts[r->n] = b;
-			r->n++;
-		}
-	}
-	ok = r->agent > 0 && r->boot_id[0] && r->job[0];
-out:
-	fclose(f);
-	if (!ok)
-		record_release(r);
-	return ok ? 0 : -1;
+	rc = fs_read_file(path, RECORD_MAX_BYTES, &text, &len);
+	if (rc == 0)
+		rc = record_parse(text, len, r);
+	free(text);
+	return rc;
 }
 
 /* alive_as: pid is alive (not a zombie) and started at start */
 static int alive_as(pid_t pid, uint64_t start)
 {
-	struct proc_info pi;
-	return proc_stat(pid, &pi) == 0 && pi.start == start &&
+	struct procfs_stat pi;
+	return procfs_read_stat(pid, &pi) == 0 && pi.start == start &&
 	       pi.state != 'Z' && pi.state != 'X';
 }
 
@@ -222,10 +285,10 @@ static int end_record(const struct record *r)
 	if (!ids || !min)
 		goto out;
 	for (int i = 0; i < r->n; i++) {
-		struct proc_info pi;
+		struct procfs_stat pi;
 		/* a leader still there must be the one recorded, else its
 		 * pid (and group) is someone else's now */
-		if (proc_stat(r->pgids[i], &pi) == 0 &&
+		if (procfs_read_stat(r->pgids[i], &pi) == 0 &&
 		    pi.start != r->starts[i])
 			continue;
 		ids[n] = r->pgids[i];

@@ -33,7 +33,15 @@ int record_dir(char *out, size_t size);
 /* record_write writes r to path (a temporary name, then renamed); 0/-1 */
 int record_write(const char *path, const struct record *r);
 
-/* record_release frees what record_read allocated in r */
+/* record_parse parses the len bytes of a record file at text (the form
+ * record_write writes; keeper_record.c's comment) into r: 0, or DL_EINVAL
+ * (not of that form: an unknown or repeated line, a number out of range or
+ * followed by anything, a missing line), DL_ELIMIT (a field too long, too
+ * many groups) or DL_ENOMEM; r then holds nothing. record_release frees
+ * r after a success. */
+int record_parse(const char *text, size_t len, struct record *r);
+
+/* record_release frees what record_parse allocated in r */
 void record_release(struct record *r);
 
 /* record_end_predecessors ends, for every record of job in dir whose agent

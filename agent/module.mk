@@ -23,6 +23,8 @@ $(eval $(call unit_test,test_etcd_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS))
 $(eval $(call unit_test,test_control_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_control,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_hang_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
+# the strict parse of an agent's record (agent/keeper_record.c)
+$(eval $(call unit_test,test_keeper_record,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 
 .PHONY: agent
 agent: $(AGENT_LIB) $(BUILD)/tests/test_agent $(BUILD)/tests/test_spawn \

@@ -28,6 +28,7 @@
 #include "dlaunch/fsutil.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
+#include "dlaunch/procfs.h"
 #include "dlaunch/spawn.h"
 #include "internal.h"
 
@@ -612,36 +613,12 @@ static void workers_kill_strays(struct agent *a)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		char path[300], stat[512], *rp;
-		int fd;
-		ssize_t n;
-		int64_t pid, ppid;
-		if (parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0)
+		struct procfs_stat st;
+		int64_t pid;
+		if (parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0 ||
+		    procfs_read_stat((pid_t)pid, &st) != 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, stat, sizeof(stat) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		stat[n] = '\0';
-		/* "pid (comm) S ppid ...": comm may hold spaces and ')' */
-		rp = strrchr(stat, ')');
-		if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ')
-			continue;
-		{
-			char num[24];
-			size_t k = 0;
-			const char *p = rp + 4;
-			while (*p >= '0' && *p <= '9' && k + 1 < sizeof(num))
-				num[k++] = *p++;
-			num[k] = '\0';
-			if (parse_i64(num, 0, INT32_MAX, &ppid) != 0)
-				continue;
-		}
-		if (ppid != self || rp[2] == 'Z')
+		if (st.ppid != self || st.state == 'Z')
 			continue;
 		kill_if_stray(a, (pid_t)pid);
 	}

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # common/: helpers several modules share (logging, errors, parsing, buffers,
-# JSON, time, files, checksums, the option engine). Only jsonh.c needs
-# jansson; the trainer links this archive without jansson and so must not
-# call jsonh_*.
+# JSON, time, files, checksums, the option engine, the /proc reader). Only
+# jsonh.c needs jansson; the trainer links this archive without jansson and
+# so must not call jsonh_*.
 COMMON_SRCS := $(wildcard common/*.c)
 OBJS += $(call objs,$(COMMON_SRCS))
 $(COMMON_LIB): $(call objs,$(COMMON_SRCS))
@@ -11,3 +11,4 @@ $(eval $(call unit_test,test_common,$(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_opt,$(COMMON_LIB),))
 $(eval $(call unit_test,test_backoff,$(COMMON_LIB),))
 $(eval $(call unit_test,test_hang,$(COMMON_LIB),$(JSON_LIBS)))
+$(eval $(call unit_test,test_procfs,$(COMMON_LIB),))
