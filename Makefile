@@ -112,6 +112,7 @@ endif
 COMMON_LIB := $(BUILD)/lib/libdlcommon.a
 RDZV_LIB   := $(BUILD)/lib/librdzv.a
 AGENT_LIB  := $(BUILD)/lib/libagent.a
+KEEPER_LIB := $(BUILD)/lib/libkeeper.a
 DIST_LIB   := $(BUILD)/lib/libdist.a
 TRAIN_LIB  := $(BUILD)/lib/libtrain.a
 
@@ -155,7 +156,8 @@ $(BUILD)/tests/$(1): $(BUILD)/obj/tests/unit/$(1).o $(2)
 endef
 
 include common/module.mk
-include $(sort $(wildcard rendezvous/*.mk agent/*.mk launcher/*.mk \
+include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk \
+	launcher/*.mk \
 	trainer/*.mk trainer/dist/*.mk tests/*.mk bench/*.mk))
 # after the modules: the man pages and the package need every binary
 include man/man.mk contrib/debian/deb.mk

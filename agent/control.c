@@ -40,7 +40,6 @@
 #include "dlaunch/procfs.h"
 #include "hang.h"
 #include "internal.h"
-#include "keeper.h"
 
 /* what we may hold unwritten for one worker: a few membership lines; a
  * worker that lets more pile up is not reading */

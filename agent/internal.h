@@ -24,7 +24,7 @@
 #include "dlaunch/buf.h"
 #include "fsm.h"
 #include "hang.h"
-#include "keeper.h"
+#include "keeper/keeper.h"
 #include "rdzv.h"
 
 #define AGENT_LINE_MAX_BYTES 16384 /* longer lines are split */

@@ -1,20 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
 # worker output, rendezvous client, failure reports).
-AGENT_SRCS := $(filter-out agent/keeper_main.c,$(wildcard agent/*.c))
+# The keeper is its own unit (agent/keeper/module.mk, $(KEEPER_LIB)):
+# whatever links this library links that one after it.
+AGENT_SRCS := $(wildcard agent/*.c)
 OBJS += $(call objs,$(AGENT_SRCS))
 $(AGENT_LIB): $(call objs,$(AGENT_SRCS))
 
-# the keeper (agent/keeper.c) as a small program of its own, installed
-# beside dlaunch, which finds it there (libc and the common helpers only)
-OBJS += $(call objs,agent/keeper_main.c)
-BINS += $(BUILD)/bin/dlaunch-keeper
-$(BUILD)/bin/dlaunch-keeper: $(call objs,agent/keeper_main.c \
-		agent/keeper_proc.c) $(COMMON_LIB)
-	@mkdir -p $(@D)
-	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ -lm
-
-AGENT_TEST_LIBS := $(AGENT_LIB) $(COMMON_LIB)
+AGENT_TEST_LIBS := $(AGENT_LIB) $(KEEPER_LIB) $(COMMON_LIB)
 AGENT_TEST_LDLIBS := $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm
 $(eval $(call unit_test,test_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_spawn,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
@@ -23,8 +16,6 @@ $(eval $(call unit_test,test_etcd_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS))
 $(eval $(call unit_test,test_control_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_control,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_hang_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
-# the strict parse of an agent's record (agent/keeper_record.c)
-$(eval $(call unit_test,test_keeper_record,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 
 .PHONY: agent
 agent: $(AGENT_LIB) $(BUILD)/tests/test_agent $(BUILD)/tests/test_spawn \

@@ -45,7 +45,7 @@ $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 # machine, librdzv_state.a: rendezvous/ declares it after this fragment is
 # read, hence the path).
 OBJS += $(call objs,bench/etcd_load.c)
-$(BENCH_DIR)/etcd_load: $(call objs,bench/etcd_load.c) $(AGENT_LIB) \
+$(BENCH_DIR)/etcd_load: $(call objs,bench/etcd_load.c) $(AGENT_LIB) $(KEEPER_LIB) \
 		$(BUILD)/lib/librdzv_state.a $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) \

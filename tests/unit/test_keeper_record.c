@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_keeper_record.c - the strict parser of an agent's record
- * (agent/keeper_record.c, record_parse): what record_write writes reads
+ * (agent/keeper/keeper_record.c, record_parse): what record_write writes reads
  * back the same; an unknown, repeated or missing line, trailing junk, a
  * sign, an overflow, a field too long and too many groups each make the
  * whole record unreadable, with nothing left allocated.
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../agent/keeper_record.h"
+#include "../../agent/keeper/keeper_record.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
 

@@ -31,6 +31,7 @@
 #include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
 #include "keeper.h"
+#include "keeper_proc.h"
 #include "keeper_record.h"
 
 struct keeper {

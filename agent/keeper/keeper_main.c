@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keeper_main.c - dlaunch-keeper, the agent's keeper as a program of its
- * own (keeper.h; docs/reliability.md, "What outlives an agent").
+ * own (keeper_proc.h; docs/reliability.md, "What outlives an agent").
  *
  *     dlaunch-keeper CGROUP|- RECORD|-     (stdin: the agent's pipe)
  *
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "dlaunch/log.h"
-#include "keeper.h"
+#include "keeper_proc.h"
 
 int main(int argc, char **argv)
 {

@@ -40,7 +40,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
-#include "keeper.h"
+#include "keeper_proc.h"
 #include "keeper_record.h"
 
 #define RECORD_MAX_BYTES  (1 << 20)

@@ -2,7 +2,7 @@
 /*
  * keeper_proc.c - the keeper's life (keeper_run), and finding processes
  * in /proc (dlaunch/procfs.h reads them) and emptying a cgroup, which the
- * keeper and the record of a dead agent share (keeper.h).
+ * keeper and the record of a dead agent share (keeper_proc.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +21,8 @@
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
-#include "keeper.h"
+#include "dlaunch/spawn.h"
+#include "keeper_proc.h"
 
 int proc_kill_sessions(const pid_t *ids, const uint64_t *min_start, int n)
 {
