@@ -24,7 +24,8 @@
  * flight) -> REPORTING_KEPT or ABORTING -> JOINING_KEPT. Any miss (a
  * deadline, a kept worker exiting or breaking the protocol) leaves for
  * the plain path: the workers are stopped (RESTARTING, FAILING) and,
- * once the new round is known, started again in it (RESPAWNING).
+ * once the new round is known, started again in it (RESPAWNING). Those
+ * cells are in fsm_inplace.c.
  *
  * Each cell is a small named function; an empty cell ignores the event.
  * A preemption (SIGTERM, every worker declared preempt; preempt.c):
@@ -109,7 +110,7 @@ const char *agent_event_name(enum agent_event_kind k)
 	return (unsigned)k < AGENT_N_EVENTS ? event_names[k] : "?";
 }
 
-static void enter(struct agent_fsm *f, enum agent_state s)
+void fsm_enter(struct agent_fsm *f, enum agent_state s)
 {
 	log_debug("agent: %s -> %s", state_names[f->state], state_names[s]);
 	f->state = s;
@@ -117,9 +118,9 @@ static void enter(struct agent_fsm *f, enum agent_state s)
 
 /* ------------------------------------------------------ shared steps */
 
-/* end_job takes the job's final state: exit 0 when it succeeded, else 1
+/* fsm_end_job takes the job's final state: exit 0 when it succeeded, else 1
  * with the root-cause report. */
-static void end_job(struct agent_fsm *f, const struct agent_event *ev)
+void fsm_end_job(struct agent_fsm *f, const struct agent_event *ev)
 {
 	/* a preempted job stopped every rank at one step and saved it */
 	int failed = strcmp(ev->job_state, "SUCCEEDED") != 0 &&
@@ -134,50 +135,50 @@ static void end_job(struct agent_fsm *f, const struct agent_event *ev)
 static void after_end(struct agent_fsm *f)
 {
 	if (f->report_on_exit) {
-		enter(f, AGENT_FETCHING);
+		fsm_enter(f, AGENT_FETCHING);
 		f->ops->status(f->ctx);
 		return;
 	}
-	enter(f, AGENT_EXITED);
+	fsm_enter(f, AGENT_EXITED);
 	f->ops->finish(f->ctx);
 }
 
-/* after_signal: no worker is left and we were told to go. */
-static void after_signal(struct agent_fsm *f)
+/* fsm_after_signal: no worker is left and we were told to go. */
+void fsm_after_signal(struct agent_fsm *f)
 {
 	if (f->joined) {
-		enter(f, AGENT_LEAVING);
+		fsm_enter(f, AGENT_LEAVING);
 		f->ops->leave(f->ctx);
 		return;
 	}
-	enter(f, AGENT_EXITED);
+	fsm_enter(f, AGENT_EXITED);
 	f->ops->finish(f->ctx);
 }
 
-static void rejoin(struct agent_fsm *f)
+void fsm_rejoin(struct agent_fsm *f)
 {
-	enter(f, AGENT_JOINING);
+	fsm_enter(f, AGENT_JOINING);
 	f->ops->join(f->ctx);
 }
 
-static void set_recovery(struct agent_fsm *f, const char *how, const char *why)
+void fsm_set_recovery(struct agent_fsm *f, const char *how, const char *why)
 {
 	snprintf(f->recovery, sizeof(f->recovery), "%s", how);
 	snprintf(f->recovery_why, sizeof(f->recovery_why), "%s", why);
 }
 
-/* restarted: the workers of this node are stopped; why goes with the
+/* fsm_restarted: the workers of this node are stopped; why goes with the
  * round they are started again in */
-static void restarted(struct agent_fsm *f, const char *why)
+void fsm_restarted(struct agent_fsm *f, const char *why)
 {
-	set_recovery(f, "restarted", why);
+	fsm_set_recovery(f, "restarted", why);
 }
 
 #define NOT_DECLARED "not every worker declared abort and membership"
 
-/* entered: this node's workers are running in the round; says how they
+/* fsm_entered: this node's workers are running in the round; says how they
  * came there (the rendezvous hears it with the next heartbeat) */
-static void entered(struct agent_fsm *f)
+void fsm_entered(struct agent_fsm *f)
 {
 	log_info("job=%s round=%llu event=round_entered recovery=%s why=\"%s\"",
 		 f->job, (unsigned long long)f->r.round, f->recovery,
@@ -186,16 +187,16 @@ static void entered(struct agent_fsm *f)
 		f->ops->entered(f->ctx);
 }
 
-static void log_round_over(struct agent_fsm *f, const struct agent_event *ev)
+void fsm_log_round_over(struct agent_fsm *f, const struct agent_event *ev)
 {
 	log_info("round %llu ended (job %s); stopping workers to rejoin",
 		 (unsigned long long)f->r.round,
 		 ev->job_state[0] ? ev->job_state : "?");
 }
 
-/* keep_failures appends the record (an object) or records (an array) of
+/* fsm_keep_failures appends the record (an object) or records (an array) of
  * ev to this round's failures. */
-static void keep_failures(struct agent_fsm *f, struct agent_event *ev)
+void fsm_keep_failures(struct agent_fsm *f, struct agent_event *ev)
 {
 	if (json_is_array(ev->json))
 		json_array_extend(f->failures, ev->json);
@@ -208,20 +209,20 @@ static void keep_failures(struct agent_fsm *f, struct agent_event *ev)
 static void start(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	rejoin(f);
+	fsm_rejoin(f);
 }
 
 static void joined(struct agent_fsm *f, struct agent_event *ev)
 {
 	if (!f->joined)
-		set_recovery(f, "started", "the first round of this node");
+		fsm_set_recovery(f, "started", "the first round of this node");
 	else if (strcmp(f->recovery, "restarted") != 0)
-		restarted(f, "no worker was left to keep");
+		fsm_restarted(f, "no worker was left to keep");
 	f->r = ev->assign;
 	f->joined = 1;
 	json_array_clear(f->failures);
-	entered(f);
-	enter(f, AGENT_RUNNING);
+	fsm_entered(f);
+	fsm_enter(f, AGENT_RUNNING);
 	f->ops->round_begin(f->ctx, f->r.round);
 	f->ops->start_workers(f->ctx, &f->r);
 }
@@ -231,7 +232,7 @@ static void joined(struct agent_fsm *f, struct agent_event *ev)
  * refused) ran nothing, which is never a success (exit 1). */
 static void join_ended(struct agent_fsm *f, struct agent_event *ev)
 {
-	end_job(f, ev);
+	fsm_end_job(f, ev);
 	if (!f->joined) {
 		log_error(
 		    "job %s had ended before this node joined it: nothing "
@@ -257,8 +258,8 @@ static void join_failed(struct agent_fsm *f, struct agent_event *ev)
 static void run_failed(struct agent_fsm *f, struct agent_event *ev)
 {
 	int keep = f->ops->in_place(f->ctx);
-	keep_failures(f, ev);
-	enter(f, keep ? AGENT_FAILING_KEPT : AGENT_FAILING);
+	fsm_keep_failures(f, ev);
+	fsm_enter(f, keep ? AGENT_FAILING_KEPT : AGENT_FAILING);
 	f->ops->round_end(f->ctx);
 	f->ops->report(f->ctx, f->r.round, 1, f->failures);
 	if (keep) {
@@ -266,7 +267,7 @@ static void run_failed(struct agent_fsm *f, struct agent_event *ev)
 				      "a worker of this node failed");
 		return;
 	}
-	restarted(f, NOT_DECLARED);
+	fsm_restarted(f, NOT_DECLARED);
 	f->ops->stop_workers(f->ctx, SIGTERM);
 }
 
@@ -274,7 +275,7 @@ static void run_gone(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
 	log_info("all %d worker(s) of this node succeeded", f->nproc);
-	enter(f, AGENT_DONE);
+	fsm_enter(f, AGENT_DONE);
 	f->ops->report(f->ctx, f->r.round, 0, NULL);
 }
 
@@ -288,37 +289,37 @@ static void run_restart(struct agent_fsm *f, struct agent_event *ev)
 			 ev->job_state[0] ? ev->job_state : "?");
 		snprintf(reason, sizeof(reason), "round %llu ended",
 			 (unsigned long long)f->r.round);
-		enter(f, AGENT_ABORTING);
+		fsm_enter(f, AGENT_ABORTING);
 		f->ops->round_end(f->ctx);
 		f->ops->abort_workers(f->ctx, f->r.round, reason);
 		return;
 	}
-	log_round_over(f, ev);
-	restarted(f, NOT_DECLARED);
-	enter(f, AGENT_RESTARTING);
+	fsm_log_round_over(f, ev);
+	fsm_restarted(f, NOT_DECLARED);
+	fsm_enter(f, AGENT_RESTARTING);
 	f->ops->round_end(f->ctx);
 	f->ops->stop_workers(f->ctx, SIGTERM);
 }
 
 static void run_stop(struct agent_fsm *f, struct agent_event *ev)
 {
-	end_job(f, ev);
-	enter(f, AGENT_ENDING);
+	fsm_end_job(f, ev);
+	fsm_enter(f, AGENT_ENDING);
 	f->ops->round_end(f->ctx);
 	f->ops->stop_workers(f->ctx, SIGTERM);
 }
 
 static void done_restart(struct agent_fsm *f, struct agent_event *ev)
 {
-	log_round_over(f, ev);
-	restarted(f, "its workers had finished");
+	fsm_log_round_over(f, ev);
+	fsm_restarted(f, "its workers had finished");
 	f->ops->round_end(f->ctx);
-	rejoin(f);
+	fsm_rejoin(f);
 }
 
 static void done_stop(struct agent_fsm *f, struct agent_event *ev)
 {
-	end_job(f, ev);
+	fsm_end_job(f, ev);
 	f->ops->round_end(f->ctx);
 	after_end(f);
 }
@@ -326,43 +327,43 @@ static void done_stop(struct agent_fsm *f, struct agent_event *ev)
 static void failing_gone(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	enter(f, AGENT_REPORTING);
+	fsm_enter(f, AGENT_REPORTING);
 }
 
 static void failing_end_gone(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	enter(f, AGENT_REPORTING_END);
+	fsm_enter(f, AGENT_REPORTING_END);
 }
 
 static void failing_stop(struct agent_fsm *f, struct agent_event *ev)
 {
-	end_job(f, ev);
-	enter(f, AGENT_FAILING_END);
+	fsm_end_job(f, ev);
+	fsm_enter(f, AGENT_FAILING_END);
 }
 
 static void failing_reported(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	enter(f, AGENT_RESTARTING);
+	fsm_enter(f, AGENT_RESTARTING);
 }
 
 static void failing_end_reported(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	enter(f, AGENT_ENDING);
+	fsm_enter(f, AGENT_ENDING);
 }
 
 static void reporting_stop(struct agent_fsm *f, struct agent_event *ev)
 {
-	end_job(f, ev);
-	enter(f, AGENT_REPORTING_END);
+	fsm_end_job(f, ev);
+	fsm_enter(f, AGENT_REPORTING_END);
 }
 
 static void reporting_reported(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	rejoin(f);
+	fsm_rejoin(f);
 }
 
 static void reporting_end_reported(struct agent_fsm *f, struct agent_event *ev)
@@ -374,13 +375,13 @@ static void reporting_end_reported(struct agent_fsm *f, struct agent_event *ev)
 static void restarting_gone(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	rejoin(f);
+	fsm_rejoin(f);
 }
 
 static void restarting_stop(struct agent_fsm *f, struct agent_event *ev)
 {
-	end_job(f, ev);
-	enter(f, AGENT_ENDING);
+	fsm_end_job(f, ev);
+	fsm_enter(f, AGENT_ENDING);
 }
 
 static void ending_gone(struct agent_fsm *f, struct agent_event *ev)
@@ -389,171 +390,8 @@ static void ending_gone(struct agent_fsm *f, struct agent_event *ev)
 	after_end(f);
 }
 
-/* ------------------------------------------------- the in-place path */
-
-/* fall_back: a re-form step missed; this node's workers are stopped and
- * the plain path takes over in state s */
-static void fall_back(struct agent_fsm *f, enum agent_state s)
-{
-	restarted(f, "the in-place re-form failed");
-	enter(f, s);
-	f->ops->stop_workers(f->ctx, SIGTERM);
-}
-
-static void aborting_aborted(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	enter(f, AGENT_JOINING_KEPT);
-	f->ops->join(f->ctx);
-}
-
-static void aborting_missed(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	fall_back(f, AGENT_RESTARTING);
-}
-
-/* every kept worker died meanwhile: a plain rejoin */
-static void aborting_gone(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	restarted(f, "no worker was left to keep");
-	rejoin(f);
-}
-
-static void aborting_stop(struct agent_fsm *f, struct agent_event *ev)
-{
-	end_job(f, ev);
-	enter(f, AGENT_ENDING);
-	f->ops->stop_workers(f->ctx, SIGTERM);
-}
-
-static void failing_kept_aborted(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	enter(f, AGENT_REPORTING_KEPT);
-}
-
-static void failing_kept_reported(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	enter(f, AGENT_ABORTING);
-}
-
-static void failing_kept_missed(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	fall_back(f, AGENT_FAILING);
-}
-
-static void kept_reporting_gone(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	restarted(f, "no worker was left to keep");
-	enter(f, AGENT_REPORTING);
-}
-
-static void failing_kept_stop(struct agent_fsm *f, struct agent_event *ev)
-{
-	end_job(f, ev);
-	enter(f, AGENT_FAILING_END);
-	f->ops->stop_workers(f->ctx, SIGTERM);
-}
-
-static void reporting_kept_reported(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	enter(f, AGENT_JOINING_KEPT);
-	f->ops->join(f->ctx);
-}
-
-static void joining_kept_joined(struct agent_fsm *f, struct agent_event *ev)
-{
-	f->r = ev->assign;
-	json_array_clear(f->failures);
-	set_recovery(f, "", ""); /* not known before the answers */
-	enter(f, AGENT_REFORMING);
-	f->ops->round_begin(f->ctx, f->r.round);
-	f->ops->reform_workers(f->ctx, &f->r);
-}
-
-static void joining_kept_ended(struct agent_fsm *f, struct agent_event *ev)
-{
-	end_job(f, ev);
-	enter(f, AGENT_ENDING);
-	f->ops->stop_workers(f->ctx, SIGTERM);
-}
-
-static void joining_kept_failed(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	f->exit_status = 1;
-	f->report_on_exit = 0;
-	enter(f, AGENT_ENDING);
-	f->ops->stop_workers(f->ctx, SIGTERM);
-}
-
-/* the join in flight is dropped: the plain path joins again once the
- * workers are gone */
-static void joining_kept_missed(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	f->ops->round_end(f->ctx);
-	fall_back(f, AGENT_RESTARTING);
-}
-
-/* the kept workers died while the join was in flight: its answer starts
- * new ones */
-static void joining_kept_gone(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	restarted(f, "no worker was left to keep");
-	enter(f, AGENT_JOINING);
-}
-
-static void reforming_reformed(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	set_recovery(f, "in_place", "every worker of this node re-formed");
-	log_info("round %llu: this node's workers re-formed in place",
-		 (unsigned long long)f->r.round);
-	entered(f);
-	enter(f, AGENT_RUNNING);
-}
-
-static void reforming_missed(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	fall_back(f, AGENT_RESPAWNING);
-}
-
-/* no worker is left: the round's workers start afresh */
-static void respawn_gone(struct agent_fsm *f, struct agent_event *ev)
-{
-	(void)ev;
-	if (strcmp(f->recovery, "restarted") != 0)
-		restarted(f, "no worker was left to keep");
-	entered(f);
-	enter(f, AGENT_RUNNING);
-	f->ops->start_workers(f->ctx, &f->r);
-}
-
-static void respawning_restart(struct agent_fsm *f, struct agent_event *ev)
-{
-	log_round_over(f, ev);
-	enter(f, AGENT_RESTARTING);
-	f->ops->round_end(f->ctx);
-}
-
-static void respawning_stop(struct agent_fsm *f, struct agent_event *ev)
-{
-	end_job(f, ev);
-	enter(f, AGENT_ENDING);
-	f->ops->round_end(f->ctx);
-}
-
 /* a signal to the agent: forwarded to the workers; then leave */
-static void signalled(struct agent_fsm *f, struct agent_event *ev)
+void fsm_signalled(struct agent_fsm *f, struct agent_event *ev)
 {
 	char tmp[16];
 	log_warn("received %s; forwarding it to the workers and stopping",
@@ -562,10 +400,10 @@ static void signalled(struct agent_fsm *f, struct agent_event *ev)
 	f->report_on_exit = 0;
 	f->ops->cancel(f->ctx);
 	if (!agent_fsm_has_workers(f->state)) {
-		after_signal(f);
+		fsm_after_signal(f);
 		return;
 	}
-	enter(f, AGENT_SIGNALLED);
+	fsm_enter(f, AGENT_SIGNALLED);
 	f->ops->stop_workers(f->ctx, ev->sig);
 }
 
@@ -580,7 +418,7 @@ static void signalled_again(struct agent_fsm *f, struct agent_event *ev)
 static void signalled_gone(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	after_signal(f);
+	fsm_after_signal(f);
 }
 
 /* a signal while the job's failures are fetched: report what we know */
@@ -589,48 +427,27 @@ static void fetching_signal(struct agent_fsm *f, struct agent_event *ev)
 	(void)ev;
 	f->ops->cancel(f->ctx);
 	f->ops->print_report(f->ctx, NULL, f->failures);
-	enter(f, AGENT_EXITED);
+	fsm_enter(f, AGENT_EXITED);
 	f->ops->finish(f->ctx);
 }
 
 static void fetched(struct agent_fsm *f, struct agent_event *ev)
 {
 	f->ops->print_report(f->ctx, ev->json, f->failures);
-	enter(f, AGENT_EXITED);
+	fsm_enter(f, AGENT_EXITED);
 	f->ops->finish(f->ctx);
 }
 
 static void left(struct agent_fsm *f, struct agent_event *ev)
 {
 	(void)ev;
-	enter(f, AGENT_EXITED);
+	fsm_enter(f, AGENT_EXITED);
 	f->ops->finish(f->ctx);
-}
-
-/* cells other files hold (fsm_cells.h) use these steps */
-void fsm_enter(struct agent_fsm *f, enum agent_state s)
-{
-	enter(f, s);
-}
-
-void fsm_signalled(struct agent_fsm *f, struct agent_event *ev)
-{
-	signalled(f, ev);
-}
-
-void fsm_after_signal(struct agent_fsm *f)
-{
-	after_signal(f);
-}
-
-void fsm_keep_failures(struct agent_fsm *f, struct agent_event *ev)
-{
-	keep_failures(f, ev);
 }
 
 /* ------------------------------------------------------------- table */
 
-#define LIVE_SIGNAL [AGENT_EV_SIGNAL] = signalled
+#define LIVE_SIGNAL [AGENT_EV_SIGNAL] = fsm_signalled
 
 static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
     [AGENT_IDLE] = {[AGENT_EV_START] = start},
@@ -669,42 +486,43 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
     [AGENT_FETCHING] =
 	{[AGENT_EV_STATUS] = fetched, [AGENT_EV_SIGNAL] = fetching_signal},
     [AGENT_LEAVING] = {[AGENT_EV_LEFT] = left},
-    [AGENT_ABORTING] = {[AGENT_EV_ABORTED] = aborting_aborted,
-			[AGENT_EV_REFORM_MISSED] = aborting_missed,
-			[AGENT_EV_WORKER_FAILED] = aborting_missed,
-			[AGENT_EV_WORKERS_GONE] = aborting_gone,
-			[AGENT_EV_STOP] = aborting_stop,
+    [AGENT_ABORTING] = {[AGENT_EV_ABORTED] = fsm_aborting_aborted,
+			[AGENT_EV_REFORM_MISSED] = fsm_aborting_missed,
+			[AGENT_EV_WORKER_FAILED] = fsm_aborting_missed,
+			[AGENT_EV_WORKERS_GONE] = fsm_aborting_gone,
+			[AGENT_EV_STOP] = fsm_aborting_stop,
 			LIVE_SIGNAL},
-    [AGENT_FAILING_KEPT] = {[AGENT_EV_ABORTED] = failing_kept_aborted,
-			    [AGENT_EV_REPORT_DONE] = failing_kept_reported,
-			    [AGENT_EV_REFORM_MISSED] = failing_kept_missed,
-			    [AGENT_EV_WORKER_FAILED] = failing_kept_missed,
-			    [AGENT_EV_WORKERS_GONE] = kept_reporting_gone,
-			    [AGENT_EV_STOP] = failing_kept_stop,
+    [AGENT_FAILING_KEPT] = {[AGENT_EV_ABORTED] = fsm_failing_kept_aborted,
+			    [AGENT_EV_REPORT_DONE] = fsm_failing_kept_reported,
+			    [AGENT_EV_REFORM_MISSED] = fsm_failing_kept_missed,
+			    [AGENT_EV_WORKER_FAILED] = fsm_failing_kept_missed,
+			    [AGENT_EV_WORKERS_GONE] = fsm_kept_reporting_gone,
+			    [AGENT_EV_STOP] = fsm_failing_kept_stop,
 			    LIVE_SIGNAL},
-    [AGENT_REPORTING_KEPT] = {[AGENT_EV_REPORT_DONE] = reporting_kept_reported,
-			      [AGENT_EV_REFORM_MISSED] = failing_kept_missed,
-			      [AGENT_EV_WORKER_FAILED] = failing_kept_missed,
-			      [AGENT_EV_WORKERS_GONE] = kept_reporting_gone,
-			      [AGENT_EV_STOP] = failing_kept_stop,
-			      LIVE_SIGNAL},
-    [AGENT_JOINING_KEPT] = {[AGENT_EV_JOINED] = joining_kept_joined,
-			    [AGENT_EV_JOIN_ENDED] = joining_kept_ended,
-			    [AGENT_EV_JOIN_FAILED] = joining_kept_failed,
-			    [AGENT_EV_REFORM_MISSED] = joining_kept_missed,
-			    [AGENT_EV_WORKER_FAILED] = joining_kept_missed,
-			    [AGENT_EV_WORKERS_GONE] = joining_kept_gone,
+    [AGENT_REPORTING_KEPT] =
+	{[AGENT_EV_REPORT_DONE] = fsm_reporting_kept_reported,
+	 [AGENT_EV_REFORM_MISSED] = fsm_failing_kept_missed,
+	 [AGENT_EV_WORKER_FAILED] = fsm_failing_kept_missed,
+	 [AGENT_EV_WORKERS_GONE] = fsm_kept_reporting_gone,
+	 [AGENT_EV_STOP] = fsm_failing_kept_stop,
+	 LIVE_SIGNAL},
+    [AGENT_JOINING_KEPT] = {[AGENT_EV_JOINED] = fsm_joining_kept_joined,
+			    [AGENT_EV_JOIN_ENDED] = fsm_joining_kept_ended,
+			    [AGENT_EV_JOIN_FAILED] = fsm_joining_kept_failed,
+			    [AGENT_EV_REFORM_MISSED] = fsm_joining_kept_missed,
+			    [AGENT_EV_WORKER_FAILED] = fsm_joining_kept_missed,
+			    [AGENT_EV_WORKERS_GONE] = fsm_joining_kept_gone,
 			    LIVE_SIGNAL},
-    [AGENT_REFORMING] = {[AGENT_EV_REFORMED] = reforming_reformed,
-			 [AGENT_EV_REFORM_MISSED] = reforming_missed,
-			 [AGENT_EV_WORKER_FAILED] = reforming_missed,
-			 [AGENT_EV_WORKERS_GONE] = respawn_gone,
+    [AGENT_REFORMING] = {[AGENT_EV_REFORMED] = fsm_reforming_reformed,
+			 [AGENT_EV_REFORM_MISSED] = fsm_reforming_missed,
+			 [AGENT_EV_WORKER_FAILED] = fsm_reforming_missed,
+			 [AGENT_EV_WORKERS_GONE] = fsm_respawn_gone,
 			 [AGENT_EV_RESTART] = run_restart,
 			 [AGENT_EV_STOP] = run_stop,
 			 LIVE_SIGNAL},
-    [AGENT_RESPAWNING] = {[AGENT_EV_WORKERS_GONE] = respawn_gone,
-			  [AGENT_EV_RESTART] = respawning_restart,
-			  [AGENT_EV_STOP] = respawning_stop,
+    [AGENT_RESPAWNING] = {[AGENT_EV_WORKERS_GONE] = fsm_respawn_gone,
+			  [AGENT_EV_RESTART] = fsm_respawning_restart,
+			  [AGENT_EV_STOP] = fsm_respawning_stop,
 			  LIVE_SIGNAL},
     [AGENT_PREEMPT_ASKING] = {[AGENT_EV_PREEMPT] = fsm_asking_preempt,
 			      [AGENT_EV_PREEMPT_FAILED] = fsm_preempt_fall_back,
@@ -714,7 +532,7 @@ static const cell_fn table[AGENT_N_STATES][AGENT_N_EVENTS] = {
 			      [AGENT_EV_WORKER_FAILED] = fsm_preempting_failed,
 			      [AGENT_EV_WORKERS_GONE] = run_gone,
 			      [AGENT_EV_STOP] = run_stop,
-			      [AGENT_EV_SIGNAL] = signalled},
+			      [AGENT_EV_SIGNAL] = fsm_signalled},
     [AGENT_PREEMPTING] = {[AGENT_EV_PREEMPT_EXPIRED] = fsm_preempt_fall_back,
 			  [AGENT_EV_RESTART] = fsm_preempt_fall_back,
 			  [AGENT_EV_WORKER_FAILED] = fsm_preempting_failed,
