@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "dlaunch/agent.h"
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 
 int launcher_visible_gpus(int present, const char *visible)
 {

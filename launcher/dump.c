@@ -22,7 +22,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
 #include "dlaunch/hang.h"
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "etcd_options.h"

@@ -24,7 +24,7 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 #include "dlaunch/parse.h"
 #include "etcd_options.h"
 

@@ -8,7 +8,7 @@
 #define DLAUNCH_LAUNCHER_ETCD_OPTIONS_H
 #include <stddef.h>
 
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 
 /* launcher_etcd_conf_set applies one KEY=VALUE of --rdzv-conf when key is
  * an etcd key (protocol, cacert, cert, key, username, password_file,

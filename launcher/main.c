@@ -22,7 +22,7 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
 #include "dlaunch/rdzv_server.h"

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "dlaunch/error.h"
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "dlaunch/spawn.h"

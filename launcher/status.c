@@ -16,7 +16,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
-#include "dlaunch/launcher.h"
+#include "launcher.h"
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "etcd_options.h"

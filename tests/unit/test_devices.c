@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "dlaunch/launcher.h"
+#include "../../launcher/launcher.h"
 
 static void test_visible_gpus(void **state)
 {

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "dlaunch/error.h"
-#include "dlaunch/launcher.h"
+#include "../../launcher/launcher.h"
 #include "dlaunch/opt.h"
 
 static char *no_env[] = {NULL};
