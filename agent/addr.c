@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "dlaunch/agent.h"
 
 int agent_addr_is_loopback(const char *addr)

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"

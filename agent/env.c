@@ -13,6 +13,7 @@
 
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
+#include "env.h"
 
 /* the most set() calls below: torchrun's 16, 3 defaults, 2 interfaces,
  * 6 DLAUNCH_*, PYTHONPATH and DLAUNCH_PYSTACK_FILE

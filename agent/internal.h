@@ -25,6 +25,7 @@
 #include "fsm.h"
 #include "hang.h"
 #include "keeper/keeper.h"
+#include "output.h"
 #include "rdzv.h"
 
 #define AGENT_LINE_MAX_BYTES 16384 /* longer lines are split */

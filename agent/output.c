@@ -26,6 +26,7 @@
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
 #include "internal.h"
+#include "output.h"
 
 #define READ_CHUNK 65536
 

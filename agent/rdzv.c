@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "rdzv.h"

@@ -21,6 +21,7 @@
 #include "dlaunch/parse.h"
 #include "dlaunch/spawn.h"
 #include "internal.h"
+#include "report.h"
 
 #define ERROR_FILE_MAX_BYTES (1u << 20)
 

@@ -30,6 +30,7 @@
 #include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
 #include "dlaunch/spawn.h"
+#include "env.h"
 #include "internal.h"
 
 extern char **environ;

@@ -10,9 +10,11 @@
  * successes and restarts them on a new round. It ends
  * by calling event_base_loopexit; agent_exit_status then says how.
  *
- * Besides the agent itself this header offers the pure pieces the launcher
- * and the tests use: worker environment, --redirects/--tee specs, the
- * local-ranks filter and the error-file parser.
+ * Besides the agent itself this header offers the pure pieces the
+ * launcher uses: --redirects/--tee specs, the local-ranks filter and the
+ * loopback test of an address. The agent's own pieces (the worker
+ * environment, output lines, the error-file parser, the announced
+ * address) are declared in agent/ (env.h, output.h, report.h, addr.h).
  */
 #ifndef DLAUNCH_AGENT_H
 #define DLAUNCH_AGENT_H
@@ -184,161 +186,17 @@ unsigned agent_etcd_lease_ttl_s(const struct agent_config *cfg);
 /* agent_etcd_rerun_after_ms: cfg's rerun_after, else the default */
 uint64_t agent_etcd_rerun_after_ms(const struct agent_config *cfg);
 
-/* What one worker's environment is made of. */
-struct agent_worker_env {
-	int rank, local_rank, world_size, local_world_size;
-	int group_rank, group_world_size;
-	int role_rank, role_world_size;
-	const char *role_name;
-	const char *master_addr;
-	unsigned master_port;
-	int restart_count, max_restarts;
-	const char *run_id;
-	const char *error_file;
-	const char *job_id;
-	uint64_t round;
-	const char *node_id;
-	const char *progress_file; /* DLAUNCH_PROGRESS_FILE; NULL: unset */
-	/* GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where base lacks
-	 * it (agent_addr_socket_ifname); NULL: neither */
-	const char *socket_ifname;
-	/* the worker's end of its control channel (DLAUNCH_CONTROL_FD and
-	 * DLAUNCH_CONTROL_VERSION); <= 2: no channel, neither is set */
-	int control_fd;
-	unsigned control_version;
-	/* dlaunch's sitecustomize directory, put first on PYTHONPATH (the
-	 * old value after it), and the file its SIGUSR2 handler writes the
-	 * Python stacks to (DLAUNCH_PYSTACK_FILE); NULL: neither */
-	const char *site_dir;
-	const char *pystack_file;
-};
-
-/*
- * agent_env_build returns a new NULL-terminated environment: base (the
- * agent's own, NULL-terminated) with the variables of DESIGN.md section 1
- * set from e (replacing inherited ones; DLAUNCH_PROGRESS_FILE only when
- * e->progress_file is set), plus
- * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base lacks it and
- * OMP_NUM_THREADS=1 when base lacks it and local_world_size > 1, and
- * GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME = e->socket_ifname, each when
- * base lacks it and e->socket_ifname is set, and DLAUNCH_CONTROL_FD /
- * DLAUNCH_CONTROL_VERSION when e->control_fd > 2 (replacing inherited
- * ones; removed from base otherwise, so a worker never takes its agent's
- * channel for its own), and, with e->site_dir, PYTHONPATH = site_dir
- * followed by base's PYTHONPATH and DLAUNCH_PYSTACK_FILE (docs/hangs.md).
- * Free with agent_env_free. Returns 0 or DL_ENOMEM.
- */
-int agent_env_build(char *const *base, const struct agent_worker_env *e,
-		    char ***out);
-void agent_env_free(char **env);
-
 /* agent_std_parse parses a --redirects/--tee value into spec; the message
  * names the bad part. */
 int agent_std_parse(const char *s, struct agent_std_spec *spec, char *err,
 		    size_t err_size);
-/* agent_std_mask: the AGENT_STD_* bits for a local rank (0 when none). */
-int agent_std_mask(const struct agent_std_spec *spec, int local_rank);
-
 /* agent_ranks_parse parses "0,2,5" (global ranks; at most max entries)
  * into ranks; *n is the count. */
 int agent_ranks_parse(const char *s, int *ranks, int max, int *n, char *err,
 		      size_t err_size);
 
-/*
- * agent_error_file_message reads the JSON that PyTorch's @record writes to
- * TORCHELASTIC_ERROR_FILE ({"message": {"message": "...", "extraInfo":
- * {"py_callstack": "...", "timestamp": "..."}}} or {"message": "..."})
- * from data and writes its message (and the call stack when present) into
- * out. Returns 0, or DL_EINVAL when data is not of that form.
- */
-int agent_error_file_message(const char *data, size_t len, char *out,
-			     size_t out_size, uint64_t *timestamp_s);
-
-/* agent_line_splitter: see agent/output.c; exposed for tests. Feeds n bytes
- * into a line assembler holding at most cap bytes per line: each complete
- * line (without '\n'), and each cap-sized piece of a longer one, is passed
- * to emit. */
-struct agent_lines {
-	char *line;
-	size_t len, cap;
-	void (*emit)(void *arg, const char *line, size_t len);
-	void *arg;
-};
-int agent_lines_init(struct agent_lines *l, size_t cap,
-		     void (*emit)(void *arg, const char *line, size_t len),
-		     void *arg);
-void agent_lines_feed(struct agent_lines *l, const char *data, size_t n);
-/* agent_lines_flush emits a pending partial line (at EOF). */
-void agent_lines_flush(struct agent_lines *l);
-void agent_lines_release(struct agent_lines *l);
-
-/* ---- the address a node announces (agent/addr.c) ---- */
-
-#define AGENT_ADDR_MAX 64 /* a numeric IPv4/IPv6 address, scope included */
-
-/* Where an announced address came from (for the log and error lines). */
-enum agent_addr_from {
-	AGENT_ADDR_ROUTE,     /* the source address toward the rendezvous */
-	AGENT_ADDR_INTERFACE, /* an interface: the route was loopback */
-	AGENT_ADDR_LOOPBACK,  /* loopback, for want of anything else */
-	AGENT_ADDR_SERVER,    /* none: the server uses the peer address */
-};
-const char *agent_addr_from_name(enum agent_addr_from from);
-
 /* agent_addr_is_loopback: addr is a numeric address in 127/8, ::1 or
- * ::ffff:127/104. */
+ * ::ffff:127/104 (agent/addr.c; the rest of it is agent/addr.h). */
 int agent_addr_is_loopback(const char *addr);
-
-/* agent_addr_pick chooses what this node announces from route (its
- * numeric source address toward the rendezvous, "" when unknown) and
- * this host's interface addresses (numeric, in the system's order): the
- * route unless it is loopback (or link-local), else the first candidate
- * other hosts can reach (IPv4 first; the caller puts the default route's
- * source first), else the route as it is; no route: "" (the
- * server uses the address it sees). Writes out and says where it came
- * from. */
-enum agent_addr_from agent_addr_pick(const char *route,
-				     const char *const *candidates, size_t n,
-				     char *out, size_t size);
-
-/* agent_addr_interfaces lists the addresses of agent_addr_interface_list
- * that are not loopback (numeric: the candidates an agent may announce)
- * into out; returns how many (at most max). */
-size_t agent_addr_interfaces(char (*out)[AGENT_ADDR_MAX], size_t max);
-
-/* One address of an interface, as getifaddrs lists it. */
-struct agent_addr_if {
-	char name[32];
-	char addr[AGENT_ADDR_MAX]; /* numeric */
-};
-
-/* agent_addr_ifname: the name of the interface in ifs that holds addr (a
- * numeric address; an IPv6 scope is ignored), or NULL. */
-const char *agent_addr_ifname(const char *addr, const struct agent_addr_if *ifs,
-			      size_t n);
-
-/*
- * agent_addr_socket_ifname decides which interface PyTorch's transports
- * (gloo, NCCL's socket bootstrap) must use, since they take their address
- * from the host name: when the host name resolves to nothing but loopback
- * (host_addrs: its numeric addresses, n_host of them; none: it does not
- * resolve) and announced (what this node announced to the others) is a
- * non-loopback address held by an interface of ifs, that interface's name
- * goes to out and it returns 1; otherwise "" and 0 (the host name is
- * reachable, or nothing better is known).
- */
-int agent_addr_socket_ifname(const char *announced,
-			     const char *const *host_addrs, size_t n_host,
-			     const struct agent_addr_if *ifs, size_t n_ifs,
-			     char *out, size_t size);
-
-/* agent_addr_interface_list lists this host's up interface addresses with
- * their interface names (loopback included) into out; returns how many. */
-size_t agent_addr_interface_list(struct agent_addr_if *out, size_t max);
-
-/* agent_addr_host_addrs resolves this host's name into out (numeric;
- * *host: the name); returns how many (0: it does not resolve). */
-size_t agent_addr_host_addrs(char (*out)[AGENT_ADDR_MAX], size_t max,
-			     char *host, size_t host_size);
 
 #endif

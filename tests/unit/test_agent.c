@@ -14,6 +14,10 @@
 
 #include <cmocka.h>
 
+#include "../../agent/addr.h"
+#include "../../agent/env.h"
+#include "../../agent/output.h"
+#include "../../agent/report.h"
 #include "dlaunch/agent.h"
 #include "dlaunch/error.h"
 
