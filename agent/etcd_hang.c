@@ -7,6 +7,9 @@
  *   PREFIX/JOB/hang/trigger      {id, kind, by, time_ms}: the open
  *                                trigger, bound to its opener's lease
  *   PREFIX/JOB/hang/report/NODE  NODE's report for it, bound to NODE's
+ *   PREFIX/JOB/hang/last         the summary of the last diagnosis
+ *                                (trigger, analysis), no lease: what
+ *                                `dlaunch status` shows after the job
  *
  * Opening reads the key first: a trigger opened less than
  * ETCD_HANG_OPEN_MS ago is the one this node joins (two nodes that find
@@ -39,7 +42,7 @@
 struct etcd_hang {
 	struct rdzv_etcd *h;
 	struct etcd_watch *watch;
-	struct etcd_call *open, *post, *fetch;
+	struct etcd_call *open, *post, *fetch, *keep;
 	char kind[32];
 	int open_lost; /* the put's compare failed: take what is there */
 	char fetch_id[HANG_ID_MAX + 1];
@@ -363,6 +366,49 @@ void etcd_hang_cancel(struct agent_rdzv *r)
 	etcd_cancel(EH(h)->post);
 	etcd_cancel(EH(h)->fetch);
 	EH(h)->open = EH(h)->post = EH(h)->fetch = NULL;
+}
+
+/* -------------------------------------------------------------- keep */
+
+static void on_keep(void *arg, const struct etcd_answer *a)
+{
+	struct rdzv_etcd *h = arg;
+	struct etcd_txn_response t;
+	char err[512];
+	EH(h)->keep = NULL;
+	if (etcd_answer_txn(a, &t, err, sizeof(err)) == 0)
+		etcd_txn_response_release(&t);
+	else
+		log_warn("etcd: cannot keep the hang verdict for dlaunch "
+			 "status: %s",
+			 err);
+}
+
+/* etcd_hang_keep puts the summary at PREFIX/JOB/hang/last with no lease,
+ * so it outlives the nodes; every node puts the same analysis, the last
+ * one stays */
+void etcd_hang_keep(struct agent_rdzv *r, json_t *summary)
+{
+	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
+	char k[PREFIX_MAX + 64], err[256];
+	struct etcd_op put;
+	json_t *body = NULL;
+	char *value = json_dumps(summary, JSON_COMPACT);
+	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_HANG_LAST, NULL);
+	memset(&put, 0, sizeof(put));
+	put.kind = ETCD_OP_PUT;
+	put.key.data = k;
+	put.key.len = strlen(k);
+	put.value.data = value;
+	put.value.len = value ? strlen(value) : 0;
+	etcd_cancel(EH(h)->keep);
+	EH(h)->keep = NULL;
+	if (value && etcd_build_txn(NULL, 0, &put, 1, NULL, 0, &body, err,
+				    sizeof(err)) == 0)
+		EH(h)->keep = etcd_call(h->c, "hang verdict", "/v3/kv/txn",
+					body, ETCD_CALL_ONCE, on_keep, h);
+	json_decref(body);
+	free(value);
 }
 
 /* ------------------------------------------------------------ set-up */

@@ -10,6 +10,7 @@
  *   PREFIX/inbox/NODE      each node's inbox (the leader writes it)
  *   PREFIX/hang/trigger    an open hang diagnosis (etcd_hang.c)
  *   PREFIX/hang/report/NODE  NODE's report for it
+ *   PREFIX/hang/last       the last diagnosis's summary (etcd_hang.c)
  *
  * Private to agent/.
  */
@@ -31,6 +32,8 @@
 #define ETCD_KEY_INBOX	      "/inbox/"
 #define ETCD_KEY_HANG_TRIGGER "/hang/trigger"
 #define ETCD_KEY_HANG_REPORT  "/hang/report/"
+#define ETCD_KEY_HANG_LAST    "/hang/last"
+#define ETCD_KEY_HANG	      "/hang/"
 
 /* etcd_job_prefix: KEY_PREFIX/JOB into out (ETCD_PREFIX_MAX bytes or
  * fewer); the length snprintf would have written */

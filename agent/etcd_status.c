@@ -3,7 +3,10 @@
  * etcd_status.c - what `dlaunch status` shows for jobs led through etcd:
  * their records (PREFIX/JOB/state, written by each job's leader), read
  * into rendezvous/'s state machine and shown through the same views
- * dlaunch-rdzv answers GET /v1/jobs[/JOB] with.
+ * dlaunch-rdzv answers GET /v1/jobs[/JOB] with. One job's detail also
+ * carries its last hang diagnosis ("hang", as dlaunch-rdzv's): the
+ * summary the nodes kept at PREFIX/JOB/hang/last, or, while a newer
+ * trigger is open, the analysis of the reports in so far.
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -13,9 +16,11 @@
 #include "dlaunch/agent.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
+#include "dlaunch/hang.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
+#include "etcd_hang.h"
 #include "etcd_leader.h"
 #include "etcd_record.h"
 
@@ -26,6 +31,8 @@ struct status_run {
 	struct rdzv_state *st;
 	char (*keys)[ETCD_JOB_KEY_MAX]; /* records still to read */
 	size_t nkeys, next;
+	char hang_prefix[ETCD_JOB_KEY_MAX]; /* "": no hang to read */
+	json_t *hang_last, *hang_trigger, *hang_reports;
 	int rc;
 	char err[2048];
 };
@@ -75,11 +82,97 @@ static void on_record(void *arg, const struct etcd_answer *a)
 	read_next(s);
 }
 
+/* on_hang: every key under PREFIX/JOB/hang/: the kept summary, the
+ * trigger, the reports of that trigger */
+static void on_hang(void *arg, const struct etcd_answer *a)
+{
+	struct status_run *s = arg;
+	struct etcd_range_response r, reports;
+	char err[1024];
+	const char *id;
+	size_t plen = strlen(s->hang_prefix);
+	int rc = etcd_answer_range(a, &r, err, sizeof(err));
+	if (rc != 0) {
+		fail(s, rc, err);
+		return;
+	}
+	/* keys come sorted: last, report/NODE..., trigger */
+	memset(&reports, 0, sizeof(reports));
+	for (size_t i = 0; i < r.n_kvs; i++) {
+		const struct etcd_kv *kv = &r.kvs[i];
+		json_t **to = NULL;
+		if (kv->key_len < plen)
+			continue;
+		if (!strncmp(kv->key + plen, "report/", 7) && !reports.n_kvs++)
+			reports.kvs = r.kvs + i;
+		if (!strcmp(kv->key + plen, "last"))
+			to = &s->hang_last;
+		else if (!strcmp(kv->key + plen, "trigger"))
+			to = &s->hang_trigger;
+		/* a value that is not JSON is as good as none */
+		if (to &&
+		    jsonh_parse(kv->value, kv->value_len, 64, to, NULL, 0) != 0)
+			*to = NULL;
+	}
+	id = json_string_value(json_object_get(s->hang_trigger, "id"));
+	s->hang_reports = json_array();
+	if (id && s->hang_reports)
+		etcd_hang_reports_of(&reports, id, s->hang_reports);
+	etcd_range_response_release(&r);
+	s->rc = 0;
+	event_base_loopexit(s->base, NULL);
+}
+
+static void read_hang(struct status_run *s)
+{
+	unsigned char end[ETCD_JOB_KEY_MAX];
+	size_t end_len;
+	json_t *body = NULL;
+	char err[256];
+	end_len = etcd_prefix_end(s->hang_prefix, strlen(s->hang_prefix), end);
+	if (etcd_build_range(s->hang_prefix, strlen(s->hang_prefix), end,
+			     end_len, 0, 0, &body, err, sizeof(err)) != 0 ||
+	    !etcd_call(s->c, "status", "/v3/kv/range", body, ETCD_CALL_ONCE,
+		       on_hang, s))
+		fail(s, DL_ENOMEM, "out of memory");
+	json_decref(body);
+}
+
+/* hang_summary: the job's last hang diagnosis, NULL when none: the kept
+ * one, unless a trigger it is not of is open; then that trigger with the
+ * analysis of the reports in so far (none: no analysis yet), asked being
+ * the members of the round */
+static json_t *hang_summary(struct status_run *s, json_t *detail)
+{
+	const char *open_id =
+	    json_string_value(json_object_get(s->hang_trigger, "id"));
+	const char *kept_id = json_string_value(
+	    json_object_get(json_object_get(s->hang_last, "trigger"), "id"));
+	size_t asked = json_array_size(json_object_get(detail, "members"));
+	size_t reported = json_array_size(s->hang_reports);
+	json_t *analysis = NULL, *out;
+	if (!open_id || (kept_id && !strcmp(open_id, kept_id)))
+		return json_is_object(s->hang_last) ? json_incref(s->hang_last)
+						    : NULL;
+	if (reported)
+		analysis =
+		    dl_hang_analyse(s->hang_reports, (int64_t)clock_wall_ms());
+	out = json_pack("{s:O, s:b, s:I, s:I, s:o?}", "trigger",
+			s->hang_trigger, "complete", asked && reported >= asked,
+			"reported", (json_int_t)reported, "asked",
+			(json_int_t)asked, "analysis", analysis);
+	return out;
+}
+
 static void read_next(struct status_run *s)
 {
 	json_t *body = NULL;
 	char err[256];
 	const char *k;
+	if (s->next == s->nkeys && s->hang_prefix[0]) {
+		read_hang(s);
+		return;
+	}
 	if (s->next == s->nkeys) {
 		s->rc = 0;
 		event_base_loopexit(s->base, NULL);
@@ -163,6 +256,8 @@ int agent_etcd_status(const struct agent_config *cfg, const char *job,
 				job);
 		etcd_key(s.keys[0], ETCD_JOB_KEY_MAX, prefix, ETCD_KEY_STATE,
 			 NULL);
+		etcd_key(s.hang_prefix, sizeof(s.hang_prefix), prefix,
+			 ETCD_KEY_HANG, NULL);
 		s.nkeys = 1;
 		read_next(&s);
 	} else {
@@ -199,6 +294,11 @@ int agent_etcd_status(const struct agent_config *cfg, const char *job,
 				       "no job %s in etcd at %s under %s", job,
 				       etcd_client_endpoints(s.c),
 				       cfg->etcd.key_prefix);
+		else {
+			json_t *hang = hang_summary(&s, *out);
+			if (hang)
+				json_object_set_new(*out, "hang", hang);
+		}
 	} else {
 		*out = rdzv_jobs_json(s.st);
 		if (!*out)
@@ -212,5 +312,8 @@ out:
 	if (s.base)
 		event_base_free(s.base);
 	free(s.keys);
+	json_decref(s.hang_last);
+	json_decref(s.hang_trigger);
+	json_decref(s.hang_reports);
 	return rc;
 }

@@ -223,6 +223,23 @@ static void fail_with_verdict(struct agent_hang *h)
 	agent_fsm_post(&a->fsm, &ev);
 }
 
+/* keep: the backend keeps the verdict for `dlaunch status`, in the form
+ * dlaunch-rdzv's job detail gives it ("hang", docs/http-api.md) */
+static void keep(struct agent_hang *h, json_t *reports, json_t *analysis,
+		 int complete)
+{
+	json_t *summary;
+	if (!analysis || !backend(h)->ops->hang_keep)
+		return;
+	summary = json_pack(
+	    "{s:O, s:b, s:I, s:I, s:O}", "trigger", h->trigger, "complete",
+	    complete, "reported", (json_int_t)json_array_size(reports), "asked",
+	    (json_int_t)h->a->fsm.r.nnodes, "analysis", analysis);
+	if (summary)
+		backend(h)->ops->hang_keep(backend(h), summary);
+	json_decref(summary);
+}
+
 static void finish(struct agent_hang *h, json_t *reports, int complete)
 {
 	struct buf text;
@@ -239,6 +256,7 @@ static void finish(struct agent_hang *h, json_t *reports, int complete)
 	write_files(h, reports, analysis, complete, buf_cstr(&text), txt,
 		    sizeof(txt));
 	buf_release(&text);
+	keep(h, reports, analysis, complete);
 	if (analysis)
 		print_verdict(h, analysis, txt[0] ? txt : NULL,
 			      (int)json_array_size(reports));

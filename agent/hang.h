@@ -50,6 +50,16 @@ struct hang_proc {
 /* hang_proc_read: 0, or -1 when pid is gone */
 int hang_proc_read(pid_t pid, struct hang_proc *p);
 
+/* hang_proc_tracer: the pid that ptrace-traces pid (TracerPid), its
+ * name into comm (may be ""); 0 when none or unreadable */
+pid_t hang_proc_tracer(pid_t pid, char *comm, size_t comm_size);
+
+/* hang_proc_threads: the threads of pid other than its leader that are
+ * not zombies, described into out ("tid 12 sleeping (S) in
+ * do_sys_poll, ..."), the first of them into *live_tid (0: none).
+ * Returns how many there are. */
+int hang_proc_threads(pid_t pid, char *out, size_t size, pid_t *live_tid);
+
 /* hang_state_name: the report's name of a /proc state letter:
  * "running", "sleeping", "disk-sleep", "stopped", "tracing-stop",
  * "zombie", "dead"; unknown letters are "running" only for R, else

@@ -79,6 +79,7 @@ struct hc_worker {
 	struct buf nat_out;
 	int nat_running, nat_reaped, nat_eof, nat_status, nat_late;
 	int nat_done;
+	int nat_zombie; /* the leader is a zombie: a live thread is traced */
 	uint64_t nat_deadline;
 	json_t *notes;
 };
@@ -294,7 +295,11 @@ static void find_native_tool(struct hang_collect *c)
 	c->native_tool[0] = '\0';
 }
 
-static void native_start(struct hang_collect *c, struct hc_worker *w)
+/* native_start runs the stack helper on target: the worker's pid, or a
+ * thread of it that still runs where the leader is a zombie (either
+ * tool then shows every thread of the group) */
+static void native_start(struct hang_collect *c, struct hc_worker *w,
+			 pid_t target)
 {
 	char pid[32], err[512];
 	int pfd[2], fl;
@@ -307,7 +312,7 @@ static void native_start(struct hang_collect *c, struct hc_worker *w)
 		note(w, "native: neither eu-stack (elfutils) nor gdb found");
 		return;
 	}
-	snprintf(pid, sizeof(pid), "%ld", (long)w->pid);
+	snprintf(pid, sizeof(pid), "%ld", (long)target);
 	if (pipe2(pfd, O_CLOEXEC) != 0) {
 		note(w, "native: no pipe: %s", strerror(errno));
 		return;
@@ -354,6 +359,30 @@ static const char *native_refusal(const char *out)
 	return NULL;
 }
 
+/* late_helper_killed: the helper was killed while it waited to stop
+ * the worker. Its PTRACE_ATTACH left a SIGSTOP pending in the worker,
+ * which would stop it the moment it leaves its uninterruptible sleep:
+ * SIGCONT discards it (a worker already stopped stays so). */
+static void late_helper_killed(struct hc_worker *w)
+{
+	struct hang_proc now;
+	int in_d = w->have_p1 && w->p1.state == 'D';
+	if (in_d)
+		note(w,
+		     "native: no answer in %d ms (the process is in "
+		     "uninterruptible sleep (D)%s%s: ptrace cannot stop it)",
+		     HANG_NATIVE_TIMEOUT_MS, w->p1.wchan[0] ? " in " : "",
+		     w->p1.wchan);
+	else
+		note(w,
+		     "native: no answer in %d ms (uninterruptible sleep, "
+		     "or a slow symbol lookup)",
+		     HANG_NATIVE_TIMEOUT_MS);
+	if (agent_worker_of(w->c, w) && hang_proc_read(w->pid, &now) == 0 &&
+	    (!w->have_p1 || (w->p1.state != 'T' && w->p1.state != 't')))
+		kill(w->pid, SIGCONT);
+}
+
 static void native_check(struct hc_worker *w)
 {
 	const char *out, *why;
@@ -362,17 +391,36 @@ static void native_check(struct hc_worker *w)
 	w->nat_done = 1;
 	w->nat_running = 0;
 	out = buf_cstr(&w->nat_out);
-	why = native_refusal(out);
+	/* a zombie leader refuses the attach; its live threads do not */
+	why = w->nat_zombie ? NULL : native_refusal(out);
 	if (w->nat_late) {
-		note(w,
-		     "native: no answer in %d ms (uninterruptible sleep, "
-		     "or a slow symbol lookup)",
-		     HANG_NATIVE_TIMEOUT_MS);
+		late_helper_killed(w);
 		if (!*out)
 			return;
 	} else if (why) {
-		note(w, "native: %s", why);
+		char comm[32];
+		pid_t tracer = hang_proc_tracer(w->pid, comm, sizeof(comm));
+		if (tracer > 0)
+			note(w,
+			     "native: %s: it is already traced by pid %ld (%s)",
+			     why, (long)tracer, comm[0] ? comm : "?");
+		else
+			note(w, "native: %s", why);
 		return;
+	} else if (w->nat_zombie) {
+		if (strstr(out, "#0"))
+			note(w, "native: the stacks of the threads that still "
+				"run (the exited main thread has none)");
+		else
+			note(w,
+			     "native: no stack of the threads that still "
+			     "run came (%s exited with status %d)",
+			     w->c->native_is_gdb ? "gdb" : "eu-stack",
+			     WIFEXITED(w->nat_status)
+				 ? WEXITSTATUS(w->nat_status)
+				 : 128 + WTERMSIG(w->nat_status));
+		if (!*out)
+			return;
 	} else if (!WIFEXITED(w->nat_status) ||
 		   WEXITSTATUS(w->nat_status) != 0) {
 		/* eu-stack exits 1 when one thread could not be unwound,
@@ -508,12 +556,30 @@ static void start_natives(struct hang_collect *c, uint64_t now)
 			continue;
 		}
 		w->have_p1 = 1;
+		if (w->p1.state == 'Z') {
+			char threads[512];
+			pid_t live = 0;
+			int n = hang_proc_threads(w->pid, threads,
+						  sizeof(threads), &live);
+			if (n > 0) {
+				/* pthread_exit in main: the process lives on
+				 * in its other threads */
+				note(w,
+				     "zombie: its main thread exited, %d "
+				     "other thread(s) still run: %s",
+				     n, threads);
+				w->nat_zombie = 1;
+				native_start(c, w, live);
+				continue;
+			}
+		}
 		if (w->p1.state == 'Z' || w->p1.state == 'X') {
 			w->nat_done = 1;
-			note(w, "zombie: no stacks");
+			note(w, "zombie: no stacks (it exited and was not "
+				"reaped)");
 			continue;
 		}
-		native_start(c, w);
+		native_start(c, w, w->pid);
 	}
 }
 

@@ -6,6 +6,7 @@
  * small /proc reads (through dlaunch/procfs.h); tests/unit/test_hang_agent.c
  * covers it.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,70 @@ int hang_proc_read(pid_t pid, struct hang_proc *p)
 		p->wchan[k] = '\0';
 	}
 	return 0;
+}
+
+pid_t hang_proc_tracer(pid_t pid, char *comm, size_t comm_size)
+{
+	char path[64], status[4096], *at, *end;
+	long tracer;
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if (comm_size)
+		comm[0] = '\0';
+	if (procfs_read_small(path, status, sizeof(status)) <= 0 ||
+	    !(at = strstr(status, "\nTracerPid:")))
+		return 0;
+	tracer = strtol(at + 11, &end, 10);
+	if (end == at + 11 || tracer <= 0 || tracer > INT32_MAX)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
+	if (comm_size && procfs_read_small(path, comm, comm_size) > 0)
+		comm[strcspn(comm, "\n")] = '\0';
+	return (pid_t)tracer;
+}
+
+int hang_proc_threads(pid_t pid, char *out, size_t size, pid_t *live_tid)
+{
+	char path[64];
+	struct dirent *e;
+	size_t len = 0;
+	int live = 0;
+	DIR *d;
+	*live_tid = 0;
+	if (size)
+		out[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%ld/task", (long)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char tpath[96], stat[1024], wchan[64] = "";
+		struct procfs_stat p;
+		int64_t tid;
+		if (parse_i64(e->d_name, 1, INT32_MAX, &tid) != 0 || tid == pid)
+			continue;
+		snprintf(tpath, sizeof(tpath), "/proc/%ld/task/%ld/stat",
+			 (long)pid, (long)tid);
+		if (procfs_read_small(tpath, stat, sizeof(stat)) <= 0 ||
+		    procfs_parse_stat(stat, &p) != 0 || p.state == 'Z' ||
+		    p.state == 'X')
+			continue;
+		snprintf(tpath, sizeof(tpath), "/proc/%ld/task/%ld/wchan",
+			 (long)pid, (long)tid);
+		if (procfs_read_small(tpath, wchan, sizeof(wchan)) <= 0 ||
+		    !strcmp(wchan, "0"))
+			wchan[0] = '\0';
+		if (!live)
+			*live_tid = (pid_t)tid;
+		live++;
+		if (len < size)
+			len += (size_t)snprintf(
+			    out + len, size - len, "%stid %ld %s (%c)%s%s",
+			    live > 1 ? ", " : "", (long)tid,
+			    hang_state_name(p.state), p.state,
+			    wchan[0] ? " in " : "", wchan);
+	}
+	closedir(d);
+	return live;
 }
 
 const char *hang_state_name(char letter)

@@ -68,6 +68,12 @@ struct agent_rdzv_ops {
 	void (*hang_post)(struct agent_rdzv *r, json_t *report);
 	void (*hang_fetch)(struct agent_rdzv *r, const char *id);
 	void (*hang_cancel)(struct agent_rdzv *r);
+	/* optional: keep the summary of a finished diagnosis (borrowed:
+	 * {"trigger", "complete", "reported", "asked", "analysis"}) where
+	 * `dlaunch status` reads it, beyond the job's end; no answer, and
+	 * hang_cancel leaves it be. NULL where the store keeps its own
+	 * (dlaunch-rdzv analyses the reports it holds). */
+	void (*hang_keep)(struct agent_rdzv *r, json_t *summary);
 	/* optional (no preemption without it): ask for the job's stop step,
 	 * this node's workers being at step, step_rate steps per second
 	 * (0: unknown) -> PREEMPT with it, or PREEMPT_FAILED when refused;

@@ -901,6 +901,7 @@ static const struct agent_rdzv_ops etcd_ops = {
     .hang_post = etcd_hang_post,
     .hang_fetch = etcd_hang_fetch,
     .hang_cancel = etcd_hang_cancel,
+    .hang_keep = etcd_hang_keep,
     .preempt = etcd_preempt,
 };
 

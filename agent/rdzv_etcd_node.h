@@ -119,5 +119,6 @@ void etcd_hang_open(struct agent_rdzv *r, const char *kind);
 void etcd_hang_post(struct agent_rdzv *r, json_t *report);
 void etcd_hang_fetch(struct agent_rdzv *r, const char *id);
 void etcd_hang_cancel(struct agent_rdzv *r);
+void etcd_hang_keep(struct agent_rdzv *r, json_t *summary);
 
 #endif

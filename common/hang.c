@@ -108,12 +108,17 @@ static void rank_list(const struct hang_set *s, const struct pick *p, char *out,
 	free(ranks);
 }
 
-static const char *stopped_phrase(const char *state)
+/* stopped_phrase: what a stopped rank's state means; threads are its
+ * /proc thread count (a zombie leader counts its live threads too) */
+static const char *stopped_phrase(const char *state, int64_t threads)
 {
 	if (!strcmp(state, "stopped"))
 		return "stopped (SIGSTOP or job control)";
 	if (!strcmp(state, "tracing-stop"))
 		return "stopped by a tracer";
+	if (!strcmp(state, "zombie") && threads > 1)
+		return "a zombie (its main thread exited while its other "
+		       "threads run on)";
 	if (!strcmp(state, "zombie"))
 		return "a zombie (it exited and was not reaped)";
 	if (!strcmp(state, "dead"))
@@ -126,6 +131,7 @@ static int rule_stopped(const struct hang_set *s, struct verdict *v)
 {
 	char who[512];
 	const char *state = NULL;
+	int64_t threads = HANG_UNKNOWN;
 	int same = 1;
 
 	for (size_t i = 0; i < s->n; i++) {
@@ -134,6 +140,7 @@ static int rule_stopped(const struct hang_set *s, struct verdict *v)
 		if (state && strcmp(state, s->ranks[i].state))
 			same = 0;
 		state = s->ranks[i].state;
+		threads = s->ranks[i].threads;
 		v->stuck.idx[v->stuck.n++] = i;
 	}
 	if (!v->stuck.n)
@@ -141,7 +148,7 @@ static int rule_stopped(const struct hang_set *s, struct verdict *v)
 	describe_ranks(s, &v->stuck, who, sizeof(who));
 	set_reason(v, "%s %s %s, so the other ranks cannot go on", who,
 		   v->stuck.n == 1 ? "is" : "are",
-		   same ? stopped_phrase(state)
+		   same ? stopped_phrase(state, threads)
 			: "not running (stopped, zombie or gone)");
 	v->rule = "stopped-process";
 	return 1;

@@ -12,9 +12,11 @@
 #     and the report still comes within the collection's deadline;
 #   two hosts (network namespaces) through etcd, two Python workers each,
 #     rank k SIGSTOPped for k in a few positions: every node's output
-#     names rank k and its node within 10 s of the timeout;
+#     names rank k and its node within 10 s of the timeout; `dlaunch
+#     status` over etcd shows the verdict, after the job ended too;
 #   `dlaunch dump` on a healthy job through etcd: every rank's Python
-#     stack comes back, the job goes on (no restart) and finishes.
+#     stack comes back, the job goes on (no restart) and finishes;
+#     `dlaunch status` shows that dump's verdict (no hang).
 # The 20-of-20 trials and 16 ranks on 4 hosts are bench/bench.py hang's.
 source "$(dirname "$0")/lib_faults.sh"
 # shellcheck source=../e2e/lib_etcd.sh
@@ -136,6 +138,16 @@ EP=$(netns_addr 2):2379
 ETCD_ARGS=(--nnodes=2 --nproc-per-node=2 --rdzv-backend=etcd
 	--rdzv-endpoint="$EP" --rdzv-conf=heartbeat_timeout=3,last_call_timeout=0.5)
 
+# etcd_status JOB: dlaunch status of JOB over etcd into status.JOB
+etcd_status() {
+	netns_exec 0 "$BIN/dlaunch" status --rdzv-backend etcd \
+		--rdzv-endpoint "$EP" --rdzv-id "$1" >"$TEST_TMP/status.$1" 2>&1
+}
+
+# status_shows JOB REGEX: dlaunch status of JOB over etcd has a line
+# matching REGEX
+status_shows() { etcd_status "$1" && grep -Eq "$2" "$TEST_TMP/status.$1"; }
+
 # etcd_case K: job with rank K stopped; every node must name it
 etcd_case() {
 	local k=$1 job=hang-etcd-$1 n h
@@ -172,12 +184,43 @@ etcd_case() {
 	for h in 0 1; do
 		wait_agent "e$k$h" 60 || not_ok "$what: agent e$k$h still running"
 	done
+	# the nodes and their leases are gone: the kept summary remains
+	etcd_status "$job"
+	check "$what: dlaunch status over etcd shows the diagnosis after the job ended" \
+		grep -q "^last hang diagnosis: trigger .* (progress-timeout by " "$TEST_TMP/status.$job"
+	check "$what: dlaunch status over etcd shows the verdict naming rank $k" \
+		grep -q "verdict hang: rank $k (node " "$TEST_TMP/status.$job"
 	check_case "$what" --no-workers
 }
 # a rank on each host, first and last positions
 for k in 1 2; do
 	etcd_case "$k"
 done
+
+# ---- dlaunch status over etcd while a newer trigger is open ----------------------
+# A trigger put after the kept diagnosis, with one of the two nodes'
+# reports in: status shows that trigger and the analysis of what is in
+# (not the kept verdict); once it is gone, the kept one again.
+what="dlaunch status over etcd with a trigger open"
+job=hang-etcd-1
+pre=/dlaunch/$job/hang
+rep=$(jq -c '.reports[0] | .trigger.id = "live-1" | del(.workers[].native, .workers[].python)' \
+	"$TEST_TMP/e10/hang-report.json" 2>/dev/null)
+node=$(jq -r .node <<<"$rep")
+if [ -n "$rep" ] && etcd_put "$pre/report/$node" "$rep" &&
+	etcd_put "$pre/trigger" "{\"id\":\"live-1\",\"kind\":\"dump\",\"by\":\"cli\",\"time_ms\":$(date +%s%3N)}"; then
+	etcd_status "$job"
+	check "$what: it shows the open trigger" \
+		grep -q "^last hang diagnosis: trigger live-1 (dump by cli)" "$TEST_TMP/status.$job"
+	check "$what: with the analysis of the report in so far" \
+		grep -Eq "^  verdict [a-z]+: " "$TEST_TMP/status.$job"
+	etcd_del "$pre/trigger"
+	etcd_status "$job"
+	check "$what: once it is gone, the kept diagnosis again" \
+		grep -q "(progress-timeout by " "$TEST_TMP/status.$job"
+else
+	not_ok "$what: cannot put the trigger and a report into etcd"
+fi
 
 # ---- dlaunch dump on a healthy job -----------------------------------------------
 what="dlaunch dump of a healthy job through etcd"
@@ -203,6 +246,12 @@ if wait_for 90 test -s "$TEST_TMP/pid.3" &&
 	s0=$(grep -c "^\[rank0\]: step" "$TEST_TMP/agent.d0.log")
 	check "$what: rank 0 goes on stepping after the dump" \
 		wait_for 10 bash -c "[ \$(grep -c '^\[rank0\]: step' '$TEST_TMP/agent.d0.log') -gt $((s0 + 5)) ]"
+	id=$(jq -r .trigger.id "$TEST_TMP/dump.json")
+	# every node keeps the verdict once it has analysed: poll for it
+	check "$what: dlaunch status over etcd shows this dump's diagnosis" \
+		wait_for 20 status_shows hang-dump "^last hang diagnosis: trigger $id \(dump by cli\)"
+	check "$what: dlaunch status says the dump found no hang" \
+		grep -Eq "^  verdict (none|straggler):" "$TEST_TMP/status.hang-dump"
 	touch "$TEST_TMP/done"
 	for h in 0 1; do
 		if wait_agent "d$h" 60; then

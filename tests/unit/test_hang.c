@@ -242,6 +242,29 @@ static void test_zombie_and_gone(void **state)
 	json_decref(rep);
 }
 
+/* A zombie leader whose other threads run on (pthread_exit in main):
+ * still a stuck rank, but not one that exited. */
+static void test_zombie_leader_threads_run_on(void **state)
+{
+	json_t *ws = json_array(), *rep, *a;
+	int want = 1;
+	(void)state;
+	for (int r = 0; r < 2; r++) {
+		json_t *w = worker(r, r == 1 ? "zombie" : "sleeping");
+		if (r == 1)
+			json_object_set_new(w, "threads", json_integer(2));
+		json_array_append_new(ws, w);
+	}
+	rep = reports(ws, 1, "progress-timeout");
+	a = dl_hang_analyse(rep, T0);
+	assert_string_equal(rule_of(a), "stopped-process");
+	assert_stuck(a, &want, 1);
+	assert_non_null(strstr(reason_of(a), "main thread exited"));
+	assert_null(strstr(reason_of(a), "was not reaped"));
+	json_decref(a);
+	json_decref(rep);
+}
+
 /* ---- an infinite loop: by flight records, by Python, by native ---- */
 
 static void test_infinite_loop_flight(void **state)
@@ -870,6 +893,7 @@ int main(void)
 	    cmocka_unit_test(test_dump_of_hung_job),
 	    cmocka_unit_test(test_sigstop_every_position),
 	    cmocka_unit_test(test_zombie_and_gone),
+	    cmocka_unit_test(test_zombie_leader_threads_run_on),
 	    cmocka_unit_test(test_infinite_loop_flight),
 	    cmocka_unit_test(test_infinite_loop_python),
 	    cmocka_unit_test(test_blocked_read_python),

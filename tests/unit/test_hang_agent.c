@@ -6,6 +6,7 @@
  * ids, the 512 KiB bound of a node report (stacks cut first), and the
  * control channel's `dump` line.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,6 +151,41 @@ static void test_report_bound(void **state)
 	json_decref(r);
 }
 
+static void *blocked_reader(void *arg)
+{
+	char c;
+	/* returns when the test closes the pipe's write end */
+	return read(*(int *)arg, &c, 1) < 0 ? arg : NULL;
+}
+
+/* hang_proc_threads lists the threads beside the leader (what a zombie
+ * leader's report shows), hang_proc_tracer names no tracer of ours */
+static void test_proc_threads(void **state)
+{
+	char out[512], comm[32];
+	pid_t live = 0;
+	pthread_t t;
+	int fds[2];
+	(void)state;
+	assert_int_equal(hang_proc_threads(getpid(), out, sizeof(out), &live),
+			 0);
+	assert_int_equal(live, 0);
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(pthread_create(&t, NULL, blocked_reader, &fds[0]), 0);
+	assert_int_equal(hang_proc_threads(getpid(), out, sizeof(out), &live),
+			 1);
+	assert_true(live > 0 && live != getpid());
+	assert_non_null(strstr(out, "tid "));
+	/* a buffer too small is cut, never overrun */
+	assert_int_equal(hang_proc_threads(getpid(), out, 4, &live), 1);
+	assert_true(strlen(out) < 4);
+	close(fds[1]);
+	pthread_join(t, NULL);
+	close(fds[0]);
+	assert_int_equal(hang_proc_tracer(getpid(), comm, sizeof(comm)), 0);
+	assert_int_equal(hang_proc_threads(-1, out, sizeof(out), &live), 0);
+}
+
 static void test_dump_line(void **state)
 {
 	struct buf b;
@@ -171,6 +207,7 @@ int main(void)
 	    cmocka_unit_test(test_ids),
 	    cmocka_unit_test(test_report_bound),
 	    cmocka_unit_test(test_dump_line),
+	    cmocka_unit_test(test_proc_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
