@@ -2,8 +2,8 @@
 /*
  * bare_http.c - the limit of dlaunch-rdzv's heartbeat path: a libevent
  * HTTP server (evhttp, one thread, as dlaunch-rdzv) that reads each
- * request's body and answers 200 with one fixed JSON body the size of a
- * heartbeat answer, and does nothing else.
+ * request's body and answers 200 with one fixed JSON body, a heartbeat's
+ * answer, and does nothing else.
  *
  *   bare_http [--listen 127.0.0.1:0]
  *
@@ -21,9 +21,10 @@
 
 #include "dlaunch/parse.h"
 
-/* the size and shape of dlaunch-rdzv's answer to a heartbeat */
-static const char BODY[] = "{\"round\":1,\"state\":\"running\",\"action\":"
-			   "\"none\",\"restart_count\":0}";
+/* dlaunch-rdzv's answer to a heartbeat of a running job's member, byte
+ * for byte */
+static const char BODY[] = "{\"round\":1,\"state\":\"RUNNING\",\"action\":"
+			   "\"continue\",\"restart_count\":0}";
 
 static void on_request(struct evhttp_request *req, void *arg)
 {

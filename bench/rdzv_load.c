@@ -24,15 +24,22 @@
  *      each of 0..N-1 exactly once, world_size = N.
  *   3. heartbeat: --hb-conns of those connections each keep --hb-depth
  *      heartbeats in flight (HTTP pipelining when depth > 1), cycling over
- *      every node id, for --hb-seconds. Answers other than 200 count as
- *      errors.
+ *      every node id, for --hb-seconds. Each is the body an agent sends
+ *      once its workers run (node_id, incarnation, round, recovery,
+ *      recovery_why). Answers other than 200 count as errors.
  *
  * --no-join skips phase 2: the heartbeats go out as soon as the
  * connections are open. It is for a server with no rendezvous behind it
  * (bench/bare_http.c, the limit the heartbeat path is measured against),
- * which answers every request alike.
+ * which answers every request alike, and for heartbeating a job that an
+ * earlier run formed: --incarnation and --round then name its nodes'
+ * incarnation and round (that run's output says them), so dlaunch-rdzv
+ * and bare_http can take turns under the same load with one join.
  *
- * The result is one JSON object on stdout. Exit status 0 when every phase
+ * The line "rdzv_load: heartbeats start" on stderr marks the start of
+ * phase 3 (bench.py samples the server's CPU time there and when the
+ * result is printed). The result is one JSON object on stdout, printed
+ * before the connections close. Exit status 0 when every phase
  * completed and was checked, 1 otherwise (with a message on stderr).
  */
 #include <errno.h>
@@ -194,9 +201,11 @@ static void queue_heartbeat(struct load *L, struct conn *c)
 	node_id(L->hb_next_node, id, sizeof(id));
 	L->hb_next_node = (L->hb_next_node + 1) % L->nodes;
 	snprintf(path, sizeof(path), "/v1/jobs/%s/heartbeat", L->job);
+	/* what an agent sends once its workers run (agent/rdzv_http.c) */
 	snprintf(body, sizeof(body),
-		 "{\"node_id\": \"%s\", \"incarnation\": \"%s\", "
-		 "\"round\": %u}",
+		 "{\"node_id\":\"%s\",\"incarnation\":\"%s\","
+		 "\"round\":%u,\"recovery\":\"started\","
+		 "\"recovery_why\":\"the first round of this node\"}",
 		 id, L->incarnation, L->round);
 	request(L, c, "POST", path, body);
 }
@@ -635,6 +644,7 @@ static void usage(FILE *f)
 	    "                 [--hb-conns C] [--hb-depth D] [--hb-seconds S]\n"
 	    "                 [--connect-parallel P] [--token-file FILE]\n"
 	    "                 [--join-timeout S] [--no-join]\n"
+	    "                 [--incarnation NAME] [--round N]\n"
 	    "simulates N nodes joining one job (min = max = N) on "
 	    "dlaunch-rdzv,\nthen heartbeats for S seconds; prints one JSON "
 	    "object.\n");
@@ -696,6 +706,16 @@ static void parse_args(struct load *L, int argc, char **argv)
 			L->connect_parallel = (unsigned)n;
 		} else if (strcmp(a, "--token-file") == 0) {
 			token_file = v;
+		} else if (strcmp(a, "--incarnation") == 0) {
+			if (!parse_name_valid(v, sizeof(L->incarnation) - 1))
+				rc = -1;
+			else
+				snprintf(L->incarnation, sizeof(L->incarnation),
+					 "%s", v);
+		} else if (strcmp(a, "--round") == 0) {
+			int n;
+			rc = parse_int(v, 0, 1 << 30, &n);
+			L->round = (unsigned)n;
 		} else {
 			fprintf(stderr, "rdzv_load: unknown option %s\n", a);
 			usage(stderr);
@@ -747,8 +767,9 @@ int main(int argc, char **argv)
 	parse_args(&L, argc, argv);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile(L.nodes + 64);
-	snprintf(L.incarnation, sizeof(L.incarnation), "inc%08x",
-		 (unsigned)(clock_now_ns() & 0xffffffffu));
+	if (!L.incarnation[0])
+		snprintf(L.incarnation, sizeof(L.incarnation), "inc%08x",
+			 (unsigned)(clock_now_ns() & 0xffffffffu));
 
 	L.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (L.epfd < 0)
@@ -785,6 +806,11 @@ int main(int argc, char **argv)
 	}
 
 	L.phase = 3;
+	/* a harness samples the server's CPU time from this line on */
+	if (L.hb_conns > 0) {
+		fprintf(stderr, "rdzv_load: heartbeats start\n");
+		fflush(stderr);
+	}
 	uint64_t t_hb = clock_now_ns();
 	for (unsigned i = 0; i < L.hb_conns; i++) {
 		struct conn *c = &L.conns[i];
@@ -799,16 +825,19 @@ int main(int argc, char **argv)
 	uint64_t t_end = clock_now_ns();
 	double hb_elapsed = (double)(t_end - t_hb) / 1e9;
 
-	printf("{\"nodes\": %u, \"connect_ms\": %.3f, \"join_ms\": %.3f, "
+	printf("{\"nodes\": %u, \"incarnation\": \"%s\", \"round\": %u, "
+	       "\"connect_ms\": %.3f, \"join_ms\": %.3f, "
 	       "\"join_retries\": %llu, \"hb_conns\": %u, \"hb_depth\": %u, "
 	       "\"hb_seconds\": %.3f, \"heartbeats\": %llu, "
 	       "\"heartbeat_errors\": %llu, \"heartbeats_per_s\": %.1f}\n",
-	       L.nodes, (double)(t_join - t_connect) / 1e6,
+	       L.nodes, L.incarnation, L.round,
+	       (double)(t_join - t_connect) / 1e6,
 	       (double)(t_joined - t_join) / 1e6,
 	       (unsigned long long)L.join_retries, L.hb_conns, L.hb_depth,
 	       hb_elapsed, (unsigned long long)L.hb_ok,
 	       (unsigned long long)L.hb_errors,
 	       hb_elapsed > 0 ? (double)L.hb_ok / hb_elapsed : 0.0);
+	fflush(stdout);
 	for (unsigned i = 0; i < L.nodes; i++) {
 		if (L.conns[i].fd >= 0)
 			close(L.conns[i].fd);

@@ -8,6 +8,8 @@ OBJS += $(call objs,$(COMMON_SRCS))
 $(COMMON_LIB): $(call objs,$(COMMON_SRCS))
 
 $(eval $(call unit_test,test_common,$(COMMON_LIB),$(JSON_LIBS)))
+# the flat JSON reader, checked against jansson
+$(eval $(call unit_test,test_jsonflat,$(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_opt,$(COMMON_LIB),))
 $(eval $(call unit_test,test_backoff,$(COMMON_LIB),))
 $(eval $(call unit_test,test_hang,$(COMMON_LIB),$(JSON_LIBS)))

@@ -158,15 +158,15 @@ int api_status_of(int rc)
 
 /* reply_state_error answers a state machine error; 409 and 410 carry the
  * job's round, state and action. */
-static void reply_state_error(struct rdzv_response *resp, int rc,
-			      const char *err, const struct rdzv_reply *r)
+void api_reply_state_error(struct rdzv_response *resp, int rc, const char *err,
+			   const struct rdzv_reply *r)
 {
 	int status = status_of(rc);
 	reply_error(resp, status, err,
 		    (status == 409 || status == 410) && r ? r : NULL);
 }
 
-static json_t *status_json(const struct rdzv_reply *r)
+json_t *api_status_json(const struct rdzv_reply *r)
 {
 	json_t *v =
 	    json_pack("{s:I, s:s, s:s, s:I}", "round", (json_int_t)r->round,
@@ -178,23 +178,6 @@ static json_t *status_json(const struct rdzv_reply *r)
 		json_object_set_new(v, "preempt_step",
 				    json_integer((json_int_t)r->preempt_step));
 	return v;
-}
-
-static void reply_status(struct rdzv_response *resp, int status,
-			 const struct rdzv_reply *r)
-{
-	reply_json(resp, status, status_json(r));
-}
-
-/* reply_status_dump: a heartbeat's or watch's answer, with "dump" while
- * a hang trigger of the job is open */
-static void reply_status_dump(struct rdzv_api *api, struct rdzv_response *resp,
-			      const struct rdzv_reply *r, const char *job,
-			      uint64_t now_ms)
-{
-	json_t *v = status_json(r);
-	api_hang_add_dump(api->st, job, now_ms, v);
-	reply_json(resp, 200, v);
 }
 
 /* --- journal and wake-ups --- */
@@ -303,7 +286,7 @@ static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
 	rc = rdzv_join(api->st, job, &node, &cfg, wait_ms > 0, req->now_ms, &r,
 		       err, sizeof(err));
 	if (rc < 0) {
-		reply_state_error(resp, rc, err, &r);
+		api_reply_state_error(resp, rc, err, &r);
 	} else if (rc == RDZV_DONE) {
 		reply_json(resp, 200,
 			   rdzv_assignment_json(api->st, job, node.node_id));
@@ -315,62 +298,6 @@ static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
 		memcpy(resp->poll.incarnation, node.incarnation,
 		       sizeof(node.incarnation));
 	}
-}
-
-/* request_recovery reads a heartbeat's optional "recovery" (how the
- * node's workers entered the round: started, in_place, restarted) and
- * "recovery_why" (printable text). 0 with *how NONE when absent. */
-static int request_recovery(json_t *body, enum rdzv_recovery *how,
-			    const char **why, char *err, size_t err_size)
-{
-	const char *s = NULL;
-	*how = RDZV_RECOVERY_NONE;
-	*why = "";
-	if (jsonh_get_str(body, "recovery", 0, 32, &s, err, err_size) ||
-	    jsonh_get_str(body, "recovery_why", 0, RDZV_RECOVERY_WHY_MAX, why,
-			  err, err_size))
-		return DL_EINVAL;
-	if (!s)
-		return 0;
-	if (rdzv_recovery_parse(s, how) != 0)
-		return dl_errorf(err, err_size, DL_EINVAL,
-				 "field 'recovery': '%s' is none of started, "
-				 "in_place, restarted",
-				 s);
-	for (const char *p = *why; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			return dl_errorf(err, err_size, DL_EINVAL,
-					 "field 'recovery_why': a control "
-					 "character");
-	return 0;
-}
-
-static void do_heartbeat(struct rdzv_api *api, const struct rdzv_request *req,
-			 const char *job, json_t *body,
-			 struct rdzv_response *resp)
-{
-	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
-	char err[512] = "";
-	struct rdzv_reply r;
-	enum rdzv_recovery how;
-	const char *why;
-	uint64_t round;
-	int rc;
-
-	if (request_node_round(body, node_id, inc, &round, err, sizeof(err)) ||
-	    request_recovery(body, &how, &why, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	rc = rdzv_heartbeat(api->st, job, node_id, inc, round, req->now_ms, &r,
-			    err, sizeof(err));
-	if (rc == 0 && how != RDZV_RECOVERY_NONE)
-		rc = rdzv_member_recovery(api->st, job, node_id, inc, round,
-					  how, why, err, sizeof(err));
-	if (rc < 0)
-		reply_state_error(resp, rc, err, &r);
-	else
-		reply_status_dump(api, resp, &r, job, req->now_ms);
 }
 
 static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
@@ -399,11 +326,11 @@ static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
 			inc[0] ? inc : NULL, round, req->now_ms, &r, err,
 			sizeof(err));
 	if (rc < 0) {
-		reply_state_error(resp, rc, err, &r);
+		api_reply_state_error(resp, rc, err, &r);
 	} else if (rc == RDZV_DONE || wait_ms == 0 ||
 		   (seen[0] &&
 		    api_hang_open_other(api->st, job, seen, req->now_ms))) {
-		reply_status_dump(api, resp, &r, job, req->now_ms);
+		api_reply_status_dump(api->st, resp, &r, job, req->now_ms);
 	} else {
 		park(resp, RDZV_POLL_WATCH, job, req->now_ms + wait_ms);
 		memcpy(resp->poll.node_id, node_id, sizeof(node_id));
@@ -455,9 +382,9 @@ static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
 			 req->now_ms, &r, err, sizeof(err));
 	json_decref(failures);
 	if (rc < 0)
-		reply_state_error(resp, rc, err, &r);
+		api_reply_state_error(resp, rc, err, &r);
 	else
-		reply_status(resp, 200, &r);
+		api_reply_status(resp, 200, &r);
 }
 
 /* do_preempt: POST /v1/jobs/{job}/preempt {node_id, incarnation, round,
@@ -491,9 +418,9 @@ static void do_preempt(struct rdzv_api *api, const struct rdzv_request *req,
 	if (rc == DL_EINVAL)
 		reply_error(resp, 400, err, NULL);
 	else if (rc < 0)
-		reply_state_error(resp, rc, err, &r);
+		api_reply_state_error(resp, rc, err, &r);
 	else
-		reply_status(resp, 200, &r);
+		api_reply_status(resp, 200, &r);
 }
 
 static void do_leave(struct rdzv_api *api, const struct rdzv_request *req,
@@ -511,7 +438,7 @@ static void do_leave(struct rdzv_api *api, const struct rdzv_request *req,
 	rc = rdzv_leave(api->st, job, node_id, inc, req->now_ms, &r, err,
 			sizeof(err));
 	if (rc < 0)
-		reply_state_error(resp, rc, err, &r);
+		api_reply_state_error(resp, rc, err, &r);
 	else
 		reply_json(resp, 200,
 			   json_pack("{s:s, s:I}", "state",
@@ -740,13 +667,15 @@ static void answer_node_event(struct rdzv_api *api,
 	char err[512] = "";
 	json_t *body = NULL;
 
-	if (ep != RDZV_EP_WATCH && request_body(req, &body, err, sizeof(err))) {
+	/* watches have no body; heartbeats read theirs (api_heartbeat.c) */
+	if (ep != RDZV_EP_WATCH && ep != RDZV_EP_HEARTBEAT &&
+	    request_body(req, &body, err, sizeof(err))) {
 		reply_error(resp, 400, err, NULL);
 		return;
 	}
 	switch (ep) {
 	case RDZV_EP_JOIN: do_join(api, req, job, body, resp); break;
-	case RDZV_EP_HEARTBEAT: do_heartbeat(api, req, job, body, resp); break;
+	case RDZV_EP_HEARTBEAT: api_heartbeat(api->st, req, job, resp); break;
 	case RDZV_EP_WATCH: do_watch(api, req, job, resp); break;
 	case RDZV_EP_REPORT: do_report(api, req, job, body, resp); break;
 	case RDZV_EP_LEAVE: do_leave(api, req, job, body, resp); break;
@@ -852,7 +781,7 @@ static int poll_check_join(struct rdzv_api *api, const struct rdzv_poll *poll,
 				 poll->incarnation, &r, err, sizeof(err));
 
 	if (rc < 0) {
-		reply_state_error(resp, rc, err, &r);
+		api_reply_state_error(resp, rc, err, &r);
 		return 1;
 	}
 	if (rc == RDZV_DONE && api->unsaved) {
@@ -894,7 +823,7 @@ static int poll_check_watch(struct rdzv_api *api, const struct rdzv_poll *poll,
 	    !(rdzv_hang_seq(api->st, poll->job) > poll->hang_seq &&
 	      api_hang_open_other(api->st, poll->job, NULL, now_ms)))
 		return 0;
-	reply_status_dump(api, resp, &r, poll->job, now_ms);
+	api_reply_status_dump(api->st, resp, &r, poll->job, now_ms);
 	return 1;
 }
 

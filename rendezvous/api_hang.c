@@ -153,16 +153,6 @@ void api_hang_get(struct rdzv_state *st, const struct rdzv_request *req,
 	api_reply_json(resp, 200, out);
 }
 
-void api_hang_add_dump(const struct rdzv_state *st, const char *job,
-		       uint64_t now_ms, json_t *v)
-{
-	json_t *d = rdzv_hang_open_json(st, job, now_ms);
-	if (d && v)
-		json_object_set_new(v, "dump", d);
-	else
-		json_decref(d);
-}
-
 int api_hang_open_other(const struct rdzv_state *st, const char *job,
 			const char *seen, uint64_t now_ms)
 {

@@ -42,7 +42,9 @@ struct rdzv_http {
 	const struct rdzv_state *st;
 	const struct rdzv_journal *journal;
 	struct rdzv_metrics *metrics;
+	struct evbuffer *out; /* each answer's body, on its way to libevent */
 	char *token;
+	unsigned char token_hash[SHA256_DIGEST_LENGTH]; /* of token */
 	int tls;
 	void (*after_event)(void *ctx, enum http_after what);
 	void *ctx;
@@ -87,11 +89,10 @@ static const char *reason_of(int status)
 static void send_response(struct rdzv_http *http, struct evhttp_request *req,
 			  struct rdzv_response *resp, uint64_t start_ns)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = http->out;
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	if (out)
-		evbuffer_add(out, resp->body.data ? resp->body.data : "",
-			     resp->body.len);
+	evbuffer_add(out, resp->body.data ? resp->body.data : "",
+		     resp->body.len);
 	evhttp_add_header(h, "Content-Type", resp->content_type);
 	evhttp_add_header(h, "Cache-Control", "no-store");
 	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
@@ -106,8 +107,9 @@ static void send_response(struct rdzv_http *http, struct evhttp_request *req,
 	if (http->draining)
 		evhttp_add_header(h, "Connection", "close");
 	evhttp_send_reply(req, resp->status, reason_of(resp->status), out);
-	if (out)
-		evbuffer_free(out);
+	/* libevent moved the body out; a request without a connection leaves
+	 * it, and it must not go with the next answer */
+	evbuffer_drain(out, evbuffer_get_length(out));
 	rdzv_metrics_observe(http->metrics, resp->endpoint, resp->status,
 			     clock_now_ns() - start_ns);
 }
@@ -306,20 +308,20 @@ void http_drain(struct rdzv_http *http)
 }
 
 /* authorized compares the bearer token in constant time: both sides are
- * hashed first so neither the content nor the length leaks. */
+ * hashed first (the server's once, in http_new) so neither the content
+ * nor the length leaks. */
 static int authorized(const struct rdzv_http *http, struct evhttp_request *req)
 {
 	const char *h = evhttp_find_header(
 	    evhttp_request_get_input_headers(req), "Authorization");
-	unsigned char want[SHA256_DIGEST_LENGTH], got[SHA256_DIGEST_LENGTH];
+	unsigned char got[SHA256_DIGEST_LENGTH];
 	if (!http->token)
 		return 1;
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
-	SHA256((const unsigned char *)http->token, strlen(http->token), want);
 	SHA256((const unsigned char *)h, strlen(h), got);
-	return CRYPTO_memcmp(want, got, sizeof(want)) == 0;
+	return CRYPTO_memcmp(http->token_hash, got, sizeof(got)) == 0;
 }
 
 static const char *method_name(enum evhttp_cmd_type cmd)
@@ -462,11 +464,15 @@ struct rdzv_http *http_new(const struct http_config *cfg)
 	http->after_event = cfg->after_event;
 	http->ctx = cfg->ctx;
 	http->metrics = rdzv_metrics_new();
-	if (!http->metrics ||
+	http->out = evbuffer_new();
+	if (!http->metrics || !http->out ||
 	    (cfg->token && !(http->token = strdup(cfg->token)))) {
 		http_free(http);
 		return NULL;
 	}
+	if (http->token)
+		SHA256((const unsigned char *)http->token, strlen(http->token),
+		       http->token_hash);
 	return http;
 }
 
@@ -476,6 +482,8 @@ void http_free(struct rdzv_http *http)
 		return;
 	http_drain(http);
 	rdzv_metrics_free(http->metrics);
+	if (http->out)
+		evbuffer_free(http->out);
 	free(http->token);
 	free(http);
 }

@@ -56,6 +56,7 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
 RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c rendezvous/api_hang.c \
+	rendezvous/api_heartbeat.c \
 	rendezvous/request.c rendezvous/journal.c rendezvous/page.c \
 	$(PAGE_GEN) $(RDZV_STATE_SRCS) \
 	$(wildcard common/*.c)

@@ -35,6 +35,9 @@ FUZZ_control_proto_DEPS := agent/control_proto.h
 FUZZ_hang_SRCS := $(FUZZ_HANG)
 FUZZ_hang_LIBS := $(JSON_LIBS) -lm
 FUZZ_hang_DEPS := common/hang_int.h
+# the flat JSON reader against jansson (include/dlaunch/jsonflat.h)
+FUZZ_jsonflat_SRCS :=
+FUZZ_jsonflat_LIBS := $(JSON_LIBS)
 
 # $(call reader_fuzzer,NAME)
 define reader_fuzzer
@@ -53,4 +56,4 @@ fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
 		tests/fuzz/corpus/$(1)
 FUZZ_RUNS += fuzz-$(1)
 endef
-$(foreach f,ckpt idx journal etcd_proto control_proto control hang,$(eval $(call reader_fuzzer,$(f))))
+$(foreach f,ckpt idx journal etcd_proto control_proto control hang jsonflat,$(eval $(call reader_fuzzer,$(f))))

@@ -155,6 +155,46 @@ static void test_torn_tail(void **state)
 	assert_int_equal(file_size("journal"), first);
 }
 
+/* heartbeats that change nothing but the node's liveness write nothing:
+ * the journal keeps its size over many of them, with and without the
+ * "recovery" an agent sends with each; the next change is journaled */
+static void test_heartbeat_not_journaled(void **state)
+{
+	struct rdzv_state *st = rdzv_state_new(NULL);
+	struct rdzv_journal *jr;
+	struct rdzv_api *api;
+	off_t size;
+	(void)state;
+	clean();
+	assert_int_equal(rdzv_journal_open(dir, st, 0, &jr, err, sizeof(err)),
+			 0);
+	api = rdzv_api_new(st, jr);
+	assert_int_equal(
+	    status(api, "POST", "/v1/jobs/j1/join", NULL, JOIN("n1"), 1), 200);
+	size = file_size("journal");
+	assert_true(size > 0);
+	for (uint64_t t = 2; t < 202; t++)
+		assert_int_equal(
+		    status(api, "POST", "/v1/jobs/j1/heartbeat", NULL,
+			   t % 2 ? "{\"node_id\":\"n1\",\"incarnation\":"
+				   "\"i\",\"round\":1}"
+				 : "{\"node_id\":\"n1\",\"incarnation\":"
+				   "\"i\",\"round\":1,\"recovery\":"
+				   "\"started\",\"recovery_why\":\"first\"}",
+			   t),
+		    200);
+	assert_int_equal(file_size("journal"), size);
+	assert_int_equal(status(api, "POST", "/v1/jobs/j1/report", NULL,
+				"{\"node_id\":\"n1\",\"incarnation\":\"i\","
+				"\"round\":1,\"status\":\"succeeded\"}",
+				300),
+			 200);
+	assert_true(file_size("journal") > size);
+	rdzv_api_free(api);
+	rdzv_journal_close(jr);
+	rdzv_state_free(st);
+}
+
 /* the request layer: statuses for each kind of answer */
 static void test_api_statuses(void **state)
 {
@@ -207,6 +247,7 @@ int main(void)
 	    cmocka_unit_test(test_replay),
 	    cmocka_unit_test(test_bit_flip),
 	    cmocka_unit_test(test_torn_tail),
+	    cmocka_unit_test(test_heartbeat_not_journaled),
 	    cmocka_unit_test(test_api_statuses),
 	};
 	int rc;
