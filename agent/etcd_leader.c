@@ -264,10 +264,16 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
  * is told waits: an inbox always goes out with the record as it is then.
  * A leader that dies meanwhile leaves the record a little older, which a
  * new leader mends as it mends any record: by applying every node key
- * again. */
+ * again.
+ *
+ * A write that etcd answered with an error puts its record and inboxes
+ * back (computed afresh when they go) and holds every write back for a
+ * pause (retry_backoff): 0.1 s at first, doubling to 2 s while they keep
+ * failing. */
 static void flush(struct etcd_leader *l)
 {
-	if (l->starting || !l->st)
+	/* after a failed write nothing goes out before its pause is over */
+	if (l->starting || !l->st || evtimer_pending(l->retry, NULL))
 		return;
 	while (l->nflight < WRITES_MAX && !l->record_flight) {
 		struct lwrite *w = NULL;
@@ -302,7 +308,7 @@ static void written(void *arg, const struct etcd_answer *a)
 	struct etcd_leader *l = w->l;
 	struct etcd_txn_response t;
 	char err[1024];
-	struct timeval tv = {1, 0};
+	uint64_t pause_ms;
 	w->call = NULL;
 	l->nflight--;
 	if (w->record)
@@ -324,17 +330,27 @@ static void written(void *arg, const struct etcd_answer *a)
 			w->contents[i] = NULL;
 		}
 		drop_write(w);
+		backoff_reset(&l->retry_backoff);
 		flush(l);
 		return;
 	}
-	log_error("etcd leader: write for job %s failed: %s; trying again",
-		  l->job, err);
+	/* the client retries what got no answer itself; this is an answer
+	 * that was an error. Its record and inboxes go out again, computed
+	 * afresh, after a pause that grows while writes keep failing: the
+	 * leader never gives up while it holds the key */
+	pause_ms = backoff_next(&l->retry_backoff);
+	log_error("etcd leader: write for job %s failed: %s; trying again "
+		  "in %llu ms",
+		  l->job, err, (unsigned long long)pause_ms);
 	l->need_record |= w->record;
 	for (size_t i = 0; i < w->n; i++)
 		etcd_leader_enqueue(l, w->nodes[i]);
 	drop_write(w);
-	if (!evtimer_pending(l->retry, NULL))
+	if (!evtimer_pending(l->retry, NULL)) {
+		struct timeval tv = {(time_t)(pause_ms / 1000),
+				     (suseconds_t)(pause_ms % 1000) * 1000};
 		evtimer_add(l->retry, &tv);
+	}
 }
 
 /* ---------------------------------------------------------- the loop */
@@ -612,6 +628,7 @@ struct etcd_leader *etcd_leader_new(struct event_base *base,
 	l->leader_rev = leader_rev;
 	l->deposed = deposed;
 	l->arg = arg;
+	backoff_init(&l->retry_backoff, 100, 2000, backoff_seed());
 	rdzv_limits_init(&limits);
 	limits.rerun_after_ms = rerun_after_ms;
 	l->st = rdzv_state_new(&limits);
