@@ -180,7 +180,7 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 		w->nodes[w->n] = n;
 		w->contents[w->n++] = text;
 	}
-	if (l->need_record && !w->n && !l->record_due) {
+	if (l->need_record && !l->record_urgent && !l->record_due) {
 		struct timeval tv = {RECORD_WAIT_MS / 1000,
 				     (RECORD_WAIT_MS % 1000) * 1000};
 		if (!evtimer_pending(l->record_wait, NULL))
@@ -210,6 +210,7 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 	}
 	if (record) {
 		l->record_due = 0;
+		l->record_urgent = 0;
 		evtimer_del(l->record_wait);
 	}
 	key_of(l, ETCD_KEY_LEADER, NULL, lkey, sizeof(lkey));
@@ -256,15 +257,19 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
  * is written already go out in parallel, a node in one write at a time
  * (the next waits for it, so its inbox changes in order).
  *
- * A changed record with no inbox to go with it (nodes joining a round
- * that is still open, a success report while others run) waits up to
- * RECORD_WAIT_MS for more changes: a round of N nodes forming is then a
- * few writes of the record instead of one per batch of joins, each of
- * them the whole membership (O(N^2) bytes through raft). Nothing a node
- * is told waits: an inbox always goes out with the record as it is then.
- * A leader that dies meanwhile leaves the record a little older, which a
- * new leader mends as it mends any record: by applying every node key
- * again.
+ * A change of the record that no inbox reflects (nodes joining a round
+ * that is still open, a success report while others run, how a node's
+ * workers entered their round) waits up to RECORD_WAIT_MS for more
+ * changes, and inboxes go out meanwhile without it: a round of N nodes
+ * forming is then a few writes of the record instead of one per batch
+ * of joins, each of them the whole membership (O(N^2) bytes through
+ * raft), and the N nodes of a new round saying how they entered it do
+ * not hold the other inboxes of that round behind a record write per
+ * batch of them. A change that inboxes reflect (record_urgent: a round,
+ * the job's state, its restart count or stop step) goes at once, before
+ * them. A leader that dies meanwhile leaves the record a little older,
+ * which a new leader mends as it mends any record: by applying every
+ * node key again.
  *
  * A write that etcd answered with an error puts its record and inboxes
  * back (computed afresh when they go) and holds every write back for a
@@ -343,6 +348,7 @@ static void written(void *arg, const struct etcd_answer *a)
 		  "in %llu ms",
 		  l->job, err, (unsigned long long)pause_ms);
 	l->need_record |= w->record;
+	l->record_urgent |= w->record;
 	for (size_t i = 0; i < w->n; i++)
 		etcd_leader_enqueue(l, w->nodes[i]);
 	drop_write(w);
@@ -389,6 +395,7 @@ static void after_batch(struct etcd_leader *l)
 	     r.preempt_step != l->last.preempt_step)) {
 		l->last = r;
 		l->have_last = 1;
+		l->record_urgent = 1; /* what every inbox says changed */
 		for (size_t i = 0; i < l->tab_size; i++)
 			for (struct lnode *n = l->tab[i]; n; n = n->next) {
 				if (n->held &&

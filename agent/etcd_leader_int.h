@@ -70,6 +70,12 @@ struct etcd_leader {
 	struct lnode **queue; /* nodes whose inbox may have to change */
 	size_t nqueue, queue_cap;
 	int need_record;
+	/* the record's change is one the inboxes reflect (a round, the
+	 * job's state, its restart count or stop step): it goes before
+	 * them. Any other (a join to an open round, how a node entered its
+	 * round, a report while others run) waits for record_wait and
+	 * holds no inbox back */
+	int record_urgent;
 	int have_last;
 	struct rdzv_reply last;
 	/* the read (the record, the node keys) and the writes in flight: a
@@ -84,7 +90,7 @@ struct etcd_leader {
 	/* the pause before writes that failed go out again: short at
 	 * first, longer while they keep failing (etcd overloaded) */
 	struct backoff retry_backoff;
-	int record_due; /* record_wait fired: the record goes out alone */
+	int record_due; /* record_wait fired: the record goes out */
 	int starting;
 	uint64_t ended_wall_ms; /* when the job ended (etcd_record.h) */
 };

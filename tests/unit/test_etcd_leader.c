@@ -621,6 +621,97 @@ static void test_freed_with_window_in_flight(void **state)
 	event_base_free(base);
 }
 
+/* recovered: node id's key, now also saying its workers entered round
+ * 1 restarted (as a node writes it after a restart), as an event of the
+ * node watch at revision rev */
+static void recovered(const char *id, int count, int rev)
+{
+	struct rdzv_job_config cfg;
+	struct etcd_watch_response w;
+	struct etcd_event e;
+	char key[64], *value;
+	json_t *v;
+	rdzv_job_config_init(&cfg);
+	cfg.min_nodes = (uint32_t)count;
+	cfg.max_nodes = (uint32_t)count;
+	v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o, s:{s:i, s:s, s:s}}",
+		      "incarnation", "i1", "addr", "192.0.2.1", "nproc", 1,
+		      "master_port", 0, "join", 1, "config",
+		      rdzv_job_config_json(&cfg), "recovery", "round", 1, "how",
+		      "restarted", "why", "test");
+	value = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	assert_non_null(value);
+	snprintf(key, sizeof(key), "/p/job/nodes/%s", id);
+	memset(&w, 0, sizeof(w));
+	memset(&e, 0, sizeof(e));
+	e.type = ETCD_EVENT_PUT;
+	e.kv.key = key;
+	e.kv.key_len = strlen(key);
+	e.kv.value = value;
+	e.kv.value_len = strlen(value);
+	e.kv.mod_revision = rev;
+	w.header.revision = rev;
+	w.events = &e;
+	w.n_events = 1;
+	watches[0].cb(watches[0].arg, ETCD_WATCH_EVENTS, &w, NULL);
+	free(value);
+}
+
+/* While the inboxes of a new round go out, nodes of it say how they
+ * entered it: a change of the record that no inbox reflects. The
+ * inboxes go on, the window full, without waiting for a record write;
+ * the record follows within its wait (1 s), once. */
+static void test_record_no_inbox_reflects_waits(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char ok[256];
+	size_t i, records = 0, before;
+	uint64_t deadline;
+	(void)state;
+	assert_non_null(base);
+	l = start_round_of(base, 2000, on_deposed);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	answer(oldest_txn(), ok); /* the record, 120 inboxes */
+	assert_int_equal(txns_pending(), WRITES_MAX);
+	recovered("N5", 2000, 20);
+	recovered("N6", 2000, 21);
+	/* the next inbox writes carry no record, and the window stays full */
+	for (int k = 0; k < 4; k++) {
+		answer(oldest_txn(), ok);
+		assert_int_equal(txns_pending(), WRITES_MAX);
+		i = ncalls - 1;
+		assert_false(is_key(calls[i].first_key, "/p/job/state"));
+	}
+	/* the record's wait ends: it goes, once */
+	before = ncalls;
+	deadline = clock_now_ms() + 5000;
+	while (clock_now_ms() < deadline) {
+		for (i = before; i < ncalls; i++)
+			records += is_key(calls[i].first_key, "/p/job/state");
+		before = ncalls;
+		if (records)
+			break;
+		if ((i = oldest_txn()) < ncalls)
+			answer(i, ok);
+		else
+			event_base_loop(base, EVLOOP_ONCE);
+	}
+	assert_int_equal(records, 1);
+	while ((i = oldest_txn()) < ncalls) {
+		answer(i, ok);
+		for (size_t k = before; k < ncalls; k++)
+			records += is_key(calls[k].first_key, "/p/job/state");
+		before = ncalls;
+	}
+	assert_int_equal(records, 1);
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -631,6 +722,7 @@ int main(void)
 	    cmocka_unit_test(test_window_bound_and_record_first),
 	    cmocka_unit_test(test_failed_inbox_write_retried),
 	    cmocka_unit_test(test_freed_with_window_in_flight),
+	    cmocka_unit_test(test_record_no_inbox_reflects_waits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
