@@ -184,10 +184,15 @@ static void finish(struct client_call *call, CURLcode code)
 			    code == CURLE_COULDNT_RESOLVE_HOST;
 		r.timed_out = code == CURLE_OPERATION_TIMEDOUT;
 		{
+			/* a connection made for it, or one reused (whose
+			 * connect time is 0): the request went out */
 			curl_off_t t = 0;
+			long sent = 0;
 			curl_easy_getinfo(call->easy, CURLINFO_CONNECT_TIME_T,
 					  &t);
-			r.connected = t > 0;
+			curl_easy_getinfo(call->easy, CURLINFO_REQUEST_SIZE,
+					  &sent);
+			r.connected = t > 0 || sent > 0;
 		}
 		snprintf(msg, sizeof(msg), "%s",
 			 call->errbuf[0] ? call->errbuf

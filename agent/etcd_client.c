@@ -102,10 +102,23 @@ void etcd_outage(struct etcd_client *c, const char *why)
 	}
 }
 
+void etcd_slow(struct etcd_client *c, const char *what, uint64_t waited_ms,
+	       const char *why)
+{
+	if (c->answered && !c->outage && !c->slow_said) {
+		log_info("etcd slow: every member at %s took %s and none "
+			 "answered within %llu ms (%s); overloaded or hung, "
+			 "waiting longer",
+			 c->list, what, (unsigned long long)waited_ms, why);
+		c->slow_said = 1;
+	}
+}
+
 void etcd_answered(struct etcd_client *c)
 {
 	c->answered = 1;
 	c->move_said = 0;
+	c->slow_said = 0;
 	if (c->outage) {
 		log_info("etcd reachable again at %s", c->eps.url[c->cur]);
 		c->outage = 0;
@@ -271,9 +284,16 @@ static void retry_call(struct etcd_call *call, const char *why)
 		etcd_arm(call->retry, 0);
 	} else {
 		/* unreachable only once every endpoint failed in a row: one
-		 * member that timed out is a failover, not an outage */
-		if (call->failures % c->eps.n == 0)
-			etcd_outage(c, why);
+		 * member that timed out is a failover, not an outage; and
+		 * not when every one of them took the call and was only
+		 * slow to answer (an overloaded etcd answers in the end) */
+		if (call->failures % c->eps.n == 0) {
+			if (call->pass_busy >= c->eps.n)
+				etcd_slow(c, call->what, call->timeout_ms, why);
+			else
+				etcd_outage(c, why);
+			call->pass_busy = 0;
+		}
 		etcd_arm(call->retry, etcd_next_pause(&call->backoff));
 	}
 }
@@ -284,8 +304,14 @@ static void on_reply(void *arg, const struct client_reply *r)
 	struct etcd_client *c = call->c;
 	char msg[1200];
 	int rc = 0;
+	enum verdict v;
+	uint64_t cap =
+	    call->timeout_cap_ms ? call->timeout_cap_ms : CALL_TIMEOUT_MAX_MS;
 	call->hc = NULL;
-	switch (etcd_judge(c, r, &rc, msg, sizeof(msg))) {
+	v = etcd_judge(c, r, &rc, msg, sizeof(msg));
+	if (v != V_RETRY)
+		c->answer_try_ms = clock_now_ms() - call->try_started_ms;
+	switch (v) {
 	case V_OK: call_end(call, 0, r->body, r->body_len, NULL); return;
 	case V_RETRY:
 		/* etcd busy or slow: the next try waits (an overloaded etcd
@@ -296,13 +322,14 @@ static void on_reply(void *arg, const struct client_reply *r)
 		call->last_slow = r->timed_out || !r->transport_failed;
 		if (call->last_slow)
 			call->slow = 1;
-		if ((r->timed_out && r->connected) || !r->transport_failed)
+		if ((r->timed_out && r->connected) || !r->transport_failed) {
 			call->reached = 1;
-		if (r->timed_out && r->connected && !call->fixed_timeout)
-			call->timeout_ms =
-			    call->timeout_ms * 2 > CALL_TIMEOUT_MAX_MS
-				? CALL_TIMEOUT_MAX_MS
-				: call->timeout_ms * 2;
+			call->pass_busy++;
+		}
+		if (r->timed_out && r->connected && call->timeout_ms < cap)
+			call->timeout_ms = call->timeout_ms * 2 < cap
+					       ? call->timeout_ms * 2
+					       : cap;
 		retry_call(call, msg);
 		return;
 	case V_LOGIN:
@@ -328,6 +355,7 @@ void etcd_call_attempt(struct etcd_call *call)
 	}
 	call->parked = 0;
 	call->ep = c->cur;
+	call->try_started_ms = clock_now_ms();
 	call->hc = client_call(c->http[call->ep], "POST", call->path,
 			       call->body, call->timeout_ms, on_reply, call);
 	if (!call->hc)

@@ -35,6 +35,10 @@ struct etcd_client {
 	size_t cur;
 	int answered;  /* etcd answered this client once */
 	int outage;    /* an outage was logged and not its end */
+	int slow_said; /* "etcd slow" was logged since the last answer */
+	/* how long the try that got the last answer took (etcd_lease.c
+	 * reads it in its callback to size its next keep-alive's try) */
+	uint64_t answer_try_ms;
 	int move_said; /* a failover was logged since the last answer */
 	const char *username, *password;
 	int has_cert;
@@ -60,8 +64,14 @@ struct etcd_call {
 	int last_slow;	 /* ... the last one */
 	int reached;	 /* one of them got a connection */
 	uint64_t started_ms;
-	uint64_t timeout_ms; /* of the next try */
-	int fixed_timeout;   /* a keep-alive: never waits longer */
+	uint64_t try_started_ms; /* of the attempt in flight */
+	uint64_t timeout_ms;	 /* of the next try */
+	/* the most a try may wait after tries that took the connection
+	 * and got no answer doubled it (0: CALL_TIMEOUT_MAX_MS) */
+	uint64_t timeout_cap_ms;
+	/* tries of the current pass over the endpoints that reached etcd
+	 * and got no answer in time, or its "try later" */
+	size_t pass_busy;
 	int auth_retries;
 	int parked;		/* waits for the login */
 	struct backoff backoff; /* set up at its first pause */
@@ -108,6 +118,11 @@ void etcd_moved_on(struct etcd_client *c, size_t ep, const char *what,
 		   const char *why);
 /* etcd_outage: every endpoint failed in a row (logged once) */
 void etcd_outage(struct etcd_client *c, const char *why);
+/* etcd_slow: every endpoint took the call and none answered in time, or
+ * each said to try later: etcd is busy (or hung), not away (logged once
+ * until an answer; no outage is said, nor its end) */
+void etcd_slow(struct etcd_client *c, const char *what, uint64_t waited_ms,
+	       const char *why);
 /* etcd_answered: etcd answered (ends an outage) */
 void etcd_answered(struct etcd_client *c);
 /* etcd_judge: what reply r amounts to; rc and msg for V_FAIL, msg for

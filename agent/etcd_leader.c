@@ -180,7 +180,7 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 		w->nodes[w->n] = n;
 		w->contents[w->n++] = text;
 	}
-	if (l->need_record && !w->n && !l->record_due) {
+	if (l->need_record && !l->record_urgent && !l->record_due) {
 		struct timeval tv = {RECORD_WAIT_MS / 1000,
 				     (RECORD_WAIT_MS % 1000) * 1000};
 		if (!evtimer_pending(l->record_wait, NULL))
@@ -210,6 +210,7 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 	}
 	if (record) {
 		l->record_due = 0;
+		l->record_urgent = 0;
 		evtimer_del(l->record_wait);
 	}
 	key_of(l, ETCD_KEY_LEADER, NULL, lkey, sizeof(lkey));
@@ -256,18 +257,28 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
  * is written already go out in parallel, a node in one write at a time
  * (the next waits for it, so its inbox changes in order).
  *
- * A changed record with no inbox to go with it (nodes joining a round
- * that is still open, a success report while others run) waits up to
- * RECORD_WAIT_MS for more changes: a round of N nodes forming is then a
- * few writes of the record instead of one per batch of joins, each of
- * them the whole membership (O(N^2) bytes through raft). Nothing a node
- * is told waits: an inbox always goes out with the record as it is then.
- * A leader that dies meanwhile leaves the record a little older, which a
- * new leader mends as it mends any record: by applying every node key
- * again. */
+ * A change of the record that no inbox reflects (nodes joining a round
+ * that is still open, a success report while others run, how a node's
+ * workers entered their round) waits up to RECORD_WAIT_MS for more
+ * changes, and inboxes go out meanwhile without it: a round of N nodes
+ * forming is then a few writes of the record instead of one per batch
+ * of joins, each of them the whole membership (O(N^2) bytes through
+ * raft), and the N nodes of a new round saying how they entered it do
+ * not hold the other inboxes of that round behind a record write per
+ * batch of them. A change that inboxes reflect (record_urgent: a round,
+ * the job's state, its restart count or stop step) goes at once, before
+ * them. A leader that dies meanwhile leaves the record a little older,
+ * which a new leader mends as it mends any record: by applying every
+ * node key again.
+ *
+ * A write that etcd answered with an error puts its record and inboxes
+ * back (computed afresh when they go) and holds every write back for a
+ * pause (retry_backoff): 0.1 s at first, doubling to 2 s while they keep
+ * failing. */
 static void flush(struct etcd_leader *l)
 {
-	if (l->starting || !l->st)
+	/* after a failed write nothing goes out before its pause is over */
+	if (l->starting || !l->st || evtimer_pending(l->retry, NULL))
 		return;
 	while (l->nflight < WRITES_MAX && !l->record_flight) {
 		struct lwrite *w = NULL;
@@ -302,7 +313,7 @@ static void written(void *arg, const struct etcd_answer *a)
 	struct etcd_leader *l = w->l;
 	struct etcd_txn_response t;
 	char err[1024];
-	struct timeval tv = {1, 0};
+	uint64_t pause_ms;
 	w->call = NULL;
 	l->nflight--;
 	if (w->record)
@@ -324,17 +335,28 @@ static void written(void *arg, const struct etcd_answer *a)
 			w->contents[i] = NULL;
 		}
 		drop_write(w);
+		backoff_reset(&l->retry_backoff);
 		flush(l);
 		return;
 	}
-	log_error("etcd leader: write for job %s failed: %s; trying again",
-		  l->job, err);
+	/* the client retries what got no answer itself; this is an answer
+	 * that was an error. Its record and inboxes go out again, computed
+	 * afresh, after a pause that grows while writes keep failing: the
+	 * leader never gives up while it holds the key */
+	pause_ms = backoff_next(&l->retry_backoff);
+	log_error("etcd leader: write for job %s failed: %s; trying again "
+		  "in %llu ms",
+		  l->job, err, (unsigned long long)pause_ms);
 	l->need_record |= w->record;
+	l->record_urgent |= w->record;
 	for (size_t i = 0; i < w->n; i++)
 		etcd_leader_enqueue(l, w->nodes[i]);
 	drop_write(w);
-	if (!evtimer_pending(l->retry, NULL))
+	if (!evtimer_pending(l->retry, NULL)) {
+		struct timeval tv = {(time_t)(pause_ms / 1000),
+				     (suseconds_t)(pause_ms % 1000) * 1000};
 		evtimer_add(l->retry, &tv);
+	}
 }
 
 /* ---------------------------------------------------------- the loop */
@@ -373,6 +395,7 @@ static void after_batch(struct etcd_leader *l)
 	     r.preempt_step != l->last.preempt_step)) {
 		l->last = r;
 		l->have_last = 1;
+		l->record_urgent = 1; /* what every inbox says changed */
 		for (size_t i = 0; i < l->tab_size; i++)
 			for (struct lnode *n = l->tab[i]; n; n = n->next) {
 				if (n->held &&
@@ -612,6 +635,7 @@ struct etcd_leader *etcd_leader_new(struct event_base *base,
 	l->leader_rev = leader_rev;
 	l->deposed = deposed;
 	l->arg = arg;
+	backoff_init(&l->retry_backoff, 100, 2000, backoff_seed());
 	rdzv_limits_init(&limits);
 	limits.rerun_after_ms = rerun_after_ms;
 	l->st = rdzv_state_new(&limits);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlaunch/backoff.h"
 #include "dlaunch/rdzv_state.h"
 #include "etcd_keys.h"
 #include "etcd_proto.h"
@@ -21,8 +22,10 @@ struct etcd_client;
 struct etcd_watch;
 
 /* transactions in flight at once: a change of round at 4096 nodes is 35
- * of them, which one at a time took 18 s (docs/benchmarks.md) */
-#define WRITES_MAX   4
+ * of them, which one at a time took 18 s (docs/benchmarks.md); etcd
+ * commits the ones that arrive together in one raft entry and one fsync,
+ * so a wider window costs etcd little more than one transaction does */
+#define WRITES_MAX   8
 #define NODE_VAL_MAX (256 * 1024)
 
 struct lnode {
@@ -67,6 +70,12 @@ struct etcd_leader {
 	struct lnode **queue; /* nodes whose inbox may have to change */
 	size_t nqueue, queue_cap;
 	int need_record;
+	/* the record's change is one the inboxes reflect (a round, the
+	 * job's state, its restart count or stop step): it goes before
+	 * them. Any other (a join to an open round, how a node entered its
+	 * round, a report while others run) waits for record_wait and
+	 * holds no inbox back */
+	int record_urgent;
 	int have_last;
 	struct rdzv_reply last;
 	/* the read (the record, the node keys) and the writes in flight: a
@@ -78,7 +87,10 @@ struct etcd_leader {
 	int record_flight; /* one of them carries the record */
 	struct etcd_watch *watch;
 	struct event *timer, *retry, *record_wait;
-	int record_due; /* record_wait fired: the record goes out alone */
+	/* the pause before writes that failed go out again: short at
+	 * first, longer while they keep failing (etcd overloaded) */
+	struct backoff retry_backoff;
+	int record_due; /* record_wait fired: the record goes out */
 	int starting;
 	uint64_t ended_wall_ms; /* when the job ended (etcd_record.h) */
 };

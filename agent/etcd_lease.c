@@ -3,7 +3,7 @@
  * etcd_lease.c - the etcd client's lease (etcd_client.h): granted with an
  * id of its own (a retried grant is one grant), kept alive every third of
  * its TTL, each keep-alive's try bounded so that a member that hangs does
- * not cost it.
+ * not cost it, and long enough that an etcd that is only slow does.
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -30,8 +30,19 @@ struct etcd_lease {
 	void *arg;
 	struct etcd_call *call;
 	uint64_t sent_ms; /* when the call in flight was made */
+	/* how long a keep-alive's first try waits: a quarter of the TTL
+	 * while etcd answers quickly, twice the last answer's time while
+	 * it is slow (up to the TTL) */
+	uint64_t try_ms;
 	struct event *timer;
 };
+
+/* try_base_ms: a keep-alive's first try when etcd answers quickly */
+static uint64_t try_base_ms(const struct etcd_lease *l)
+{
+	uint64_t t = l->ttl_s * 1000 / 4;
+	return t < KEEPALIVE_TRY_MIN_MS ? KEEPALIVE_TRY_MIN_MS : t;
+}
 
 static void lease_send(struct etcd_lease *l);
 
@@ -97,6 +108,16 @@ static void on_lease(void *arg, const struct etcd_answer *a)
 		l->cb(l->arg, l->id, lost, NULL);
 		return;
 	}
+	/* the next keep-alive's first try: twice what this answer took,
+	 * between a quarter of the TTL and the TTL. A member that hangs
+	 * while etcd is quick costs a quarter of the TTL; an overloaded
+	 * etcd whose answers take longer than that gets the time it needs,
+	 * instead of each keep-alive given up before its answer and sent
+	 * to the next member, just as busy, until the lease expires */
+	uint64_t lat = l->c->answer_try_ms, ttl_ms = l->ttl_s * 1000ull;
+	l->try_ms = 2 * lat < try_base_ms(l) ? try_base_ms(l)
+		    : 2 * lat > ttl_ms	     ? ttl_ms
+					     : 2 * lat;
 	/* every third of the TTL from when this keep-alive was sent: an
 	 * answer that was slow to come does not push the next one back */
 	uint64_t due = l->sent_ms + l->ttl_s * 1000 / 3, now = clock_now_ms();
@@ -119,18 +140,22 @@ static void lease_send(struct etcd_lease *l)
 		l->call = etcd_call(l->c, "lease grant", "/v3/lease/grant",
 				    body, 0, on_lease, l);
 	if (rc == 0 && l->id) {
-		/* a member that hangs must not cost the lease: each try
-		 * waits a quarter of the TTL, then the next member is
-		 * asked, in time whatever the TTL (the next keep-alive is
-		 * due a third of the TTL after this one) */
+		/* a member that hangs must not cost the lease: the first
+		 * try waits a quarter of the TTL (while etcd is quick, see
+		 * on_lease), then the next member is asked, in time
+		 * whatever the TTL (the next keep-alive is due a third of
+		 * the TTL after this one). A try that took the connection
+		 * and got no answer makes the next one wait twice as long,
+		 * up to the TTL: when every member is slow, the answer
+		 * gets the time it takes */
 		l->call =
 		    etcd_call_new(l->c, "lease keep-alive",
 				  "/v3/lease/keepalive", body, 0, on_lease, l);
 		if (l->call) {
-			uint64_t t = l->ttl_s * 1000 / 4;
-			l->call->timeout_ms =
-			    t < KEEPALIVE_TRY_MIN_MS ? KEEPALIVE_TRY_MIN_MS : t;
-			l->call->fixed_timeout = 1;
+			l->call->timeout_ms = l->try_ms;
+			l->call->timeout_cap_ms = l->ttl_s * 1000ull > l->try_ms
+						      ? l->ttl_s * 1000ull
+						      : l->try_ms;
 			etcd_call_attempt(l->call);
 		}
 	}
@@ -149,6 +174,7 @@ struct etcd_lease *etcd_lease_new(struct etcd_client *c, unsigned ttl_s,
 	l->ttl_s = ttl_s;
 	l->cb = cb;
 	l->arg = arg;
+	l->try_ms = try_base_ms(l);
 	l->timer = evtimer_new(c->base, on_lease_timer, l);
 	if (!l->timer) {
 		free(l);

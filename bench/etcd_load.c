@@ -250,6 +250,37 @@ static void fx_print_report(void *ctx, json_t *job_failures,
 	(void)own_failures;
 }
 
+/* a simulated node has no worker to declare abort and membership: a
+ * round that ends restarts it, as it restarts a real agent's workers that
+ * did not declare them */
+static int fx_in_place(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+static void fx_abort_workers(void *ctx, uint64_t round, const char *reason)
+{
+	(void)ctx;
+	(void)round;
+	(void)reason;
+}
+
+static void fx_reform_workers(void *ctx, const struct agent_round *r)
+{
+	(void)ctx;
+	(void)r;
+}
+
+/* the node's workers entered a round: the backend says how, as a real
+ * agent's does (after a restart, one more write of the node key) */
+static void fx_entered(void *ctx)
+{
+	struct sim *s = ctx;
+	if (s->r->ops->entered)
+		s->r->ops->entered(s->r);
+}
+
 /* the node's loop is over: only a failed join or the job's end lead here,
  * and neither belongs in this benchmark */
 static void fx_finish(void *ctx)
@@ -270,7 +301,11 @@ static const struct agent_fsm_ops sim_ops = {
     .leave = fx_leave,
     .status = fx_status,
     .print_report = fx_print_report,
+    .entered = fx_entered,
     .finish = fx_finish,
+    .in_place = fx_in_place,
+    .abort_workers = fx_abort_workers,
+    .reform_workers = fx_reform_workers,
 };
 
 static void rotated(const struct opts *o, int by, char *out, size_t size)

@@ -20,18 +20,24 @@
 
 #include "../../agent/etcd_client.h"
 #include "../../agent/etcd_leader.h"
+#include "../../agent/etcd_leader_int.h" /* WRITES_MAX */
+#include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/rdzv_state.h"
 
 /* ------------------------------------------------------ the fake client */
 
-#define MAX_CALLS 32
+#define MAX_CALLS 128
 
 struct etcd_call {
 	char path[64];
 	etcd_cb cb;
 	void *arg;
 	int canceled, answered;
+	/* a transaction's: its operations, the keys (base64) of its first
+	 * and last put */
+	size_t ops;
+	char first_key[128], last_key[128];
 };
 
 struct etcd_watch {
@@ -52,13 +58,28 @@ struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
 	struct etcd_call *k;
 	(void)c;
 	(void)what;
-	(void)body;
 	(void)flags;
 	if (ncalls == MAX_CALLS)
 		return NULL;
 	k = &calls[ncalls++];
 	memset(k, 0, sizeof(*k));
 	snprintf(k->path, sizeof(k->path), "%s", path);
+	if (strcmp(path, "/v3/kv/txn") == 0) {
+		json_t *ops = json_object_get(body, "success");
+		size_t n = json_array_size(ops);
+		const char *first = json_string_value(json_object_get(
+		    json_object_get(json_array_get(ops, 0), "request_put"),
+		    "key"));
+		const char *last = json_string_value(json_object_get(
+		    json_object_get(json_array_get(ops, n ? n - 1 : 0),
+				    "request_put"),
+		    "key"));
+		k->ops = n;
+		snprintf(k->first_key, sizeof(k->first_key), "%s",
+			 first ? first : "");
+		snprintf(k->last_key, sizeof(k->last_key), "%s",
+			 last ? last : "");
+	}
 	k->cb = cb;
 	k->arg = arg;
 	return k;
@@ -147,6 +168,48 @@ static size_t answer_left(const char *body)
 			n++;
 		}
 	return n;
+}
+
+/* answer_error: call i ends without an answer of etcd's (rc, why) */
+static void answer_error(size_t i, int rc, const char *why)
+{
+	struct etcd_answer a = {rc, "", 0, why};
+	assert_true(i < ncalls);
+	assert_false(calls[i].canceled);
+	assert_false(calls[i].answered);
+	calls[i].answered = 1;
+	calls[i].cb(calls[i].arg, &a);
+}
+
+/* txns_pending: the transactions sent and not yet answered or canceled */
+static size_t txns_pending(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ncalls; i++)
+		n += strcmp(calls[i].path, "/v3/kv/txn") == 0 &&
+		     !calls[i].canceled && !calls[i].answered;
+	return n;
+}
+
+/* oldest_txn: the first transaction not yet answered, or ncalls */
+static size_t oldest_txn(void)
+{
+	size_t i;
+	for (i = 0; i < ncalls; i++)
+		if (strcmp(calls[i].path, "/v3/kv/txn") == 0 &&
+		    !calls[i].canceled && !calls[i].answered)
+			break;
+	return i;
+}
+
+static void b64(const char *in, char *out);
+
+/* is_key: whether the base64 key k is key */
+static int is_key(const char *k, const char *key)
+{
+	char want[128];
+	b64(key, want);
+	return strcmp(k, want) == 0;
 }
 
 static void b64(const char *in, char *out)
@@ -409,6 +472,246 @@ static void test_inboxes_in_parallel_after_record(void **state)
 	event_base_free(base);
 }
 
+/* start_round_of: a new leader (node N0) of a job of n nodes, the record
+ * read (none) and the node keys read: the round of n closes at once */
+static struct etcd_leader *start_round_of(struct event_base *base, int n,
+					  void (*deposed)(void *))
+{
+	struct etcd_leader *l;
+	char empty[256], *nodes;
+	ncalls = nwatches = 0;
+	deposed_count = 0;
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "N0", 5, 0, deposed, NULL);
+	assert_non_null(l);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	answer(0, empty);
+	nodes = node_range_n(11, n);
+	answer(1, nodes);
+	free(nodes);
+	return l;
+}
+
+/* A change of round at 4096 nodes, as a takeover makes it: the record
+ * goes first, alone in flight, with the first 120 inboxes (121 of etcd's
+ * 128 operations); once it is written the other 3976 inboxes go out, at
+ * most WRITES_MAX transactions at once and never more, each within
+ * etcd's limit, this agent's own inbox (N0's) last; every inbox exactly
+ * once, and the record once. */
+static void test_window_bound_and_record_first(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char ok[256];
+	size_t inboxes = 0, records = 0, most = 0, i, last = 0;
+	(void)state;
+	assert_non_null(base);
+	l = start_round_of(base, 4096, on_deposed);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	/* the round closed: one write in flight, the record's */
+	assert_int_equal(txns_pending(), 1);
+	i = oldest_txn();
+	assert_true(is_key(calls[i].first_key, "/p/job/state"));
+	assert_int_equal(calls[i].ops, 121);
+	records++;
+	inboxes += calls[i].ops - 1;
+	answer(i, ok);
+	/* written: the window fills at once */
+	assert_int_equal(txns_pending(), WRITES_MAX);
+	while ((i = oldest_txn()) < ncalls) {
+		size_t now = txns_pending();
+		most = now > most ? now : most;
+		assert_true(now <= WRITES_MAX);
+		assert_false(is_key(calls[i].first_key, "/p/job/state"));
+		assert_true(calls[i].ops >= 1 && calls[i].ops <= 120);
+		inboxes += calls[i].ops;
+		last = i;
+		answer(i, ok);
+	}
+	assert_int_equal(most, WRITES_MAX);
+	assert_int_equal(records, 1);
+	assert_int_equal(inboxes, 4096);
+	assert_true(is_key(calls[last].last_key, "/p/job/inbox/N0"));
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
+/* An inbox write that etcd answers with an error: its inboxes go out
+ * again, after a pause (nothing is sent meanwhile, even when another
+ * write succeeds), in a write of their own; none is lost and the leader
+ * is not deposed. */
+static void test_failed_inbox_write_retried(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char ok[256];
+	size_t first, second, before, again;
+	uint64_t deadline;
+	(void)state;
+	assert_non_null(base);
+	l = start_round_of(base, 300, on_deposed);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	answer(oldest_txn(), ok); /* the record and 120 inboxes */
+	assert_int_equal(txns_pending(), 2);
+	first = oldest_txn();
+	assert_int_equal(calls[first].ops, 120);
+	answer_error(first, DL_EPROTO, "etcd: too many requests (code 2)");
+	second = oldest_txn();
+	assert_int_equal(calls[second].ops, 60);
+	before = ncalls;
+	answer(second, ok);
+	assert_int_equal(ncalls, before); /* held back: the pause */
+	/* the pause ends (0.1 s at first): the 120 go out again */
+	deadline = clock_now_ms() + 5000;
+	while (ncalls == before && clock_now_ms() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_int_equal(ncalls, before + 1);
+	again = oldest_txn();
+	assert_int_equal(again, before);
+	assert_false(is_key(calls[again].first_key, "/p/job/state"));
+	assert_int_equal(calls[again].ops, 120);
+	answer(again, ok);
+	assert_int_equal(txns_pending(), 0);
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
+/* Freed with a full window of writes and a read of the nodes (the watch
+ * compacted) in flight, and again from inside deposed() when one of them
+ * finds another leader: every call is canceled, none is answered into
+ * freed memory (under ASan a use after free otherwise). */
+static void test_freed_with_window_in_flight(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char ok[256], lost[256], empty[256];
+	size_t n;
+	(void)state;
+	assert_non_null(base);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	snprintf(lost, sizeof(lost),
+		 HDR ",\"succeeded\":false,\"responses\":[]}", 13);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 14);
+	/* freed by its owner */
+	l = start_round_of(base, 2000, on_deposed);
+	answer(oldest_txn(), ok);
+	assert_int_equal(txns_pending(), WRITES_MAX);
+	watches[0].cb(watches[0].arg, ETCD_WATCH_COMPACTED, NULL, NULL);
+	assert_int_equal(pending(), WRITES_MAX + 1);
+	n = ncalls;
+	etcd_leader_free(l);
+	assert_int_equal(answer_left(empty), 0);
+	for (size_t i = 2; i < n; i++)
+		assert_true(calls[i].answered || calls[i].canceled);
+	/* freed inside deposed(), with seven other writes out */
+	to_free = start_round_of(base, 2000, on_deposed_free);
+	answer(oldest_txn(), ok);
+	assert_int_equal(txns_pending(), WRITES_MAX);
+	n = ncalls;
+	answer(oldest_txn(), lost);
+	assert_int_equal(deposed_count, 1);
+	assert_null(to_free);
+	assert_int_equal(ncalls, n); /* nothing more written */
+	assert_int_equal(answer_left(ok), 0);
+	event_base_free(base);
+}
+
+/* recovered: node id's key, now also saying its workers entered round
+ * 1 restarted (as a node writes it after a restart), as an event of the
+ * node watch at revision rev */
+static void recovered(const char *id, int count, int rev)
+{
+	struct rdzv_job_config cfg;
+	struct etcd_watch_response w;
+	struct etcd_event e;
+	char key[64], *value;
+	json_t *v;
+	rdzv_job_config_init(&cfg);
+	cfg.min_nodes = (uint32_t)count;
+	cfg.max_nodes = (uint32_t)count;
+	v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o, s:{s:i, s:s, s:s}}",
+		      "incarnation", "i1", "addr", "192.0.2.1", "nproc", 1,
+		      "master_port", 0, "join", 1, "config",
+		      rdzv_job_config_json(&cfg), "recovery", "round", 1, "how",
+		      "restarted", "why", "test");
+	value = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	assert_non_null(value);
+	snprintf(key, sizeof(key), "/p/job/nodes/%s", id);
+	memset(&w, 0, sizeof(w));
+	memset(&e, 0, sizeof(e));
+	e.type = ETCD_EVENT_PUT;
+	e.kv.key = key;
+	e.kv.key_len = strlen(key);
+	e.kv.value = value;
+	e.kv.value_len = strlen(value);
+	e.kv.mod_revision = rev;
+	w.header.revision = rev;
+	w.events = &e;
+	w.n_events = 1;
+	watches[0].cb(watches[0].arg, ETCD_WATCH_EVENTS, &w, NULL);
+	free(value);
+}
+
+/* While the inboxes of a new round go out, nodes of it say how they
+ * entered it: a change of the record that no inbox reflects. The
+ * inboxes go on, the window full, without waiting for a record write;
+ * the record follows within its wait (1 s), once. */
+static void test_record_no_inbox_reflects_waits(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char ok[256];
+	size_t i, records = 0, before;
+	uint64_t deadline;
+	(void)state;
+	assert_non_null(base);
+	l = start_round_of(base, 2000, on_deposed);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	answer(oldest_txn(), ok); /* the record, 120 inboxes */
+	assert_int_equal(txns_pending(), WRITES_MAX);
+	recovered("N5", 2000, 20);
+	recovered("N6", 2000, 21);
+	/* the next inbox writes carry no record, and the window stays full */
+	for (int k = 0; k < 4; k++) {
+		answer(oldest_txn(), ok);
+		assert_int_equal(txns_pending(), WRITES_MAX);
+		i = ncalls - 1;
+		assert_false(is_key(calls[i].first_key, "/p/job/state"));
+	}
+	/* the record's wait ends: it goes, once */
+	before = ncalls;
+	deadline = clock_now_ms() + 5000;
+	while (clock_now_ms() < deadline) {
+		for (i = before; i < ncalls; i++)
+			records += is_key(calls[i].first_key, "/p/job/state");
+		before = ncalls;
+		if (records)
+			break;
+		if ((i = oldest_txn()) < ncalls)
+			answer(i, ok);
+		else
+			event_base_loop(base, EVLOOP_ONCE);
+	}
+	assert_int_equal(records, 1);
+	while ((i = oldest_txn()) < ncalls) {
+		answer(i, ok);
+		for (size_t k = before; k < ncalls; k++)
+			records += is_key(calls[k].first_key, "/p/job/state");
+		before = ncalls;
+	}
+	assert_int_equal(records, 1);
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +719,10 @@ int main(void)
 	    cmocka_unit_test(test_write_answered_during_read),
 	    cmocka_unit_test(test_inboxes_in_parallel_after_record),
 	    cmocka_unit_test(test_deposed_with_calls_in_flight),
+	    cmocka_unit_test(test_window_bound_and_record_first),
+	    cmocka_unit_test(test_failed_inbox_write_retried),
+	    cmocka_unit_test(test_freed_with_window_in_flight),
+	    cmocka_unit_test(test_record_no_inbox_reflects_waits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
