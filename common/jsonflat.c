@@ -29,20 +29,19 @@ static void skip_ws(struct cursor *c)
  * the opening quote. */
 static int read_string(struct cursor *c, const char **s, size_t *len)
 {
-	const char *start;
+	const char *start, *end;
 	if (c->p >= c->end || *c->p != '"')
 		return -1;
 	start = ++c->p;
-	for (; c->p < c->end && *c->p != '"'; c->p++) {
-		unsigned char ch = (unsigned char)*c->p;
-		if (ch < 0x20 || ch > 0x7e || ch == '\\')
-			return -1;
-	}
-	if (c->p >= c->end)
+	end = memchr(start, '"', (size_t)(c->end - start));
+	if (!end)
 		return -1;
+	for (const char *q = start; q < end; q++)
+		if ((unsigned char)(*q - 0x20) > 0x7e - 0x20 || *q == '\\')
+			return -1;
 	*s = start;
-	*len = (size_t)(c->p - start);
-	c->p++;
+	*len = (size_t)(end - start);
+	c->p = end + 1;
 	return 0;
 }
 

@@ -67,6 +67,9 @@ static int status_write(struct buf *b, const struct rdzv_reply *r)
 	if (r->round > INT64_MAX || r->preempt_step > INT64_MAX ||
 	    !plain(state) || !plain(action))
 		return -1;
+	/* one allocation: the longest answer is under 160 bytes */
+	if (buf_reserve(b, 160))
+		return -1;
 	if (buf_append_str(b, "{\"round\":") || put_u64(b, r->round) ||
 	    buf_append_str(b, ",\"state\":\"") || buf_append_str(b, state) ||
 	    buf_append_str(b, "\",\"action\":\"") ||

@@ -85,14 +85,27 @@ static const char *reason_of(int status)
 	return "Unknown";
 }
 
-/* send_response sends resp as req's one reply and counts it. */
+static void free_body(const void *data, size_t len, void *arg)
+{
+	(void)len;
+	(void)arg;
+	free((void *)data);
+}
+
+/* send_response sends resp as req's one reply and counts it. The body's
+ * storage goes to libevent, which frees it once written (resp's body is
+ * left empty); a copy only where libevent will not take it. */
 static void send_response(struct rdzv_http *http, struct evhttp_request *req,
 			  struct rdzv_response *resp, uint64_t start_ns)
 {
 	struct evbuffer *out = http->out;
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	evbuffer_add(out, resp->body.data ? resp->body.data : "",
-		     resp->body.len);
+	if (resp->body.len &&
+	    evbuffer_add_reference(out, resp->body.data, resp->body.len,
+				   free_body, NULL) == 0)
+		buf_init(&resp->body, resp->body.max_bytes);
+	else if (resp->body.len)
+		evbuffer_add(out, resp->body.data, resp->body.len);
 	evhttp_add_header(h, "Content-Type", resp->content_type);
 	evhttp_add_header(h, "Cache-Control", "no-store");
 	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");

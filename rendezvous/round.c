@@ -640,8 +640,10 @@ int rdzv_member_recovery(struct rdzv_state *st, const char *job,
 		history_recovery(j, how);
 	}
 	m->recovery = how;
-	snprintf(m->recovery_why, sizeof(m->recovery_why), "%s",
-		 why ? why : "");
+	/* agents repeat it with every heartbeat of the round */
+	if (strcmp(m->recovery_why, why ? why : "") != 0)
+		snprintf(m->recovery_why, sizeof(m->recovery_why), "%s",
+			 why ? why : "");
 	return 0;
 }
 
