@@ -151,6 +151,9 @@ struct agent {
 	char site_dir[PATH_MAX]; /* the sitecustomize's ("": none) */
 	uint64_t stall_round;	 /* a stall was found in this round (+1) */
 	unsigned stragglers;	 /* stragglers seen in this run */
+	/* the node's median step at straggler_ref_ms (0: none yet): a
+	 * straggler is behind where the others were a while ago */
+	uint64_t straggler_ref_step, straggler_ref_ms;
 };
 
 /* workers.c: each posts to a->fsm what happens to the workers */

@@ -147,10 +147,17 @@ static int by_step(const void *x, const void *y)
 }
 
 /* stragglers: ranks more than straggler_steps behind the node's median
- * step while another rank moved within the last window_ms */
+ * step of STRAGGLER_LAG_MS (or a little more) ago, while another rank
+ * moved within the last window_ms. Not the median of now: the ranks'
+ * step lines reach the agent at slightly different times, so at
+ * thousands of steps a second a snapshot finds a synchronous rank steps
+ * behind (190 such in 10 minutes of bench.py hangfp); a rank that is
+ * slow for real has not even reached where the others were a second
+ * ago. Judged once per STRAGGLER_LAG_MS. */
+#define STRAGGLER_LAG_MS 1000
 static void stragglers(struct agent *a, uint64_t now, uint64_t window_ms)
 {
-	uint64_t steps[AGENT_MAX_NPROC], median, newest = 0;
+	uint64_t steps[AGENT_MAX_NPROC], median, ref, newest = 0;
 	int n = 0;
 	for (int i = 0; i < a->n_workers && n < AGENT_MAX_NPROC; i++) {
 		struct agent_worker *w = &a->workers[i];
@@ -164,13 +171,21 @@ static void stragglers(struct agent *a, uint64_t now, uint64_t window_ms)
 		return;
 	qsort(steps, (size_t)n, sizeof(steps[0]), by_step);
 	median = steps[n / 2];
+	if (a->straggler_ref_ms && now - a->straggler_ref_ms < STRAGGLER_LAG_MS)
+		return;
+	ref = a->straggler_ref_step;
+	a->straggler_ref_step = median;
+	if (!a->straggler_ref_ms) {
+		a->straggler_ref_ms = now;
+		return;
+	}
+	a->straggler_ref_ms = now;
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
 		int behind;
 		if (w->pid <= 0 || w->reaped || !w->ctl.has_step)
 			continue;
-		behind =
-		    w->ctl.step + (uint64_t)a->cfg.straggler_steps < median;
+		behind = w->ctl.step + (uint64_t)a->cfg.straggler_steps < ref;
 		if (behind && !w->straggling) {
 			a->stragglers++;
 			log_warn(
@@ -265,6 +280,9 @@ int progress_arm(struct agent *a)
 	if (a->cfg.progress_timeout_ms == 0 && a->cfg.hang_timeout_ms == 0 &&
 	    a->cfg.straggler_steps == 0)
 		return 0;
+	/* new workers: steps start over (or from a checkpoint) */
+	a->straggler_ref_ms = 0;
+	a->straggler_ref_step = 0;
 	if (a->cfg.progress_timeout_ms &&
 	    a->cfg.progress_timeout_ms / 4 < every_ms)
 		every_ms = a->cfg.progress_timeout_ms / 4;

@@ -8,7 +8,8 @@
 #   make bench-quick    the same with fewer sizes and repetitions (< 5 min)
 #   make bench-build    only build the benchmark programs (also part of all)
 #   make bench-launch | bench-restart | bench-nodeloss | bench-rdzv |
-#        bench-etcd | bench-dist | bench-flight | bench-train | bench-ckpt
+#        bench-etcd | bench-dist | bench-flight | bench-train | bench-ckpt |
+#        bench-hang | bench-hangfp
 #                       one benchmark (full)
 #   make bench-report   redo the table and plots from bench/results/*.json
 #
@@ -78,14 +79,15 @@ $(BENCH_DIR)/ckpt_bench: $(call objs,bench/ckpt_bench.c) $(TRAIN_LIB) \
 endif
 
 .PHONY: bench-build bench-suite bench-launch bench-restart bench-nodeloss \
-	bench-reform bench-trainloss bench-rdzv bench-etcd bench-dist bench-flight bench-train bench-ckpt bench-report
+	bench-reform bench-trainloss bench-rdzv bench-etcd bench-dist bench-flight bench-train bench-ckpt \
+	bench-hang bench-hangfp bench-report
 all: $(BENCH_BINS)
 bench-build: $(BENCH_BINS)
 
 # Every run first builds everything (a sub-make: $(BINS) is not complete
 # yet where this fragment is read, since bench/ sorts before the others).
 BENCH_ONE = bench-launch bench-restart bench-nodeloss bench-reform bench-trainloss bench-rdzv bench-etcd \
-	bench-dist bench-flight bench-train bench-ckpt
+	bench-dist bench-flight bench-train bench-ckpt bench-hang bench-hangfp
 $(BENCH_ONE):
 	@$(MAKE) --no-print-directory all
 	$(BENCH_PY) $(patsubst bench-%,%,$@) $(BENCH_ARGS)
