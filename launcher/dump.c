@@ -26,6 +26,7 @@
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "etcd_options.h"
+#include "rdzv_cli.h"
 
 extern char **environ;
 
@@ -36,12 +37,8 @@ extern char **environ;
 struct dump_options {
 	int help;
 	int json;
-	const char *backend;
-	const char *conf;
-	const char *endpoint;
+	struct rdzv_cli r;
 	const char *job;
-	const char *token_file;
-	const char *ca_file;
 	uint64_t timeout_ms;
 };
 
@@ -123,7 +120,7 @@ static void on_open(void *arg, const struct client_reply *r)
 		fprintf(stderr,
 			"dlaunch: cannot reach rendezvous at %s: %s (is "
 			"dlaunch-rdzv running?)\n",
-			d->o->endpoint, r->error);
+			d->o->r.endpoint, r->error);
 		finish(d, 1);
 		return;
 	}
@@ -132,7 +129,7 @@ static void on_open(void *arg, const struct client_reply *r)
 	    !id_ok(id)) {
 		fprintf(stderr,
 			"dlaunch: dump: rendezvous at %s answered %ld: %s\n",
-			d->o->endpoint, r->status,
+			d->o->r.endpoint, r->status,
 			*r->error ? r->error : "no trigger id");
 		finish(d, 1);
 		return;
@@ -182,10 +179,6 @@ static void print_answer(const struct dump_run *d)
 
 #define DO(f) OPT_FIELD(struct dump_options, f)
 
-static const char *const dump_backends[] = {
-    "dlaunch", "c10d", "etcd", "etcd-v1", "etcd-v2", "etcd-v3", NULL};
-#define DUMP_FIRST_ETCD 2
-
 static const struct opt_spec dump_specs[] = {
     {.name = "help",
      .short_name = 'h',
@@ -193,31 +186,7 @@ static const struct opt_spec dump_specs[] = {
      .flags = OPT_STOP,
      DO(help),
      .help = "show this help and exit"},
-    {.name = "rdzv-backend",
-     .type = OPT_STRING,
-     DO(backend),
-     .choices = dump_backends,
-     .env = "PET_RDZV_BACKEND",
-     .metavar = "NAME",
-     .unset = "dlaunch",
-     .help = "dlaunch (or c10d): a dlaunch-rdzv server; etcd (or etcd-v1, "
-	     "etcd-v2, etcd-v3): the job's keys in etcd"},
-    {.name = "rdzv-endpoint",
-     .type = OPT_STRING,
-     .flags = OPT_EMPTY_UNSET,
-     DO(endpoint),
-     .env = "PET_RDZV_ENDPOINT",
-     .metavar = "HOST:PORT|URL",
-     .unset = "$PET_RDZV_ENDPOINT; required",
-     .help = "the job's dlaunch-rdzv server, or its etcd members "
-	     "(HOST[:PORT],...)"},
-    {.name = "rdzv-conf",
-     .type = OPT_STRING,
-     DO(conf),
-     .env = "PET_RDZV_CONF",
-     .metavar = "K=V,...",
-     .help = "with etcd: dlaunch's --rdzv-conf (protocol, cacert, cert, "
-	     "key, username, password_file, key_prefix are used)"},
+    RDZV_CLI_SPECS(struct dump_options, r),
     {.name = "rdzv-id",
      .type = OPT_NAME,
      DO(job),
@@ -226,16 +195,6 @@ static const struct opt_spec dump_specs[] = {
      .metavar = "ID",
      .unset = "required",
      .help = "the job to dump"},
-    {.name = "rdzv-token-file",
-     .type = OPT_STRING,
-     DO(token_file),
-     .metavar = "FILE",
-     .help = "bearer token for a dlaunch-rdzv started with --token-file"},
-    {.name = "rdzv-ca",
-     .type = OPT_STRING,
-     DO(ca_file),
-     .metavar = "FILE",
-     .help = "CA certificate to verify a TLS dlaunch-rdzv (implies https)"},
     {.name = "timeout",
      .type = OPT_DURATION,
      DO(timeout_ms),
@@ -289,20 +248,12 @@ static int dump_parse(int argc, char **argv, struct dump_options *o)
 			argv[next]);
 		return 2;
 	}
-	if (!o->endpoint || !o->job) {
+	if (!o->r.endpoint || !o->job) {
 		fprintf(stderr, "dlaunch: error: dump needs --rdzv-endpoint "
 				"and --rdzv-id\n");
 		return 2;
 	}
 	return -1;
-}
-
-static int backend_index(const char *backend)
-{
-	for (int i = 0; backend && dump_backends[i]; i++)
-		if (strcmp(backend, dump_backends[i]) == 0)
-			return i;
-	return backend ? -1 : 0;
 }
 
 static int dump_etcd(const struct dump_options *o, struct dump_run *d)
@@ -314,13 +265,7 @@ static int dump_etcd(const struct dump_options *o, struct dump_run *d)
 		fprintf(stderr, "dlaunch: error: out of memory\n");
 		return 1;
 	}
-	launcher_options_init(lo);
-	lo->rdzv_backend = LAUNCHER_BACKEND_ETCD;
-	lo->cfg.mode = AGENT_MODE_ETCD;
-	lo->cfg.endpoint = o->endpoint;
-	if ((o->conf &&
-	     launcher_rdzv_conf_apply(lo, o->conf, err, sizeof(err)) != 0) ||
-	    launcher_etcd_check(lo, err, sizeof(err)) != 0) {
+	if (rdzv_cli_etcd_config(&o->r, lo, err, sizeof(err)) != 0) {
 		fprintf(stderr, "dlaunch: error: dump: %s\n", err);
 		goto out;
 	}
@@ -348,38 +293,27 @@ int dump_main(int argc, char **argv)
 {
 	struct dump_options o;
 	struct dump_run d;
-	char err[512], path[512], *token = NULL;
+	char path[512];
 	json_t *body = NULL;
-	int rc = dump_parse(argc, argv, &o);
+	int rc = dump_parse(argc, argv, &o), etcd;
 
 	if (rc >= 0)
 		return rc;
 	memset(&d, 0, sizeof(d));
 	d.o = &o;
 	d.rc = 1;
-	if (backend_index(o.backend) < 0) {
-		fprintf(stderr,
-			"dlaunch: error: dump: --rdzv-backend %s is not one of "
-			"dlaunch, c10d, etcd, etcd-v1, etcd-v2, etcd-v3\n",
-			o.backend);
+	etcd = rdzv_cli_is_etcd(&o.r, "dump");
+	if (etcd < 0)
 		return 2;
-	}
-	if (backend_index(o.backend) >= DUMP_FIRST_ETCD) {
+	if (etcd) {
 		rc = dump_etcd(&o, &d);
 		json_decref(d.answer);
 		return rc;
 	}
-	if (o.token_file &&
-	    fs_read_token(o.token_file, &token, err, sizeof(err)) != 0) {
-		fprintf(stderr, "dlaunch: error: %s\n", err);
-		return 2;
-	}
-	d.base = event_base_new();
 	d.deadline = clock_now_ms() + o.timeout_ms;
-	if (!d.base || client_new(d.base, o.endpoint, token, o.ca_file, &d.c,
-				  err, sizeof(err)) != 0) {
-		fprintf(stderr, "dlaunch: error: %s\n",
-			d.base ? err : "cannot create event loop");
+	rc = rdzv_cli_client(&o.r, &d.base, &d.c);
+	if (rc) {
+		d.rc = rc;
 		goto out;
 	}
 	d.poll = evtimer_new(d.base, on_poll, &d);
@@ -396,9 +330,6 @@ out:
 	json_decref(d.answer);
 	if (d.poll)
 		event_free(d.poll);
-	client_free(d.c);
-	if (d.base)
-		event_base_free(d.base);
-	free(token);
+	rdzv_cli_client_free(d.base, d.c);
 	return d.rc;
 }

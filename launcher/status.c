@@ -20,6 +20,7 @@
 #include "dlaunch/opt.h"
 #include "dlaunch/parse.h"
 #include "etcd_options.h"
+#include "rdzv_cli.h"
 
 extern char **environ;
 
@@ -188,21 +189,11 @@ static void on_reply(void *arg, const struct client_reply *r)
 
 struct status_options {
 	int help;
-	const char *backend;
-	const char *conf;
-	const char *endpoint;
+	struct rdzv_cli r;
 	const char *job;
-	const char *token_file;
-	const char *ca_file;
 };
 
 #define SO(f) OPT_FIELD(struct status_options, f)
-
-/* --rdzv-backend's names (the words completion offers): a dlaunch-rdzv
- * server for the first two, etcd's job records for the rest */
-static const char *const status_backends[] = {
-    "dlaunch", "c10d", "etcd", "etcd-v1", "etcd-v2", "etcd-v3", NULL};
-#define STATUS_FIRST_ETCD 2
 
 static const struct opt_spec status_specs[] = {
     {.name = "help",
@@ -211,31 +202,7 @@ static const struct opt_spec status_specs[] = {
      .flags = OPT_STOP,
      SO(help),
      .help = "show this help and exit"},
-    {.name = "rdzv-backend",
-     .type = OPT_STRING,
-     SO(backend),
-     .choices = status_backends,
-     .env = "PET_RDZV_BACKEND",
-     .metavar = "NAME",
-     .unset = "dlaunch",
-     .help = "dlaunch (or c10d): a dlaunch-rdzv server; etcd (or etcd-v1, "
-	     "etcd-v2, etcd-v3): the job records in etcd"},
-    {.name = "rdzv-endpoint",
-     .type = OPT_STRING,
-     .flags = OPT_EMPTY_UNSET,
-     SO(endpoint),
-     .env = "PET_RDZV_ENDPOINT",
-     .metavar = "HOST:PORT|URL",
-     .unset = "$PET_RDZV_ENDPOINT; required",
-     .help = "the dlaunch-rdzv server to ask, or the etcd members "
-	     "(HOST[:PORT],...)"},
-    {.name = "rdzv-conf",
-     .type = OPT_STRING,
-     SO(conf),
-     .env = "PET_RDZV_CONF",
-     .metavar = "K=V,...",
-     .help = "with etcd: dlaunch's --rdzv-conf (protocol, cacert, cert, "
-	     "key, username, password_file, key_prefix are used)"},
+    RDZV_CLI_SPECS(struct status_options, r),
     {.name = "rdzv-id",
      .type = OPT_NAME,
      SO(job),
@@ -243,16 +210,6 @@ static const struct opt_spec status_specs[] = {
      .metavar = "ID",
      .unset = "all jobs",
      .help = "show this job's members and failures"},
-    {.name = "rdzv-token-file",
-     .type = OPT_STRING,
-     SO(token_file),
-     .metavar = "FILE",
-     .help = "bearer token for a dlaunch-rdzv started with --token-file"},
-    {.name = "rdzv-ca",
-     .type = OPT_STRING,
-     SO(ca_file),
-     .metavar = "FILE",
-     .help = "CA certificate to verify a TLS dlaunch-rdzv (implies https)"},
     {.name = NULL},
 };
 
@@ -293,36 +250,12 @@ static int status_parse(int argc, char **argv, struct status_options *o)
 			argv[next]);
 		return 2;
 	}
-	if (!o->endpoint) {
+	if (!o->r.endpoint) {
 		fprintf(stderr,
 			"dlaunch: error: status needs --rdzv-endpoint\n");
 		return 2;
 	}
 	return -1;
-}
-
-/* backend_index: the index of backend in status_backends (0, dlaunch, when
- * not given); -1 for a name that is not there */
-static int backend_index(const char *backend)
-{
-	for (int i = 0; backend && status_backends[i]; i++)
-		if (strcmp(backend, status_backends[i]) == 0)
-			return i;
-	return backend ? -1 : 0;
-}
-
-/* etcd_config reads --rdzv-conf as dlaunch does (files checked, the
- * password read) into lo. */
-static int etcd_config(const struct status_options *o,
-		       struct launcher_options *lo, char *err, size_t es)
-{
-	int rc;
-	launcher_options_init(lo);
-	lo->rdzv_backend = LAUNCHER_BACKEND_ETCD;
-	lo->cfg.mode = AGENT_MODE_ETCD;
-	lo->cfg.endpoint = o->endpoint;
-	rc = o->conf ? launcher_rdzv_conf_apply(lo, o->conf, err, es) : 0;
-	return rc ? rc : launcher_etcd_check(lo, err, es);
 }
 
 static int status_etcd(const struct status_options *o)
@@ -335,7 +268,7 @@ static int status_etcd(const struct status_options *o)
 		fprintf(stderr, "dlaunch: error: out of memory\n");
 		return 1;
 	}
-	if (etcd_config(o, lo, err, sizeof(err)) != 0) {
+	if (rdzv_cli_etcd_config(&o->r, lo, err, sizeof(err)) != 0) {
 		fprintf(stderr, "dlaunch: error: status: %s\n", err);
 		goto out;
 	}
@@ -358,35 +291,22 @@ out:
 int status_main(int argc, char **argv)
 {
 	struct status_options o;
-	char err[512], path[512], *token = NULL;
+	char path[512];
 	struct client *c = NULL;
 	struct status_ctx s = {0};
-	int rc = status_parse(argc, argv, &o);
+	int rc = status_parse(argc, argv, &o), etcd;
 
 	if (rc >= 0)
 		return rc;
-	if (backend_index(o.backend) >= STATUS_FIRST_ETCD)
-		return status_etcd(&o);
-	if (backend_index(o.backend) < 0) {
-		fprintf(stderr,
-			"dlaunch: error: status: --rdzv-backend %s is not one "
-			"of dlaunch, c10d, etcd, etcd-v1, etcd-v2, etcd-v3\n",
-			o.backend);
-		return 2;
-	}
-	if (o.token_file &&
-	    fs_read_token(o.token_file, &token, err, sizeof(err)) != 0) {
-		fprintf(stderr, "dlaunch: error: %s\n", err);
-		return 2;
-	}
-	s.base = event_base_new();
-	s.endpoint = o.endpoint;
+	etcd = rdzv_cli_is_etcd(&o.r, "status");
+	if (etcd)
+		return etcd > 0 ? status_etcd(&o) : 2;
+	s.endpoint = o.r.endpoint;
 	s.rc = 1;
 	s.one_job = o.job != NULL;
-	if (!s.base || client_new(s.base, o.endpoint, token, o.ca_file, &c, err,
-				  sizeof(err)) != 0) {
-		fprintf(stderr, "dlaunch: error: %s\n",
-			s.base ? err : "cannot create event loop");
+	rc = rdzv_cli_client(&o.r, &s.base, &c);
+	if (rc) {
+		s.rc = rc;
 		goto out;
 	}
 	if (o.job)
@@ -397,9 +317,6 @@ int status_main(int argc, char **argv)
 		goto out;
 	event_base_dispatch(s.base);
 out:
-	client_free(c);
-	if (s.base)
-		event_base_free(s.base);
-	free(token);
+	rdzv_cli_client_free(s.base, c);
 	return s.rc;
 }
