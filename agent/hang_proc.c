@@ -6,13 +6,10 @@
  * small /proc reads (through dlaunch/procfs.h); tests/unit/test_hang_agent.c
  * covers it.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
 #include "hang.h"
 
