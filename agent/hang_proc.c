@@ -7,13 +7,10 @@
  * covers it.
  */
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
 #include "hang.h"
 

@@ -31,6 +31,11 @@ FUZZ_etcd_proto_DEPS := agent/etcd_proto.h
 FUZZ_control_proto_SRCS := agent/control_proto.c common/jsonh.c
 FUZZ_control_proto_LIBS := -Iagent $(JSON_LIBS) -lm
 FUZZ_control_proto_DEPS := agent/control_proto.h
+# an agent's record of its groups, as a later agent reads it
+# (agent/keeper/keeper_record.h; keeper_proc.c for the helpers it links)
+FUZZ_record_SRCS := agent/keeper/keeper_record.c agent/keeper/keeper_proc.c
+FUZZ_record_LIBS := -lm
+FUZZ_record_DEPS := agent/keeper/keeper_record.h agent/keeper/keeper_proc.h
 # the hang analysis over any node reports (include/dlaunch/hang.h)
 FUZZ_hang_SRCS := $(FUZZ_HANG)
 FUZZ_hang_LIBS := $(JSON_LIBS) -lm
@@ -56,4 +61,4 @@ fuzz-$(1): $(BUILD)/fuzz/fuzz_$(1)
 		tests/fuzz/corpus/$(1)
 FUZZ_RUNS += fuzz-$(1)
 endef
-$(foreach f,ckpt idx journal etcd_proto control_proto control hang jsonflat,$(eval $(call reader_fuzzer,$(f))))
+$(foreach f,ckpt idx journal etcd_proto control_proto control hang jsonflat record,$(eval $(call reader_fuzzer,$(f))))
