@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlaunch/parse.h"
 #include "dlaunch/procfs.h"
 #include "hang.h"
 
