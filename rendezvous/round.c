@@ -657,12 +657,18 @@ int rdzv_watch(struct rdzv_state *st, const char *job, const char *node_id,
 	if (node_id) {
 		struct member *m = job_find_member(j, node_id);
 		struct waiter *w = job_find_waiter(j, node_id);
+		struct survivor *s = job_find_survivor(j, node_id);
 		if (m && (!incarnation ||
 			  strcmp(m->info.incarnation, incarnation) == 0))
 			m->last_seen_ms = now_ms;
 		if (w && (!incarnation ||
 			  strcmp(w->info.incarnation, incarnation) == 0))
 			w->last_seen_ms = now_ms;
+		/* a survivor still watching is alive: it has the heartbeat
+		 * timeout from now to rejoin (the etcd leader refreshes each
+		 * node with a live key so, at the tick that would drop it) */
+		if (s)
+			s->last_seen_ms = now_ms;
 	}
 	/* an anonymous watcher (a dashboard, a script) is told whether the
 	 * round it named is still the job's: continue, or restart */

@@ -721,6 +721,48 @@ static void test_straggler_left_behind(void **state)
 	rdzv_state_free(st);
 }
 
+/* A survivor that still watches is alive: the watch keeps it a survivor
+ * past the heartbeat timeout of its last beat, so the round waits for it
+ * (the etcd leader refreshes every node with a live key this way; a
+ * member refreshed last just under a timeout before its round ended
+ * was dropped at once and the round closed without it). */
+static void test_survivor_watch_keeps_it(void **state)
+{
+	struct rdzv_state *st = rdzv_state_new(NULL);
+	struct rdzv_job_config c = config(2, 3, 3);
+	struct rdzv_reply r;
+	(void)state;
+	c.last_call_timeout_ms = 5000;
+	join(st, &c, "n1", 2, 0);
+	join(st, &c, "n2", 2, 0);
+	assert_int_equal(join(st, &c, "n3", 2, 0), RDZV_DONE); /* at max */
+	for (int i = 1; i <= 3; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "n%d", i);
+		assert_int_equal(hb(st, id, 1, 1000, &r), 0);
+	}
+	assert_int_equal(report(st, "n1", 1, 0, 1100, &r), 0);
+	assert_int_equal(join(st, &c, "n1", 2, 1150), RDZV_WAIT);
+	assert_int_equal(join(st, &c, "n2", 2, 1160), RDZV_WAIT);
+	/* n3, silent since 1000, watches at 2900 */
+	rdzv_watch(st, "job1", "n3", "inc-n3", 1, 2900, &r, err, sizeof(err));
+	rdzv_state_tick(st, 3000);
+	assert_int_equal(check(st, "n1"), RDZV_WAIT);
+	assert_int_equal(join(st, &c, "n3", 2, 3100), RDZV_DONE);
+	assert_int_equal(check(st, "n1"), RDZV_DONE);
+	assert_int_equal(field(st, "n1", "nnodes"), 3);
+	/* one that neither watches nor rejoins is still dropped */
+	assert_int_equal(report(st, "n1", 2, 0, 3200, &r), 0);
+	assert_int_equal(join(st, &c, "n1", 2, 3250), RDZV_WAIT);
+	assert_int_equal(join(st, &c, "n2", 2, 3260), RDZV_WAIT);
+	rdzv_state_tick(st, 3100 + 1999);
+	assert_int_equal(check(st, "n1"), RDZV_WAIT);
+	rdzv_state_tick(st, 3100 + 2000);
+	assert_int_equal(check(st, "n1"), RDZV_DONE);
+	assert_int_equal(field(st, "n1", "nnodes"), 2);
+	rdzv_state_free(st);
+}
+
 /* After any tick, the next deadline lies in the future: a survivor that
  * rejoined and holds its join open must not keep a past deadline (which
  * would spin the server's timer). */
@@ -1067,6 +1109,7 @@ int main(void)
 	    cmocka_unit_test(test_save_restore),
 	    cmocka_unit_test(test_restore_checks_every_part),
 	    cmocka_unit_test(test_straggler_left_behind),
+	    cmocka_unit_test(test_survivor_watch_keeps_it),
 	    cmocka_unit_test(test_deadline_never_past),
 	    cmocka_unit_test(test_timeline),
 	    cmocka_unit_test(test_timeline_ring),
