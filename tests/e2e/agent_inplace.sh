@@ -29,11 +29,13 @@ source "$(dirname "$0")/lib_inplace.sh"
 export CW_DIR=$TEST_TMP/progress
 mkdir -p "$CW_DIR"
 spawn_bg "$TEST_TMP/progress.log" env DLAUNCH_NODE_ID=p "$DL" --standalone \
-	--nproc-per-node 2 --progress-timeout 2 --max-restarts 0 "$W"
+	--nproc-per-node 2 --progress-timeout 4 --max-restarts 0 "$W"
 pp=$LAST_PID
-# 120 steps of 50 ms: three times the timeout without a line of output
-check "progress: quiet workers that step for 6 s" \
-	wait_for 40 at_least 2 '^step 120$' "p.*.log"
+# 200 steps of 50 ms: two and a half times the timeout without a line of
+# output. The timeout counts from the spawn, and a loaded machine took
+# over 2 s to start python and its first step (the test failed so with 2)
+check "progress: quiet workers that step for 10 s" \
+	wait_for 60 at_least 2 '^step 200$' "p.*.log"
 check "progress: ... are not taken as hung" \
 	bash -c "! grep -q 'showed no progress' '$TEST_TMP/progress.log'"
 touch "$CW_DIR/stop"
