@@ -114,25 +114,15 @@ static void on_put(void *arg, const struct etcd_answer *a)
 
 static int put_trigger(struct dump_run *d)
 {
-	char k[KEY_MAX + 32], err[256], *value;
-	struct etcd_op put;
+	char k[KEY_MAX + 32], err[256];
 	json_t *body = NULL;
 	int ok = 0;
 	snprintf(k, sizeof(k), "%s%s", d->prefix, TRIGGER);
-	value = json_dumps(d->trigger, JSON_COMPACT);
-	memset(&put, 0, sizeof(put));
-	put.kind = ETCD_OP_PUT;
-	put.key.data = k;
-	put.key.len = strlen(k);
-	put.value.data = value;
-	put.value.len = value ? strlen(value) : 0;
-	if (value &&
-	    etcd_build_txn(NULL, 0, &put, 1, NULL, 0, &body, err,
-			   sizeof(err)) == 0 &&
+	if (etcd_build_put_json(k, d->trigger, 0, &body, err, sizeof(err)) ==
+		0 &&
 	    etcd_call(d->c, "hang trigger", "/v3/kv/txn", body, 0, on_put, d))
 		ok = 1;
 	json_decref(body);
-	free(value);
 	return ok ? 0 : DL_ENOMEM;
 }
 

@@ -271,25 +271,15 @@ void etcd_hang_post(struct agent_rdzv *r, json_t *report)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
 	char k[PREFIX_MAX + 300], err[256];
-	struct etcd_op put;
 	json_t *body = NULL;
-	char *value = json_dumps(report, JSON_COMPACT);
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_HANG_REPORT, h->node_id);
-	memset(&put, 0, sizeof(put));
-	put.kind = ETCD_OP_PUT;
-	put.key.data = k;
-	put.key.len = strlen(k);
-	put.value.data = value;
-	put.value.len = value ? strlen(value) : 0;
-	put.lease = h->lease_id;
 	etcd_cancel(EH(h)->post);
 	EH(h)->post = NULL;
-	if (value && etcd_build_txn(NULL, 0, &put, 1, NULL, 0, &body, err,
-				    sizeof(err)) == 0)
+	if (etcd_build_put_json(k, report, h->lease_id, &body, err,
+				sizeof(err)) == 0)
 		EH(h)->post = etcd_call(h->c, "hang report", "/v3/kv/txn", body,
 					0, on_post, h);
 	json_decref(body);
-	free(value);
 	if (!EH(h)->post && h->base.hang.posted)
 		h->base.hang.posted(h->base.hang.ctx, 0);
 }
@@ -391,24 +381,14 @@ void etcd_hang_keep(struct agent_rdzv *r, json_t *summary)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
 	char k[PREFIX_MAX + 64], err[256];
-	struct etcd_op put;
 	json_t *body = NULL;
-	char *value = json_dumps(summary, JSON_COMPACT);
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_HANG_LAST, NULL);
-	memset(&put, 0, sizeof(put));
-	put.kind = ETCD_OP_PUT;
-	put.key.data = k;
-	put.key.len = strlen(k);
-	put.value.data = value;
-	put.value.len = value ? strlen(value) : 0;
 	etcd_cancel(EH(h)->keep);
 	EH(h)->keep = NULL;
-	if (value && etcd_build_txn(NULL, 0, &put, 1, NULL, 0, &body, err,
-				    sizeof(err)) == 0)
+	if (etcd_build_put_json(k, summary, 0, &body, err, sizeof(err)) == 0)
 		EH(h)->keep = etcd_call(h->c, "hang verdict", "/v3/kv/txn",
 					body, ETCD_CALL_ONCE, on_keep, h);
 	json_decref(body);
-	free(value);
 }
 
 /* ------------------------------------------------------------ set-up */

@@ -371,6 +371,27 @@ int etcd_build_txn(const struct etcd_compare *cmp, size_t n_cmp,
 	return finish(rc, body, out);
 }
 
+int etcd_build_put_json(const char *key, const json_t *doc, int64_t lease,
+			json_t **out, char *err, size_t err_size)
+{
+	struct etcd_op put;
+	char *value = json_dumps(doc, JSON_COMPACT);
+	int rc;
+	*out = NULL;
+	if (!value)
+		return dl_errorf(err, err_size, DL_ENOMEM, "out of memory");
+	memset(&put, 0, sizeof(put));
+	put.kind = ETCD_OP_PUT;
+	put.key.data = key;
+	put.key.len = strlen(key);
+	put.value.data = value;
+	put.value.len = strlen(value);
+	put.lease = lease;
+	rc = etcd_build_txn(NULL, 0, &put, 1, NULL, 0, out, err, err_size);
+	free(value);
+	return rc;
+}
+
 int etcd_build_lease_grant(int64_t ttl_s, int64_t id, json_t **out, char *err,
 			   size_t err_size)
 {

@@ -157,6 +157,12 @@ int etcd_build_txn(const struct etcd_compare *cmp, size_t n_cmp,
 		   const struct etcd_op *failure, size_t n_failure,
 		   json_t **out, char *err, size_t err_size);
 
+/* etcd_build_put_json makes the body of a transaction that only puts doc
+ * (dumped compact) at key, under lease (0: none). 0, DL_ENOMEM, or as
+ * etcd_build_op. */
+int etcd_build_put_json(const char *key, const json_t *doc, int64_t lease,
+			json_t **out, char *err, size_t err_size);
+
 /* Leases: POST /v3/lease/grant {"TTL"} (ttl_s > 0; id 0 lets etcd pick),
  * /v3/lease/keepalive {"ID"}, /v3/lease/revoke {"ID"} (id > 0). */
 int etcd_build_lease_grant(int64_t ttl_s, int64_t id, json_t **out, char *err,

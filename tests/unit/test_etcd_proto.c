@@ -164,7 +164,7 @@ static void test_build_txn(void **state)
 	struct etcd_op bad[] = {
 	    {.kind = ETCD_OP_RANGE, .key = {"/rec/a", 6}},
 	};
-	json_t *b;
+	json_t *b, *doc;
 	(void)state;
 
 	assert_int_equal(
@@ -195,6 +195,17 @@ static void test_build_txn(void **state)
 	    0);
 	body_is(b, "{\"success\":[{\"request_delete_range\":"
 		   "{\"key\":\"L3JlYy9i\"}}]}");
+	/* a JSON document put alone, with and without a lease */
+	doc = json_pack("{s:i}", "a", 1);
+	assert_int_equal(
+	    etcd_build_put_json("/rec/c", doc, 694, &b, err, sizeof(err)), 0);
+	body_is(b, "{\"success\":[{\"request_put\":{\"key\":\"L3JlYy9j\","
+		   "\"value\":\"eyJhIjoxfQ==\",\"lease\":\"694\"}}]}");
+	assert_int_equal(
+	    etcd_build_put_json("/rec/c", doc, 0, &b, err, sizeof(err)), 0);
+	body_is(b, "{\"success\":[{\"request_put\":{\"key\":\"L3JlYy9j\","
+		   "\"value\":\"eyJhIjoxfQ==\"}}]}");
+	json_decref(doc);
 }
 
 static void test_build_lease_auth_watch(void **state)
