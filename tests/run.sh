@@ -57,6 +57,7 @@ mkdir -p "$logdir"
 
 passed=0 failed=0 skipped=0
 failures=()
+failed_lines=""
 
 selected() {
 	[ ${#patterns[@]} -eq 0 ] && return 0
@@ -73,8 +74,15 @@ report() { # name pass fail skip seconds
 	if [ "$f" -gt 0 ]; then
 		printf 'FAIL %-32s %3d passed %3d failed %3d skipped  %3ds\n' "$name" "$p" "$f" "$s" "$secs"
 		failures+=("$name")
+		# the failed checks first (a long log's tail may not reach
+		# them, and CI shows only part of what this prints), then the
+		# context
+		echo "---- failed in $log"
+		failed_lines+=$(grep -E '^not ok - |^\[  FAILED  \] |^\[  ERROR   \] ' "$log" |
+			head -n 20 | sed "s|^|    $name: |")$'\n'
+		grep -E '^not ok - |^\[  FAILED  \] |^\[  ERROR   \] ' "$log" | head -n 20 | sed 's/^/    /'
 		echo "---- last lines of $log"
-		tail -n 40 "$log" | sed 's/^/    /'
+		tail -n 30 "$log" | sed 's/^/    /'
 		echo "----"
 	else
 		printf 'ok   %-32s %3d passed %3d failed %3d skipped  %3ds\n' "$name" "$p" "$f" "$s" "$secs"
@@ -177,6 +185,7 @@ if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
 fi
 if [ ${#failures[@]} -gt 0 ]; then
 	echo "failed: ${failures[*]}"
+	printf '%s' "$failed_lines"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
