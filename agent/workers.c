@@ -354,6 +354,18 @@ void workers_check_finished(struct agent_worker *w)
 		worker_finished(w->a, w);
 }
 
+/* slot_init: worker slot i of this round, empty (no process, no fd) */
+static void slot_init(struct agent *a, struct agent_worker *w, int i)
+{
+	memset(w, 0, sizeof(*w));
+	w->a = a;
+	w->local_rank = i;
+	w->rank = a->fsm.r.rank_offset + i;
+	w->out[0].fd = w->out[1].fd = -1;
+	w->out[0].file_fd = w->out[1].file_fd = -1;
+	w->ctl.fd = -1;
+}
+
 /*
  * workers_start spawns cfg.nproc workers for round a->fsm.r. A worker that
  * cannot be started counts as failed (posted once every other worker has
@@ -381,15 +393,8 @@ int workers_start(struct agent *a)
 		log_info("%s", a->socket_why);
 		a->socket_said = 1;
 	}
-	for (i = 0; i < n; i++) {
-		struct agent_worker *w = &a->workers[i];
-		w->a = a;
-		w->local_rank = i;
-		w->rank = a->fsm.r.rank_offset + i;
-		w->out[0].fd = w->out[1].fd = -1;
-		w->out[0].file_fd = w->out[1].file_fd = -1;
-		w->ctl.fd = -1;
-	}
+	for (i = 0; i < n; i++)
+		slot_init(a, &a->workers[i], i);
 	pend = calloc((size_t)n, sizeof(*pend));
 	if (!pend) {
 		for (i = 0; i < n; i++)
@@ -449,13 +454,7 @@ void workers_reform(struct agent *a)
 		output_close(&w->out[0]);
 		output_close(&w->out[1]);
 		control_close(w);
-		memset(w, 0, sizeof(*w));
-		w->a = a;
-		w->local_rank = i;
-		w->rank = a->fsm.r.rank_offset + i;
-		w->out[0].fd = w->out[1].fd = -1;
-		w->out[0].file_fd = w->out[1].file_fd = -1;
-		w->ctl.fd = -1;
+		slot_init(a, w, i);
 		if (!pend) {
 			start_failed(w, "out of memory");
 			continue;
