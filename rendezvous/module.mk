@@ -47,6 +47,7 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) rdzv-state \
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
 RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c rendezvous/api_hang.c \
+	rendezvous/api_node.c rendezvous/api_kv.c \
 	rendezvous/api_heartbeat.c \
 	rendezvous/request.c rendezvous/journal.c rendezvous/page.c \
 	$(PAGE_GEN) $(RDZV_STATE_SRCS) \

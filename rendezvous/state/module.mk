@@ -12,6 +12,7 @@
 # before rendezvous/module.mk, which builds these objects into librdzv.a
 # as well.
 RDZV_STATE_SRCS := rendezvous/state/state.c rendezvous/state/round.c \
+	rendezvous/state/join.c rendezvous/state/node_events.c \
 	rendezvous/state/deadlines.c rendezvous/state/state_json.c \
 	rendezvous/state/state_save.c rendezvous/state/kv.c \
 	rendezvous/state/history.c rendezvous/state/runs.c \
