@@ -56,24 +56,38 @@ static int ended(struct job *j, const char *node_id, const char *incarnation,
 		   rdzv_job_state_name(j->state));
 }
 
+/* heard_member: node_id (incarnation) speaks of round of job j at now_ms.
+ * Once j ended, the answer is ended()'s and *out is NULL; otherwise the
+ * node must be a member of the running round (fence), which is then
+ * heard (*out, its last_seen_ms now_ms). */
+static int heard_member(struct job *j, const char *node_id,
+			const char *incarnation, uint64_t round,
+			uint64_t now_ms, struct member **out,
+			struct rdzv_reply *reply, char *err, size_t err_size)
+{
+	int rc;
+	*out = NULL;
+	if (job_is_ended(j))
+		return ended(j, node_id, incarnation, reply, err, err_size);
+	rc = fence(j, node_id, incarnation, round, out, reply, err, err_size);
+	if (rc)
+		return rc;
+	(*out)->last_seen_ms = now_ms;
+	return 0;
+}
+
 int rdzv_heartbeat(struct rdzv_state *st, const char *job, const char *node_id,
 		   const char *incarnation, uint64_t round, uint64_t now_ms,
 		   struct rdzv_reply *reply, char *err, size_t err_size)
 {
 	struct job *j = state_find_job(st, job);
-	struct member *m = NULL;
-	int rc;
+	struct member *m;
 
 	if (!j)
 		return ERR(DL_ENOTFOUND, "no job %s", job);
 	st->counters.heartbeats_total++;
-	if (job_is_ended(j))
-		return ended(j, node_id, incarnation, reply, err, err_size);
-	rc = fence(j, node_id, incarnation, round, &m, reply, err, err_size);
-	if (rc)
-		return rc;
-	m->last_seen_ms = now_ms;
-	return 0;
+	return heard_member(j, node_id, incarnation, round, now_ms, &m, reply,
+			    err, err_size);
 }
 
 static const char *const recovery_names[RDZV_RECOVERY_N] = {
@@ -200,12 +214,10 @@ int rdzv_report(struct rdzv_state *st, const char *job, const char *node_id,
 
 	if (!j)
 		return ERR(DL_ENOTFOUND, "no job %s", job);
-	if (job_is_ended(j))
-		return ended(j, node_id, incarnation, reply, err, err_size);
-	rc = fence(j, node_id, incarnation, round, &m, reply, err, err_size);
-	if (rc)
+	rc = heard_member(j, node_id, incarnation, round, now_ms, &m, reply,
+			  err, err_size);
+	if (rc || !m)
 		return rc;
-	m->last_seen_ms = now_ms;
 	if (succeeded) {
 		size_t done = 0;
 		if (m->status != RDZV_MEMBER_SUCCEEDED) {
