@@ -7,8 +7,9 @@
 # and the agent's etcd leader alike.
 #
 # Nothing here includes a header of rendezvous/ (api, http, journal,
-# page): the unit tests below link this archive alone, so a dependency on
-# the server's layers fails their build. The Makefile reads this fragment
+# page): these objects are compiled without -Irendezvous, so such a
+# header is not found, and the unit tests below link this archive alone,
+# so a call into the server's layers fails their build. The Makefile reads this fragment
 # before rendezvous/module.mk, which builds these objects into librdzv.a
 # as well.
 RDZV_STATE_SRCS := rendezvous/state/state.c rendezvous/state/round.c \
