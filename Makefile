@@ -113,6 +113,7 @@ COMMON_LIB := $(BUILD)/lib/libdlcommon.a
 RDZV_LIB   := $(BUILD)/lib/librdzv.a
 AGENT_LIB  := $(BUILD)/lib/libagent.a
 KEEPER_LIB := $(BUILD)/lib/libkeeper.a
+RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
 DIST_LIB   := $(BUILD)/lib/libdist.a
 TRAIN_LIB  := $(BUILD)/lib/libtrain.a
 
@@ -155,7 +156,8 @@ $(BUILD)/tests/$(1): $(BUILD)/obj/tests/unit/$(1).o $(2)
 	$$(call quiet,LD)$$(CC) $$(LDFLAGS) -o $$@ $$^ $(3) $$(TEST_LIBS) -lm
 endef
 
-include common/module.mk
+# the lower layers first: later fragments name their sources
+include common/module.mk rendezvous/state/module.mk
 include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk \
 	launcher/*.mk \
 	trainer/*.mk trainer/dist/*.mk tests/*.mk bench/*.mk))

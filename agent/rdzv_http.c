@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_http.c - the rendezvous backend that talks to dlaunch-rdzv over
- * its HTTP API (docs/http-api.md), on the agent's loop (client.c).
+ * its HTTP API (docs/http-api.md), on the agent's loop (client.c): the
+ * requests of a round and the backend's interface (rdzv.h); the hang
+ * diagnosis calls are rdzv_http_hang.c's.
  *
- * Each request kind is an op: its call in flight, its retry timer and its
- * backoff. A request that does not reach the server, or gets 429/5xx, is
- * tried again with backoff (backoff.h: a base of 200 ms doubling to 5 s,
- * each pause drawn from [base/2, base] so that agents that lost the server
- * together do not come back together) while the workers keep running; the first
- * failure and the recovery are logged once. The heartbeat and the watch
+ * Each request kind is an op (rdzv_http_op.c): its call in flight, its
+ * retry timer and its backoff. A request that does not reach the server,
+ * or gets 429/5xx, is tried again with backoff while the workers keep
+ * running. The heartbeat and the watch
  * pause at most one heartbeat interval, so that a member is heard again
  * within heartbeat_timeout of a restarted server's return. An answer is about
  * the round its request named, and is posted as such: the round loop drops it
@@ -19,175 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlaunch/agent_client.h"
-#include "dlaunch/backoff.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
 #include "hang.h"
-#include "rdzv.h"
+#include "rdzv_http_int.h"
 
 #define WATCH_WAIT_MS	  30000
 #define JOIN_WAIT_MS	  30000
-#define BACKOFF_FIRST_MS  200
-#define BACKOFF_MAX_MS	  5000
 #define LEAVE_TIMEOUT_MS  3000
 #define LEAVE_ATTEMPTS	  3
 #define RDZV_DEFAULT_PORT 29400
-
-struct rdzv_http;
-
-/* one retried request kind */
-struct http_op {
-	struct rdzv_http *h;
-	const char *what; /* "join", ... for the log */
-	struct client_call *call;
-	struct event *retry;
-	struct backoff backoff;
-	int warned;
-	/* the round the request in flight (or being retried) names: its
-	 * answer speaks of that round and of no other */
-	uint64_t round;
-	void (*send)(struct rdzv_http *h);
-};
-
-struct rdzv_http {
-	struct agent_rdzv base;
-	struct event_base *evb;
-	const struct agent_config *cfg;
-	const char *node_id, *incarnation;
-	char addr[256]; /* announced address ("" lets the server see) */
-	unsigned master_port_free; /* port picked for our joins */
-	uint64_t heartbeat_interval_ms;
-	uint64_t round; /* of round_begin */
-	uint64_t run;	/* of the job, from our last assignment (0: none) */
-	int announced;	/* "joining" logged */
-	int leave_attempts;
-	struct client *client;
-	struct http_op join, watch, heartbeat, report, leave, status, preempt;
-	json_t *pending_preempt; /* body of the preemption being asked */
-	struct event *hb_timer;
-	json_t *pending_report; /* body of the report being sent */
-	/* hang diagnosis (docs/hangs.md): one call of each kind at most */
-	struct client_call *hang_open_call, *hang_post_call, *hang_fetch_call;
-	char hang_kind[32];
-	char dump_seen[72]; /* the last trigger id an answer carried */
-};
-
-#define HANG_CALL_MS 2000 /* each hang call's own bound */
-
-/* ---------------------------------------------------------------- ops */
-
-static void op_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct http_op *op = arg;
-	(void)fd;
-	(void)what;
-	op->send(op->h);
-}
-
-static int op_init(struct rdzv_http *h, struct http_op *op, const char *what,
-		   void (*send)(struct rdzv_http *))
-{
-	op->h = h;
-	op->what = what;
-	op->send = send;
-	op->retry = evtimer_new(h->evb, op_retry_cb, op);
-	backoff_init(&op->backoff, BACKOFF_FIRST_MS, BACKOFF_MAX_MS,
-		     backoff_seed());
-	return op->retry ? 0 : DL_ENOMEM;
-}
-
-/* op_cap sets the op's backoff to top out at max_ms (at most the usual
- * cap). The ops that keep a member alive (heartbeat, watch) are capped at
- * the heartbeat interval: a restarted server starts every member's clock
- * at its restore, and a member whose next try came after
- * heartbeat_timeout would be evicted; their pauses still spread over
- * [interval/2, interval]. */
-static void op_cap(struct http_op *op, uint64_t max_ms)
-{
-	if (max_ms > BACKOFF_MAX_MS || max_ms == 0)
-		max_ms = BACKOFF_MAX_MS;
-	backoff_init(&op->backoff,
-		     max_ms < BACKOFF_FIRST_MS ? max_ms : BACKOFF_FIRST_MS,
-		     max_ms, backoff_seed());
-}
-
-static void op_cancel(struct http_op *op)
-{
-	if (op->call) {
-		client_cancel(op->h->client, op->call);
-		op->call = NULL;
-	}
-	if (op->retry)
-		evtimer_del(op->retry);
-}
-
-static void op_release(struct http_op *op)
-{
-	if (!op->h)
-		return;
-	op_cancel(op);
-	if (op->retry)
-		event_free(op->retry);
-	op->retry = NULL;
-}
-
-/* op_retry schedules another attempt after the next pause of the op's
- * backoff. */
-static void op_retry(struct http_op *op, const struct client_reply *r)
-{
-	struct timeval tv;
-	uint64_t pause_ms = backoff_next(&op->backoff);
-	if (!op->warned) {
-		if (r->transport_failed)
-			log_warn("cannot reach rendezvous at %s for %s: %s (is "
-				 "dlaunch-rdzv running?); retrying",
-				 client_base_url(op->h->client), op->what,
-				 r->error);
-		else
-			log_warn("rendezvous at %s answered %ld to %s: %s; "
-				 "retrying",
-				 client_base_url(op->h->client), r->status,
-				 op->what, r->error);
-		op->warned = 1;
-	}
-	tv.tv_sec = (time_t)(pause_ms / 1000);
-	tv.tv_usec = (suseconds_t)(pause_ms % 1000) * 1000;
-	evtimer_add(op->retry, &tv);
-}
-
-/* op_answered takes the steps every answer starts with: the call is over;
- * a transport failure or 5xx is retried with backoff (returns 0: nothing
- * more to do now), anything else resets the backoff (returns 1). */
-static int op_answered(struct http_op *op, const struct client_reply *r)
-{
-	op->call = NULL;
-	if (client_retryable(r)) {
-		op_retry(op, r);
-		return 0;
-	}
-	if (op->warned)
-		log_info("rendezvous reachable again (%s)", op->what);
-	op->warned = 0;
-	backoff_reset(&op->backoff);
-	return 1;
-}
-
-/* op_call starts the op's request; one that cannot even be started (out
- * of memory) is retried like one that got no answer. */
-static void op_call(struct http_op *op, const char *method, const char *path,
-		    json_t *body, uint64_t timeout_ms, client_cb cb)
-{
-	op->call = client_call(op->h->client, method, path, body, timeout_ms,
-			       cb, op->h);
-	if (!op->call) {
-		struct client_reply r = {.transport_failed = 1,
-					 .error = "out of memory",
-					 .body = ""};
-		op_retry(op, &r);
-	}
-}
 
 /* with_action: 200, 409 (a stale round) and 410 (the job ended) answers
  * carry the job's state and what to do */
@@ -233,13 +75,13 @@ static int heard_dump(struct rdzv_http *h, const struct client_reply *r)
 
 /* ----------------------------------------------------------- requests */
 
-static void job_path(struct rdzv_http *h, char *out, size_t size,
-		     const char *what)
+void http_job_path(struct rdzv_http *h, char *out, size_t size,
+		   const char *what)
 {
 	snprintf(out, size, "/v1/jobs/%s/%s", h->cfg->run_id, what);
 }
 
-static json_t *identity(struct rdzv_http *h)
+json_t *http_identity(struct rdzv_http *h)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "node_id", json_string(h->node_id));
@@ -281,8 +123,8 @@ static void joined(struct rdzv_http *h, const struct client_reply *r)
 		post_join_failed(h);
 		return;
 	}
-	op_cap(&h->heartbeat, h->heartbeat_interval_ms);
-	op_cap(&h->watch, h->heartbeat_interval_ms);
+	http_op_cap(&h->heartbeat, h->heartbeat_interval_ms);
+	http_op_cap(&h->watch, h->heartbeat_interval_ms);
 	/* servers before reruns send no run: their jobs have one */
 	if (jsonh_get_u64(r->json, "run", 0, 1, UINT32_MAX, &h->run, NULL, 0) !=
 	    0)
@@ -303,7 +145,7 @@ static void on_join(void *arg, const struct client_reply *r)
 		post_join_failed(h);
 		return;
 	}
-	if (!op_answered(&h->join, r))
+	if (!http_op_answered(&h->join, r))
 		return;
 	if (r->status == 202) { /* the round is still open: wait again */
 		send_join(h);
@@ -324,7 +166,7 @@ static void send_join(struct rdzv_http *h)
 {
 	const struct agent_config *cfg = h->cfg;
 	char path[512];
-	json_t *b = identity(h);
+	json_t *b = http_identity(h);
 	if (!h->announced) {
 		log_info("node %s joining job %s at %s (%d-%d nodes)",
 			 h->node_id, cfg->run_id, client_base_url(h->client),
@@ -358,9 +200,9 @@ static void send_join(struct rdzv_http *h)
 	    b, "heartbeat_timeout",
 	    json_real((double)cfg->heartbeat_timeout_ms / 1000));
 	json_object_set_new(b, "wait_ms", json_integer(JOIN_WAIT_MS));
-	job_path(h, path, sizeof(path), "join");
-	op_call(&h->join, "POST", path, b, JOIN_WAIT_MS + cfg->read_timeout_ms,
-		on_join);
+	http_job_path(h, path, sizeof(path), "join");
+	http_op_call(&h->join, "POST", path, b,
+		     JOIN_WAIT_MS + cfg->read_timeout_ms, on_join);
 	json_decref(b);
 }
 
@@ -370,7 +212,7 @@ static void on_watch(void *arg, const struct client_reply *r)
 {
 	struct rdzv_http *h = arg;
 	int stale_dump;
-	if (!op_answered(&h->watch, r))
+	if (!http_op_answered(&h->watch, r))
 		return;
 	stale_dump = r->status == 200 && !heard_dump(h, r) &&
 		     json_is_object(json_object_get(r->json, "dump"));
@@ -404,14 +246,14 @@ static void send_watch(struct rdzv_http *h)
 		 h->cfg->run_id, (unsigned long long)h->round, h->node_id,
 		 WATCH_WAIT_MS, h->dump_seen[0] ? "&dump_seen=" : "",
 		 h->dump_seen);
-	op_call(&h->watch, "GET", path, NULL,
-		WATCH_WAIT_MS + h->cfg->read_timeout_ms, on_watch);
+	http_op_call(&h->watch, "GET", path, NULL,
+		     WATCH_WAIT_MS + h->cfg->read_timeout_ms, on_watch);
 }
 
 static void on_heartbeat(void *arg, const struct client_reply *r)
 {
 	struct rdzv_http *h = arg;
-	if (!op_answered(&h->heartbeat, r))
+	if (!http_op_answered(&h->heartbeat, r))
 		return;
 	if (r->status == 200)
 		heard_dump(h, r);
@@ -424,7 +266,7 @@ static void on_heartbeat(void *arg, const struct client_reply *r)
 static void send_heartbeat(struct rdzv_http *h)
 {
 	char path[512];
-	json_t *b = identity(h);
+	json_t *b = http_identity(h);
 	h->heartbeat.round = h->round;
 	json_object_set_new(b, "round", json_integer((json_int_t)h->round));
 	/* how this node's workers entered the round, once it is known */
@@ -434,9 +276,9 @@ static void send_heartbeat(struct rdzv_http *h)
 		json_object_set_new(b, "recovery_why",
 				    json_string(h->base.fsm->recovery_why));
 	}
-	job_path(h, path, sizeof(path), "heartbeat");
-	op_call(&h->heartbeat, "POST", path, b, h->cfg->heartbeat_timeout_ms,
-		on_heartbeat);
+	http_job_path(h, path, sizeof(path), "heartbeat");
+	http_op_call(&h->heartbeat, "POST", path, b,
+		     h->cfg->heartbeat_timeout_ms, on_heartbeat);
 	json_decref(b);
 }
 
@@ -452,7 +294,7 @@ static void on_hb_timer(evutil_socket_t fd, short what, void *arg)
 static void on_report(void *arg, const struct client_reply *r)
 {
 	struct rdzv_http *h = arg;
-	if (!op_answered(&h->report, r))
+	if (!http_op_answered(&h->report, r))
 		return;
 	json_decref(h->pending_report);
 	h->pending_report = NULL;
@@ -468,9 +310,9 @@ static void on_report(void *arg, const struct client_reply *r)
 static void send_report(struct rdzv_http *h)
 {
 	char path[512];
-	job_path(h, path, sizeof(path), "report");
-	op_call(&h->report, "POST", path, h->pending_report,
-		h->cfg->read_timeout_ms, on_report);
+	http_job_path(h, path, sizeof(path), "report");
+	http_op_call(&h->report, "POST", path, h->pending_report,
+		     h->cfg->read_timeout_ms, on_report);
 }
 
 static void on_leave(void *arg, const struct client_reply *r)
@@ -478,7 +320,7 @@ static void on_leave(void *arg, const struct client_reply *r)
 	struct rdzv_http *h = arg;
 	h->leave.call = NULL;
 	if (client_retryable(r) && ++h->leave_attempts < LEAVE_ATTEMPTS) {
-		op_retry(&h->leave, r);
+		http_op_retry(&h->leave, r);
 		return;
 	}
 	if (r->status == 200)
@@ -493,8 +335,8 @@ static void on_leave(void *arg, const struct client_reply *r)
 static void send_leave(struct rdzv_http *h)
 {
 	char path[512];
-	json_t *b = identity(h);
-	job_path(h, path, sizeof(path), "leave");
+	json_t *b = http_identity(h);
+	http_job_path(h, path, sizeof(path), "leave");
 	h->leave.call = client_call(h->client, "POST", path, b,
 				    LEAVE_TIMEOUT_MS, on_leave, h);
 	json_decref(b);
@@ -532,120 +374,10 @@ static void send_status(struct rdzv_http *h)
 	}
 }
 
-/* ---------------------------------------------------- hang diagnosis */
-
-static void on_hang_open(void *arg, const struct client_reply *r)
-{
-	struct rdzv_http *h = arg;
-	json_t *t = NULL;
-	const char *id = NULL;
-	h->hang_open_call = NULL;
-	if (r->status == 200 && r->json &&
-	    jsonh_get_str(r->json, "id", 1, 64, &id, NULL, 0) == 0) {
-		json_t *tm = json_object_get(r->json, "time_ms");
-		t = json_pack(
-		    "{s:s,s:s,s:s}", "id", id, "kind",
-		    json_is_string(json_object_get(r->json, "kind"))
-			? json_string_value(json_object_get(r->json, "kind"))
-			: h->hang_kind,
-		    "by",
-		    json_is_string(json_object_get(r->json, "by"))
-			? json_string_value(json_object_get(r->json, "by"))
-			: h->node_id);
-		json_object_set_new(t, "time_ms",
-				    json_integer(json_is_integer(tm)
-						     ? json_integer_value(tm)
-						     : (json_int_t)0));
-	} else {
-		log_warn("rendezvous at %s could not open a hang trigger: %s "
-			 "(HTTP %ld)",
-			 client_base_url(h->client),
-			 *r->error ? r->error : "no answer", r->status);
-	}
-	if (h->base.hang.opened)
-		h->base.hang.opened(h->base.hang.ctx, t);
-	json_decref(t);
-}
-
-static void http_hang_open(struct agent_rdzv *rr, const char *kind)
-{
-	struct rdzv_http *h = (struct rdzv_http *)rr;
-	char path[512];
-	json_t *b = identity(h);
-	snprintf(h->hang_kind, sizeof(h->hang_kind), "%s", kind);
-	json_object_set_new(b, "kind", json_string(kind));
-	json_object_set_new(b, "by", json_string(h->node_id));
-	job_path(h, path, sizeof(path), "dump");
-	client_cancel(h->client, h->hang_open_call);
-	h->hang_open_call = client_call(h->client, "POST", path, b,
-					HANG_CALL_MS, on_hang_open, h);
-	json_decref(b);
-	if (!h->hang_open_call && h->base.hang.opened)
-		h->base.hang.opened(h->base.hang.ctx, NULL);
-}
-
-static void on_hang_post(void *arg, const struct client_reply *r)
-{
-	struct rdzv_http *h = arg;
-	h->hang_post_call = NULL;
-	if (r->status != 200)
-		log_warn("rendezvous at %s did not take this node's hang "
-			 "report: %s (HTTP %ld)",
-			 client_base_url(h->client),
-			 *r->error ? r->error : "no answer", r->status);
-	if (h->base.hang.posted)
-		h->base.hang.posted(h->base.hang.ctx, r->status == 200);
-}
-
-static void http_hang_post(struct agent_rdzv *rr, json_t *report)
-{
-	struct rdzv_http *h = (struct rdzv_http *)rr;
-	char path[768];
-	snprintf(path, sizeof(path),
-		 "/v1/jobs/%s/hang?node_id=%s&incarnation=%s", h->cfg->run_id,
-		 h->node_id, h->incarnation);
-	client_cancel(h->client, h->hang_post_call);
-	h->hang_post_call = client_call(h->client, "POST", path, report,
-					HANG_CALL_MS, on_hang_post, h);
-	if (!h->hang_post_call && h->base.hang.posted)
-		h->base.hang.posted(h->base.hang.ctx, 0);
-}
-
-static void on_hang_fetch(void *arg, const struct client_reply *r)
-{
-	struct rdzv_http *h = arg;
-	h->hang_fetch_call = NULL;
-	if (h->base.hang.fetched)
-		h->base.hang.fetched(h->base.hang.ctx,
-				     r->status == 200 ? r->json : NULL);
-}
-
-static void http_hang_fetch(struct agent_rdzv *rr, const char *id)
-{
-	struct rdzv_http *h = (struct rdzv_http *)rr;
-	char path[512];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/hang?id=%s", h->cfg->run_id,
-		 id);
-	client_cancel(h->client, h->hang_fetch_call);
-	h->hang_fetch_call = client_call(h->client, "GET", path, NULL,
-					 HANG_CALL_MS, on_hang_fetch, h);
-	if (!h->hang_fetch_call && h->base.hang.fetched)
-		h->base.hang.fetched(h->base.hang.ctx, NULL);
-}
-
-static void http_hang_cancel(struct agent_rdzv *rr)
-{
-	struct rdzv_http *h = (struct rdzv_http *)rr;
-	client_cancel(h->client, h->hang_open_call);
-	client_cancel(h->client, h->hang_post_call);
-	client_cancel(h->client, h->hang_fetch_call);
-	h->hang_open_call = h->hang_post_call = h->hang_fetch_call = NULL;
-}
-
 static void on_preempt(void *arg, const struct client_reply *r)
 {
 	struct rdzv_http *h = arg;
-	if (!op_answered(&h->preempt, r))
+	if (!http_op_answered(&h->preempt, r))
 		return;
 	json_decref(h->pending_preempt);
 	h->pending_preempt = NULL;
@@ -666,9 +398,9 @@ static void on_preempt(void *arg, const struct client_reply *r)
 static void send_preempt(struct rdzv_http *h)
 {
 	char path[512];
-	job_path(h, path, sizeof(path), "preempt");
-	op_call(&h->preempt, "POST", path, h->pending_preempt,
-		h->cfg->read_timeout_ms, on_preempt);
+	http_job_path(h, path, sizeof(path), "preempt");
+	http_op_call(&h->preempt, "POST", path, h->pending_preempt,
+		     h->cfg->read_timeout_ms, on_preempt);
 }
 
 /* ---------------------------------------------------------- interface */
@@ -677,8 +409,8 @@ static void http_preempt(struct agent_rdzv *r, uint64_t round, uint64_t step,
 			 double step_rate)
 {
 	struct rdzv_http *h = (struct rdzv_http *)r;
-	json_t *b = identity(h);
-	op_cancel(&h->preempt);
+	json_t *b = http_identity(h);
+	http_op_cancel(&h->preempt);
 	json_decref(h->pending_preempt);
 	h->preempt.round = round;
 	json_object_set_new(b, "round", json_integer((json_int_t)round));
@@ -696,9 +428,9 @@ static void http_join(struct agent_rdzv *r)
 static void http_round_end(struct agent_rdzv *r)
 {
 	struct rdzv_http *h = (struct rdzv_http *)r;
-	op_cancel(&h->join);
-	op_cancel(&h->watch);
-	op_cancel(&h->heartbeat);
+	http_op_cancel(&h->join);
+	http_op_cancel(&h->watch);
+	http_op_cancel(&h->heartbeat);
 	if (h->hb_timer)
 		evtimer_del(h->hb_timer);
 }
@@ -713,7 +445,7 @@ static void http_round_begin(struct agent_rdzv *r, uint64_t round)
 	/* a success report of an earlier round (sent from DONE, then the
 	 * round ended) is moot now; its body must not stand in for this
 	 * round's report */
-	op_cancel(&h->report);
+	http_op_cancel(&h->report);
 	json_decref(h->pending_report);
 	h->pending_report = NULL;
 	h->round = round;
@@ -725,8 +457,8 @@ static void http_report(struct agent_rdzv *r, uint64_t round, int failed,
 			json_t *failures)
 {
 	struct rdzv_http *h = (struct rdzv_http *)r;
-	json_t *b = identity(h);
-	op_cancel(&h->report);
+	json_t *b = http_identity(h);
+	http_op_cancel(&h->report);
 	json_decref(h->pending_report);
 	h->report.round = round;
 	json_object_set_new(b, "round", json_integer((json_int_t)round));
@@ -744,9 +476,9 @@ static void http_cancel(struct agent_rdzv *r)
 {
 	struct rdzv_http *h = (struct rdzv_http *)r;
 	http_round_end(r);
-	op_cancel(&h->report);
-	op_cancel(&h->status);
-	op_cancel(&h->preempt);
+	http_op_cancel(&h->report);
+	http_op_cancel(&h->status);
+	http_op_cancel(&h->preempt);
 }
 
 static void http_leave(struct agent_rdzv *r)
@@ -764,13 +496,13 @@ static void http_free(struct agent_rdzv *r)
 	struct rdzv_http *h = (struct rdzv_http *)r;
 	if (!h)
 		return;
-	op_release(&h->join);
-	op_release(&h->watch);
-	op_release(&h->heartbeat);
-	op_release(&h->report);
-	op_release(&h->leave);
-	op_release(&h->status);
-	op_release(&h->preempt);
+	http_op_release(&h->join);
+	http_op_release(&h->watch);
+	http_op_release(&h->heartbeat);
+	http_op_release(&h->report);
+	http_op_release(&h->leave);
+	http_op_release(&h->status);
+	http_op_release(&h->preempt);
 	json_decref(h->pending_preempt);
 	if (h->hb_timer)
 		event_free(h->hb_timer);
@@ -820,13 +552,20 @@ int agent_rdzv_http_new(const struct agent_rdzv_params *p,
 		return rc;
 	}
 	h->hb_timer = event_new(p->base, -1, EV_PERSIST, on_hb_timer, h);
-	if (!h->hb_timer || op_init(h, &h->join, "join", send_join) ||
-	    op_init(h, &h->watch, "watch", send_watch) ||
-	    op_init(h, &h->heartbeat, "heartbeat", send_heartbeat) ||
-	    op_init(h, &h->report, "report", send_report) ||
-	    op_init(h, &h->leave, "leave", send_leave) ||
-	    op_init(h, &h->status, "status", send_status) ||
-	    op_init(h, &h->preempt, "preempt", send_preempt)) {
+	if (!h->hb_timer ||
+	    http_op_init(&h->join, h, h->evb, h->client, "join", send_join) ||
+	    http_op_init(&h->watch, h, h->evb, h->client, "watch",
+			 send_watch) ||
+	    http_op_init(&h->heartbeat, h, h->evb, h->client, "heartbeat",
+			 send_heartbeat) ||
+	    http_op_init(&h->report, h, h->evb, h->client, "report",
+			 send_report) ||
+	    http_op_init(&h->leave, h, h->evb, h->client, "leave",
+			 send_leave) ||
+	    http_op_init(&h->status, h, h->evb, h->client, "status",
+			 send_status) ||
+	    http_op_init(&h->preempt, h, h->evb, h->client, "preempt",
+			 send_preempt)) {
 		http_free(&h->base);
 		snprintf(err, err_size, "out of memory");
 		return DL_ENOMEM;

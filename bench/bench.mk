@@ -43,11 +43,10 @@ $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 
 # Simulated agents of the etcd backend: each is the agent's own backend
 # and round loop (libagent.a), the leader's rules included (the state
-# machine, librdzv_state.a: rendezvous/ declares it after this fragment is
-# read, hence the path).
+# machine, librdzv_state.a from rendezvous/state/).
 OBJS += $(call objs,bench/etcd_load.c)
 $(BENCH_DIR)/etcd_load: $(call objs,bench/etcd_load.c) $(AGENT_LIB) $(KEEPER_LIB) \
-		$(BUILD)/lib/librdzv_state.a $(COMMON_LIB)
+		$(RDZV_STATE_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) \
 		$(JSON_LIBS) -lm

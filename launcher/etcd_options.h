@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd_options.h - the etcd backend's part of dlaunch's command line
- * (etcd_options.c), for options.c: --rdzv-conf's etcd keys and the checks
- * of an etcd command line as a whole.
+ * (etcd_options.c), for options.c and rdzv_conf.c: --rdzv-conf's etcd
+ * keys and the checks of an etcd command line as a whole.
  */
 #ifndef DLAUNCH_LAUNCHER_ETCD_OPTIONS_H
 #define DLAUNCH_LAUNCHER_ETCD_OPTIONS_H
@@ -21,11 +21,6 @@ int launcher_etcd_conf_set(struct launcher_options *o, const char *key,
 /* launcher_etcd_conf_keys writes the etcd keys' names, "protocol, cacert,
  * ...", into out. */
 void launcher_etcd_conf_keys(char *out, size_t size);
-
-/* launcher_rdzv_conf_apply applies a whole --rdzv-conf value (K=V,...)
- * to o, as the option does; the message names the bad pair. */
-int launcher_rdzv_conf_apply(struct launcher_options *o, const char *v,
-			     char *err, size_t err_size);
 
 /* launcher_etcd_check runs once every option is read. With another backend
  * it refuses the etcd keys; with etcd it checks the endpoint list

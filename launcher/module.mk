@@ -12,7 +12,7 @@ $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
 		$(SSL_LIBS) -lm
 
 $(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c \
-	launcher/etcd_options.c launcher/devices.c) \
+	launcher/rdzv_conf.c launcher/etcd_options.c launcher/devices.c) \
 	$(AGENT_LIB) $(KEEPER_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 
 $(eval $(call unit_test,test_devices,$(call objs,launcher/devices.c) \

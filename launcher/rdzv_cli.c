@@ -14,6 +14,7 @@
 #include "dlaunch/fsutil.h"
 #include "etcd_options.h"
 #include "launcher.h"
+#include "rdzv_conf.h"
 
 const char *const rdzv_cli_backends[] = {
     "dlaunch", "c10d", "etcd", "etcd-v1", "etcd-v2", "etcd-v3", NULL};

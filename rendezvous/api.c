@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api.c - the rendezvous HTTP API (docs/http-api.md) without the HTTP:
- * routing, strict validation of paths, queries and JSON bodies, the
- * translation into state machine events and of its answers into status
- * codes and JSON, journaling before answering.
+ * routing, strict validation of paths, the translation of the state
+ * machine's answers into status codes and JSON, journaling before
+ * answering, the server's own endpoints and the re-check of parked polls.
+ * The endpoints' bodies and queries are read where they are answered:
+ * api_node.c (join, watch, report, preempt, leave), api_heartbeat.c,
+ * api_kv.c (the job's store) and api_hang.c (hang triggers and reports).
  */
 #include "api.h"
 #include "api_int.h"
@@ -24,27 +27,8 @@
 
 static const char *const CT_JSON = "application/json";
 static const char *const CT_TEXT = "text/plain; charset=utf-8";
-static const char *const CT_BYTES = "application/octet-stream";
-
-struct rdzv_api {
-	struct rdzv_state *st;
-	struct rdzv_journal *journal;
-	char (*wake)[RDZV_NAME_MAX + 1]; /* jobs to wake at commit */
-	size_t nwake, wake_cap;
-	/* unsaved: a change the journal could not take (a full or failing
-	 * disk). Until a rewrite of the whole state succeeds, no answer that
-	 * acknowledges a change leaves: such requests get 503 and retry. */
-	int unsaved;
-	uint64_t rewrite_at_ms;	   /* the next rewrite attempt */
-	uint64_t journal_failures; /* failed appends and rewrites */
-	uint64_t now_ms;	   /* of the event being handled */
-	size_t max_body_bytes;	   /* of every request but hang reports */
-};
 
 #define REWRITE_RETRY_MS 1000
-#define NOT_DURABLE                                                            \
-	"the rendezvous cannot journal state changes (is its --state-dir "     \
-	"full or failing?); nothing was acknowledged: retry"
 
 struct rdzv_api *rdzv_api_new(struct rdzv_state *st,
 			      struct rdzv_journal *journal)
@@ -198,6 +182,13 @@ static void want_wake(struct rdzv_api *api, const char *job)
 	memcpy(api->wake[api->nwake++], job, RDZV_NAME_MAX + 1);
 }
 
+void api_journal_failed(struct rdzv_api *api)
+{
+	api->journal_failures++;
+	api->unsaved = 1;
+	api->rewrite_at_ms = 0;
+}
+
 /* journal_changes journals every job the last event changed; the answer
  * must not leave before this returns. */
 static void journal_changes(struct rdzv_api *api)
@@ -208,11 +199,8 @@ static void journal_changes(struct rdzv_api *api)
 		/* while unsaved, the rewrite below takes every change */
 		if ((what & RDZV_CHANGED_JOB) && api->journal &&
 		    !api->unsaved &&
-		    rdzv_journal_job(api->journal, api->st, name) != 0) {
-			api->journal_failures++;
-			api->unsaved = 1;
-			api->rewrite_at_ms = 0;
-		}
+		    rdzv_journal_job(api->journal, api->st, name) != 0)
+			api_journal_failed(api);
 		if (what & RDZV_CHANGED_WAKE)
 			want_wake(api, name);
 	}
@@ -256,264 +244,6 @@ void rdzv_api_tick(struct rdzv_api *api, uint64_t now_ms)
 	api->now_ms = now_ms;
 	rdzv_state_tick(api->st, now_ms);
 	journal_changes(api);
-}
-
-static void park(struct rdzv_response *resp, enum rdzv_poll_kind kind,
-		 const char *job, uint64_t deadline_ms)
-{
-	resp->status = 0;
-	resp->poll.kind = kind;
-	snprintf(resp->poll.job, sizeof(resp->poll.job), "%s", job);
-	resp->poll.deadline_ms = deadline_ms;
-}
-
-/* --- endpoints --- */
-
-static void do_join(struct rdzv_api *api, const struct rdzv_request *req,
-		    const char *job, json_t *body, struct rdzv_response *resp)
-{
-	struct rdzv_node_info node;
-	struct rdzv_job_config cfg;
-	struct rdzv_reply r;
-	uint64_t wait_ms;
-	char err[512] = "";
-	int rc;
-
-	if (request_join(req, body, &node, &cfg, &wait_ms, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	rc = rdzv_join(api->st, job, &node, &cfg, wait_ms > 0, req->now_ms, &r,
-		       err, sizeof(err));
-	if (rc < 0) {
-		api_reply_state_error(resp, rc, err, &r);
-	} else if (rc == RDZV_DONE) {
-		reply_json(resp, 200,
-			   rdzv_assignment_json(api->st, job, node.node_id));
-	} else if (wait_ms == 0) {
-		reply_json(resp, 202, rdzv_waiting_json(api->st, job));
-	} else {
-		park(resp, RDZV_POLL_JOIN, job, req->now_ms + wait_ms);
-		memcpy(resp->poll.node_id, node.node_id, sizeof(node.node_id));
-		memcpy(resp->poll.incarnation, node.incarnation,
-		       sizeof(node.incarnation));
-	}
-}
-
-static void do_watch(struct rdzv_api *api, const struct rdzv_request *req,
-		     const char *job, struct rdzv_response *resp)
-{
-	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
-	char seen[RDZV_HANG_ID_MAX + 1], err[512] = "";
-	struct rdzv_reply r;
-	uint64_t round = 0, wait_ms;
-	int rc;
-
-	if (request_query_u64(req->query, "round", 1, 0, UINT64_MAX / 2, &round,
-			      err, sizeof(err)) ||
-	    request_query_name(req->query, "node_id", RDZV_NAME_MAX, node_id,
-			       sizeof(node_id), err, sizeof(err)) ||
-	    request_query_name(req->query, "incarnation", RDZV_INCARNATION_MAX,
-			       inc, sizeof(inc), err, sizeof(err)) ||
-	    request_query_name(req->query, "dump_seen", RDZV_HANG_ID_MAX, seen,
-			       sizeof(seen), err, sizeof(err)) ||
-	    request_wait(req, NULL, RDZV_WAIT_DEFAULT_MS, &wait_ms, err,
-			 sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	rc = rdzv_watch(api->st, job, node_id[0] ? node_id : NULL,
-			inc[0] ? inc : NULL, round, req->now_ms, &r, err,
-			sizeof(err));
-	if (rc < 0) {
-		api_reply_state_error(resp, rc, err, &r);
-	} else if (rc == RDZV_DONE || wait_ms == 0 ||
-		   (seen[0] &&
-		    api_hang_open_other(api->st, job, seen, req->now_ms))) {
-		api_reply_status_dump(api->st, resp, &r, job, req->now_ms);
-	} else {
-		park(resp, RDZV_POLL_WATCH, job, req->now_ms + wait_ms);
-		memcpy(resp->poll.node_id, node_id, sizeof(node_id));
-		memcpy(resp->poll.incarnation, inc, sizeof(inc));
-		resp->poll.round = round;
-		resp->poll.hang_seq = rdzv_hang_seq(api->st, job);
-	}
-}
-
-static void do_report(struct rdzv_api *api, const struct rdzv_request *req,
-		      const char *job, json_t *body, struct rdzv_response *resp)
-{
-	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
-	char err[512] = "";
-	const char *status = NULL;
-	json_t *failures = NULL;
-	struct rdzv_reply r;
-	uint64_t round;
-	int rc, ok;
-
-	if (request_node_round(body, node_id, inc, &round, err, sizeof(err)) ||
-	    jsonh_get_str(body, "status", 1, 16, &status, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	if (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0) {
-		reply_error(
-		    resp, 400,
-		    "field 'status' must be \"succeeded\" or \"failed\"", NULL);
-		return;
-	}
-	ok = status[0] == 's';
-	if (!ok || json_object_get(body, "failures")) {
-		json_t *in = json_object_get(body, "failures");
-		if (!in && !ok) {
-			reply_error(resp, 400,
-				    "field 'failures' is required with status "
-				    "\"failed\"",
-				    NULL);
-			return;
-		}
-		failures = request_failures(in, err, sizeof(err));
-		if (!failures) {
-			reply_error(resp, 400, err, NULL);
-			return;
-		}
-	}
-	rc = rdzv_report(api->st, job, node_id, inc, round, ok, failures,
-			 req->now_ms, &r, err, sizeof(err));
-	json_decref(failures);
-	if (rc < 0)
-		api_reply_state_error(resp, rc, err, &r);
-	else
-		api_reply_status(resp, 200, &r);
-}
-
-/* do_preempt: POST /v1/jobs/{job}/preempt {node_id, incarnation, round,
- * step, step_rate}: the node was told to stop; the answer carries the
- * job's stop step (preempt.c) */
-static void do_preempt(struct rdzv_api *api, const struct rdzv_request *req,
-		       const char *job, json_t *body,
-		       struct rdzv_response *resp)
-{
-	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
-	char err[512] = "";
-	json_t *rate = json_object_get(body, "step_rate");
-	struct rdzv_reply r;
-	uint64_t round, step;
-	int rc;
-
-	if (request_node_round(body, node_id, inc, &round, err, sizeof(err)) ||
-	    jsonh_get_u64(body, "step", 1, 0, UINT64_MAX / 4, &step, err,
-			  sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	if (rate && !json_is_number(rate)) {
-		reply_error(resp, 400, "field 'step_rate' must be a number",
-			    NULL);
-		return;
-	}
-	rc = rdzv_preempt(api->st, job, node_id, inc, round, step,
-			  rate ? json_number_value(rate) : 0, req->now_ms, &r,
-			  err, sizeof(err));
-	if (rc == DL_EINVAL)
-		reply_error(resp, 400, err, NULL);
-	else if (rc < 0)
-		api_reply_state_error(resp, rc, err, &r);
-	else
-		api_reply_status(resp, 200, &r);
-}
-
-static void do_leave(struct rdzv_api *api, const struct rdzv_request *req,
-		     const char *job, json_t *body, struct rdzv_response *resp)
-{
-	char node_id[RDZV_NAME_MAX + 1], inc[RDZV_INCARNATION_MAX + 1];
-	char err[512] = "";
-	struct rdzv_reply r;
-	int rc;
-
-	if (request_node_round(body, node_id, inc, NULL, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	rc = rdzv_leave(api->st, job, node_id, inc, req->now_ms, &r, err,
-			sizeof(err));
-	if (rc < 0)
-		api_reply_state_error(resp, rc, err, &r);
-	else
-		reply_json(resp, 200,
-			   json_pack("{s:s, s:I}", "state",
-				     rdzv_job_state_name(r.state), "round",
-				     (json_int_t)r.round));
-}
-
-static void kv_reply(struct rdzv_api *api, const char *job, const char *key,
-		     struct rdzv_response *resp)
-{
-	const void *data;
-	size_t len;
-	buf_reset(&resp->body);
-	rdzv_kv_get(api->st, job, key, &data, &len);
-	if (buf_append(&resp->body, data, len) != 0) {
-		reply_error(resp, 503, "out of memory", NULL);
-		return;
-	}
-	resp->status = 200;
-	resp->content_type = CT_BYTES;
-}
-
-static void do_kv(struct rdzv_api *api, const struct rdzv_request *req,
-		  const char *job, const char *key, struct rdzv_response *resp)
-{
-	char err[512] = "";
-	const void *data;
-	size_t len;
-	uint64_t wait_ms;
-	int rc;
-
-	if (!parse_name_valid(key, RDZV_NAME_MAX)) {
-		reply_error(
-		    resp, 400,
-		    "key must be 1 to 128 characters of " PARSE_NAME_RULE,
-		    NULL);
-		return;
-	}
-	if (strcmp(req->method, "PUT") == 0) {
-		rc = rdzv_kv_put(api->st, job, key, req->body, req->body_len,
-				 err, sizeof(err));
-		if (rc) {
-			reply_error(resp, rc == DL_ELIMIT ? 413 : status_of(rc),
-				    err, NULL);
-			if (rc == DL_ELIMIT && strstr(err, "too many"))
-				resp->status = 429;
-			return;
-		}
-		if (api->journal && !api->unsaved &&
-		    rdzv_journal_kv(api->journal, api->st, job, key, req->body,
-				    req->body_len) != 0) {
-			api->journal_failures++;
-			api->unsaved = 1;
-			api->rewrite_at_ms = 0;
-		}
-		reply_json(resp, 200, json_object());
-		return;
-	}
-	if (request_wait(req, NULL, 0, &wait_ms, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	rc = rdzv_kv_get(api->st, job, key, &data, &len);
-	if (rc == 0) {
-		kv_reply(api, job, key, resp);
-	} else if (!rdzv_job_exists(api->st, job)) {
-		snprintf(err, sizeof(err), "no job %s", job);
-		reply_error(resp, 404, err, NULL);
-	} else if (wait_ms == 0) {
-		snprintf(err, sizeof(err), "no key %s in job %s", key, job);
-		reply_error(resp, 404, err, NULL);
-	} else {
-		park(resp, RDZV_POLL_KV, job, req->now_ms + wait_ms);
-		snprintf(resp->poll.key, sizeof(resp->poll.key), "%s", key);
-	}
 }
 
 enum rdzv_endpoint rdzv_api_route(const char *path)
@@ -657,34 +387,6 @@ static void answer_job_detail(struct rdzv_api *api,
 	reply_json(resp, 200, v);
 }
 
-/* answer_node_event answers the events a node posts or watches: join,
- * heartbeat, watch, report, leave. */
-static void answer_node_event(struct rdzv_api *api,
-			      const struct rdzv_request *req,
-			      enum rdzv_endpoint ep, const char *job,
-			      struct rdzv_response *resp)
-{
-	char err[512] = "";
-	json_t *body = NULL;
-
-	/* watches have no body; heartbeats read theirs (api_heartbeat.c) */
-	if (ep != RDZV_EP_WATCH && ep != RDZV_EP_HEARTBEAT &&
-	    request_body(req, &body, err, sizeof(err))) {
-		reply_error(resp, 400, err, NULL);
-		return;
-	}
-	switch (ep) {
-	case RDZV_EP_JOIN: do_join(api, req, job, body, resp); break;
-	case RDZV_EP_HEARTBEAT: api_heartbeat(api->st, req, job, resp); break;
-	case RDZV_EP_WATCH: do_watch(api, req, job, resp); break;
-	case RDZV_EP_REPORT: do_report(api, req, job, body, resp); break;
-	case RDZV_EP_LEAVE: do_leave(api, req, job, body, resp); break;
-	case RDZV_EP_PREEMPT: do_preempt(api, req, job, body, resp); break;
-	default: reply_error(resp, 404, "no such path", NULL); break;
-	}
-	json_decref(body);
-}
-
 static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 		   struct rdzv_response *resp)
 {
@@ -741,9 +443,9 @@ static void handle(struct rdzv_api *api, const struct rdzv_request *req,
 			return;
 		}
 		snprintf(key, sizeof(key), "%s", k);
-		do_kv(api, req, job, key, resp);
+		api_kv(api, req, job, key, resp);
 	} else {
-		answer_node_event(api, req, ep, job, resp);
+		api_node_event(api, req, ep, job, resp);
 	}
 	journal_changes(api);
 }
@@ -769,94 +471,16 @@ void rdzv_api_handle(struct rdzv_api *api, const struct rdzv_request *req,
 	}
 }
 
-/* poll_check_join: a held join is answered once its round closed (200
- * with the assignment, unless a change is not yet durable), or when the
- * node lost its place; at its deadline 202 says to join again. */
-static int poll_check_join(struct rdzv_api *api, const struct rdzv_poll *poll,
-			   int expired, struct rdzv_response *resp)
-{
-	struct rdzv_reply r;
-	char err[512] = "";
-	int rc = rdzv_join_check(api->st, poll->job, poll->node_id,
-				 poll->incarnation, &r, err, sizeof(err));
-
-	if (rc < 0) {
-		api_reply_state_error(resp, rc, err, &r);
-		return 1;
-	}
-	if (rc == RDZV_DONE && api->unsaved) {
-		reply_error(resp, 503, NOT_DURABLE, NULL);
-		return 1;
-	}
-	if (rc == RDZV_DONE) {
-		reply_json(
-		    resp, 200,
-		    rdzv_assignment_json(api->st, poll->job, poll->node_id));
-		return 1;
-	}
-	if (!expired)
-		return 0;
-	reply_json(resp, 202, rdzv_waiting_json(api->st, poll->job));
-	return 1;
-}
-
-/* poll_check_watch: a watch is answered when the job moved past its
- * round or ended, or at its deadline. */
-static int poll_check_watch(struct rdzv_api *api, const struct rdzv_poll *poll,
-			    uint64_t now_ms, int expired,
-			    struct rdzv_response *resp)
-{
-	struct rdzv_reply r;
-	char err[512] = "";
-	int rc = rdzv_watch(api->st, poll->job,
-			    poll->node_id[0] ? poll->node_id : NULL,
-			    poll->incarnation[0] ? poll->incarnation : NULL,
-			    poll->round, now_ms, &r, err, sizeof(err));
-
-	if (rc < 0) {
-		/* the job was forgotten while we waited */
-		reply_error(resp, 410, err, NULL);
-		return 1;
-	}
-	/* a hang trigger opened since it parked answers it at once */
-	if (rc == RDZV_WAIT && !expired &&
-	    !(rdzv_hang_seq(api->st, poll->job) > poll->hang_seq &&
-	      api_hang_open_other(api->st, poll->job, NULL, now_ms)))
-		return 0;
-	api_reply_status_dump(api->st, resp, &r, poll->job, now_ms);
-	return 1;
-}
-
-/* poll_check_kv: a KV get is answered once the key is there, or 404 at
- * its deadline or when the job is gone. */
-static int poll_check_kv(struct rdzv_api *api, const struct rdzv_poll *poll,
-			 int expired, struct rdzv_response *resp)
-{
-	char err[512];
-	const void *data;
-	size_t len;
-
-	if (rdzv_kv_get(api->st, poll->job, poll->key, &data, &len) == 0) {
-		kv_reply(api, poll->job, poll->key, resp);
-		return 1;
-	}
-	if (!expired && rdzv_job_exists(api->st, poll->job))
-		return 0;
-	snprintf(err, sizeof(err), "no key %s in job %s", poll->key, poll->job);
-	reply_error(resp, 404, err, NULL);
-	return 1;
-}
-
 int rdzv_api_poll_check(struct rdzv_api *api, const struct rdzv_poll *poll,
 			uint64_t now_ms, int expired,
 			struct rdzv_response *resp)
 {
 	api->now_ms = now_ms;
 	switch (poll->kind) {
-	case RDZV_POLL_JOIN: return poll_check_join(api, poll, expired, resp);
+	case RDZV_POLL_JOIN: return api_poll_join(api, poll, expired, resp);
 	case RDZV_POLL_WATCH:
-		return poll_check_watch(api, poll, now_ms, expired, resp);
-	case RDZV_POLL_KV: return poll_check_kv(api, poll, expired, resp);
+		return api_poll_watch(api, poll, now_ms, expired, resp);
+	case RDZV_POLL_KV: return api_poll_kv(api, poll, expired, resp);
 	case RDZV_POLL_NONE: break;
 	}
 	reply_error(resp, 500, "no such poll", NULL);

@@ -1,18 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # rendezvous/: dlaunch-rdzv and librdzv.a (everything but main.c, so the
-# launcher can embed the server for --standalone).
+# launcher can embed the server for --standalone): the HTTP API, the
+# journal, metrics and the status page over the state machine.
 #
-# The state machine (dlaunch/rdzv_state.h: the rules, with no sockets,
-# files or clocks) is also its own archive, librdzv_state.a, which needs
-# only libdlcommon and jansson: any host can link it and drive it, not just
-# this server. Its unit test links that archive alone, so a dependency on
-# the server's layers (api, journal, http) fails the build.
-RDZV_STATE_SRCS := rendezvous/state.c rendezvous/round.c \
-	rendezvous/deadlines.c rendezvous/state_json.c rendezvous/state_save.c \
-	rendezvous/kv.c rendezvous/history.c rendezvous/runs.c rendezvous/master.c \
-	rendezvous/hangs.c rendezvous/preempt.c
-RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
-$(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
+# The state machine is its own unit in rendezvous/state/ (its fragment,
+# read before this one, declares $(RDZV_STATE_SRCS) and librdzv_state.a);
+# librdzv.a holds its objects too, so the server links one archive.
 
 # The status page (rendezvous/page/) is compiled in: embed.sh turns its
 # files into C arrays, so the binary serves it with no file beside it.
@@ -26,7 +19,7 @@ $(call objs,$(PAGE_GEN)): CPPFLAGS += -Irendezvous
 
 RDZV_SRCS := $(filter-out rendezvous/main.c,$(wildcard rendezvous/*.c))
 OBJS += $(call objs,$(RDZV_SRCS) rendezvous/main.c $(PAGE_GEN))
-$(RDZV_LIB): $(call objs,$(RDZV_SRCS) $(PAGE_GEN))
+$(RDZV_LIB): $(call objs,$(RDZV_SRCS) $(RDZV_STATE_SRCS) $(PAGE_GEN))
 
 ifneq ($(wildcard rendezvous/main.c),)
 RDZV_BIN := $(BUILD)/bin/dlaunch-rdzv
@@ -37,17 +30,15 @@ $(BUILD)/bin/dlaunch-rdzv: $(call objs,rendezvous/main.c) $(RDZV_LIB) \
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm
 
-RDZV_UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_rdzv*.c))
-RDZV_STATE_TESTS := test_rdzv_state test_rdzv_runs test_rdzv_hang
-$(foreach t,$(filter-out $(RDZV_STATE_TESTS),$(RDZV_UNIT_TESTS)),\
+# the server's unit tests (the state machine's are rendezvous/state/'s)
+RDZV_UNIT_TESTS := $(filter-out $(RDZV_STATE_TESTS),\
+	$(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_rdzv*.c)))
+$(foreach t,$(RDZV_UNIT_TESTS),\
 	$(eval $(call unit_test,$(t),$(RDZV_LIB) $(COMMON_LIB),\
 	$(EVENT_LIBS) $(JSON_LIBS) $(SSL_LIBS) -lm)))
-$(foreach t,$(filter $(RDZV_STATE_TESTS),$(RDZV_UNIT_TESTS)),\
-	$(eval $(call unit_test,$(t),$(RDZV_STATE_LIB) $(COMMON_LIB),\
-	$(JSON_LIBS) -lm)))
 
 .PHONY: rendezvous
-rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
+rendezvous: $(RDZV_BIN) $(RDZV_LIB) rdzv-state \
 	$(addprefix $(BUILD)/tests/,$(RDZV_UNIT_TESTS))
 
 # libFuzzer harness over the request handling (api.c into the state
@@ -56,11 +47,13 @@ rendezvous: $(RDZV_BIN) $(RDZV_LIB) $(RDZV_STATE_LIB) \
 # $(BUILD)/fuzz/corpus_rdzv, the committed seeds stay as they are.
 FUZZ_CC ?= clang
 RDZV_FUZZ_SRCS := tests/fuzz/fuzz_rdzv_api.c rendezvous/api.c rendezvous/api_hang.c \
+	rendezvous/api_node.c rendezvous/api_kv.c \
 	rendezvous/api_heartbeat.c \
 	rendezvous/request.c rendezvous/journal.c rendezvous/page.c \
 	$(PAGE_GEN) $(RDZV_STATE_SRCS) \
 	$(wildcard common/*.c)
 $(BUILD)/fuzz/fuzz_rdzv_api: $(RDZV_FUZZ_SRCS) $(wildcard rendezvous/*.h) \
+		$(wildcard rendezvous/state/*.h) \
 		include/dlaunch/rdzv_state.h
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \

@@ -9,6 +9,14 @@
  * and about the members it knows (type and range), and lenient only where
  * the protocol asks: unknown members and unknown types are skipped. It
  * works on a length-delimited buffer and never reads past it.
+ *
+ * It is not common/jsonflat.c on purpose, though both read one JSON
+ * object without allocating: jsonflat reads only the plainest documents
+ * (strings without escapes, small integers, nothing nested) and refuses
+ * the rest to a jansson fallback; the trainer has no jansson to fall back
+ * on, so this reader takes every valid line the agent may send (escapes
+ * and UTF-8 in a reason, nested or unknown members to skip) and says why
+ * it refuses one.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -580,22 +588,25 @@ int control_format_step(char *buf, size_t size, uint64_t step)
 			    (unsigned long long)step));
 }
 
+/* format_round_step: {"type":TYPE,"round":R,"step":S} and a newline */
+static int format_round_step(char *buf, size_t size, const char *type,
+			     uint64_t round, uint64_t step)
+{
+	return fmt(size, snprintf(buf, size,
+				  "{\"type\":\"%s\",\"round\":%llu,"
+				  "\"step\":%llu}\n",
+				  type, (unsigned long long)round,
+				  (unsigned long long)step));
+}
+
 int control_format_aborted(char *buf, size_t size, uint64_t round,
 			   uint64_t step)
 {
-	return fmt(size, snprintf(buf, size,
-				  "{\"type\":\"aborted\",\"round\":%llu,"
-				  "\"step\":%llu}\n",
-				  (unsigned long long)round,
-				  (unsigned long long)step));
+	return format_round_step(buf, size, "aborted", round, step);
 }
 
 int control_format_reformed(char *buf, size_t size, uint64_t round,
 			    uint64_t step)
 {
-	return fmt(size, snprintf(buf, size,
-				  "{\"type\":\"reformed\",\"round\":%llu,"
-				  "\"step\":%llu}\n",
-				  (unsigned long long)round,
-				  (unsigned long long)step));
+	return format_round_step(buf, size, "reformed", round, step);
 }

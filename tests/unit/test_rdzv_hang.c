@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rdzv_hang.c - the state machine's hang triggers and node reports
- * (rendezvous/hangs.c): who may open a trigger, one open at a time, how it
- * closes (every node reported, 30 s, a new round), which reports are
- * taken, replaced and analysed, and the bounds per report, per job and on
- * the number of triggers kept.
+ * (rendezvous/state/hangs.c): who may open a trigger, one open at a time, how
+ * it closes (every node reported, 30 s, a new round), which reports are taken,
+ * replaced and analysed, and the bounds per report, per job and on the number
+ * of triggers kept.
  */
 #include <setjmp.h>
 #include <stdarg.h>

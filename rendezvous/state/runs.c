@@ -13,8 +13,6 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
-#define ERR(code, ...) (snprintf(err, err_size, __VA_ARGS__), (code))
-
 json_t *job_run_summary(const struct job *j)
 {
 	return json_pack("{s:I, s:s, s:I, s:I, s:O}", "run", (json_int_t)j->run,

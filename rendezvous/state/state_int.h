@@ -2,15 +2,22 @@
 /*
  * state_int.h - the rendezvous state machine's data and the helpers its
  * files share: state.c (the job table), round.c (the rules of rounds),
- * deadlines.c (the timer side), state_json.c (views) and state_save.c
- * (the durable form). Private to the state machine; everyone else,
- * api.c and journal.c included, goes through dlaunch/rdzv_state.h.
+ * join.c and node_events.c (the events of nodes), deadlines.c (the timer
+ * side), state_json.c (views) and state_save.c (the durable form). Private to
+ * the state machine; everyone else, api.c and journal.c included, goes through
+ * dlaunch/rdzv_state.h.
  */
 #ifndef DLAUNCH_RDZV_STATE_INT_H
 #define DLAUNCH_RDZV_STATE_INT_H
 
+#include <stdio.h>
+
 #include "dlaunch/rdzv_state.h"
 #include "kv.h"
+
+/* ERR(code, fmt, ...): writes the message into the function's err
+ * (err_size bytes) and is code; for `return ERR(DL_EINVAL, "...")`. */
+#define ERR(code, ...) (snprintf(err, err_size, __VA_ARGS__), (code))
 
 /* A member of the job's current (closed) round. */
 /* How many ended runs of one job id are kept for status. */
@@ -142,7 +149,16 @@ int job_reserve(void **arr, size_t *cap, size_t need, size_t elem);
 /* job_master_port: the port node rank 0 offered, else torchrun's 29500 */
 unsigned job_master_port(const struct job *j);
 
-/* --- round.c: the rules, used by deadlines.c --- */
+/* --- round.c: the rules, used by join.c, node_events.c, deadlines.c --- */
+
+/* job_fill_reply fills reply (NULL: nothing) with j's round, state,
+ * restart count and stop step, and action (stop once j ended). */
+void job_fill_reply(const struct job *j, enum rdzv_action action,
+		    struct rdzv_reply *reply);
+/* job_action_for: the action for node_id right now: continue for a
+ * member of a running round, stop once the job ended, restart (join
+ * again) otherwise. */
+enum rdzv_action job_action_for(const struct job *j, const char *node_id);
 
 /* job_track_min keeps the open round's clocks (min_reached, since when
  * the round has been short of min_nodes). */

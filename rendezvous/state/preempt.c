@@ -22,8 +22,6 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
-#define ERR(code, ...) (snprintf(err, err_size, __VA_ARGS__), (code))
-
 uint64_t rdzv_preempt_pick_step(uint64_t step, double step_rate,
 				uint64_t heartbeat_interval_ms)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kv.h - a job's small key-value store (private to rendezvous/).
+ * kv.h - a job's small key-value store (private to rendezvous/state/).
  *
  * Keys are validated names; values are opaque bytes copied in. The store
  * enforces a key count; the caller enforces the value size.

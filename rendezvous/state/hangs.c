@@ -17,8 +17,6 @@
 #include "dlaunch/log.h"
 #include "state_int.h"
 
-#define ERR(code, ...) (snprintf(err, err_size, __VA_ARGS__), (code))
-
 /* A member node of the round a trigger asked, and its answer. */
 struct hang_node {
 	char *node_id, *incarnation;

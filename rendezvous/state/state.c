@@ -18,8 +18,6 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
-#define ERR(code, ...) (snprintf(err, err_size, __VA_ARGS__), (code))
-
 void rdzv_limits_init(struct rdzv_limits *limits)
 {
 	limits->max_jobs = 1024;
