@@ -113,6 +113,7 @@ COMMON_LIB := $(BUILD)/lib/libdlcommon.a
 RDZV_LIB   := $(BUILD)/lib/librdzv.a
 AGENT_LIB  := $(BUILD)/lib/libagent.a
 KEEPER_LIB := $(BUILD)/lib/libkeeper.a
+ETCD_LIB   := $(BUILD)/lib/libetcd.a
 DIST_LIB   := $(BUILD)/lib/libdist.a
 TRAIN_LIB  := $(BUILD)/lib/libtrain.a
 
@@ -156,7 +157,7 @@ $(BUILD)/tests/$(1): $(BUILD)/obj/tests/unit/$(1).o $(2)
 endef
 
 include common/module.mk
-include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk \
+include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk agent/etcd/*.mk \
 	launcher/*.mk \
 	trainer/*.mk trainer/dist/*.mk tests/*.mk bench/*.mk))
 # after the modules: the man pages and the package need every binary

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_etcd_leader.c - the leader of a job over etcd (agent/etcd_leader.c)
+ * test_etcd_leader.c - the leader of a job over etcd (agent/etcd/etcd_leader.c)
  * against a fake etcd client: the test defines the client's calls and
  * watches (etcd_call, etcd_cancel, etcd_watch_new, etcd_watch_free and the
  * answer readers), keeps every call the leader makes, and answers them
@@ -18,9 +18,9 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "../../agent/etcd_client.h"
-#include "../../agent/etcd_leader.h"
-#include "../../agent/etcd_leader_int.h" /* WRITES_MAX */
+#include "../../agent/etcd/etcd_client.h"
+#include "../../agent/etcd/etcd_leader.h"
+#include "../../agent/etcd/etcd_leader_int.h" /* WRITES_MAX */
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/rdzv_state.h"

@@ -3,7 +3,7 @@
  * rdzv_etcd_node.h - the etcd backend's state of one node, shared by its
  * two halves: rdzv_etcd.c (the node key, the inbox, the lease, the
  * interface of rdzv.h) and etcd_campaign.c (the leader key). Private to
- * agent/.
+ * agent/etcd/.
  */
 #ifndef DLAUNCH_AGENT_RDZV_ETCD_NODE_H
 #define DLAUNCH_AGENT_RDZV_ETCD_NODE_H
@@ -14,7 +14,7 @@
 #include "dlaunch/agent.h"
 #include "etcd_keys.h"
 #include "etcd_proto.h"
-#include "rdzv.h"
+#include "../rdzv.h"
 
 struct event;
 struct event_base;

@@ -28,7 +28,7 @@
 #include "etcd_client.h"
 #include "etcd_leader.h"
 #include "etcd_recovery.h"
-#include "rdzv.h"
+#include "../rdzv.h"
 #include "rdzv_etcd_node.h"
 
 static void put_node(struct rdzv_etcd *h);
