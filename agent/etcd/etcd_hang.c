@@ -30,7 +30,6 @@
 #include "dlaunch/parse.h"
 #include "etcd_client.h"
 #include "etcd_hang.h"
-#include "etcd_leader.h"
 #include "etcd_proto.h"
 #include "dlaunch/hang.h"
 #include "rdzv_etcd_node.h"

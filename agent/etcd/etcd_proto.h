@@ -124,6 +124,10 @@ int etcd_build_put(const void *key, size_t key_len, const void *value,
 int etcd_build_delete(const void *key, size_t key_len, const void *range_end,
 		      size_t range_end_len, json_t **out, char *err,
 		      size_t err_size);
+/* etcd_build_read: a read of the one key k (a C string) that one member
+ * answers alone (serializable): a watch from the revision it was read at
+ * follows it, so a member that lags costs time, never an event */
+int etcd_build_read(const char *k, json_t **out, char *err, size_t err_size);
 
 /* What a txn compare looks at (etcd's Compare.target) */
 enum etcd_cmp_target {

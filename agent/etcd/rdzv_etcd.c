@@ -12,9 +12,10 @@
  * Every agent campaigns for the leader key (a transaction that creates
  * it only where there is none, bound to the agent's lease; a node's first
  * write is its campaign too); the winner runs etcd_leader.c beside its
- * own node's part, which goes through etcd like everyone else's. What
- * follows the campaign (leading, watching the key, the takeover) is
- * etcd_campaign.c's.
+ * own node's part, which goes through etcd like everyone else's. The
+ * campaign (reading the key, leading, watching it, the takeover) is a
+ * table of states x events of its own, embedded in struct rdzv_etcd
+ * (etcd_campaign.h); this file posts it what the node's side learns.
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -26,7 +27,6 @@
 #include "dlaunch/log.h"
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
-#include "etcd_leader.h"
 #include "etcd_recovery.h"
 #include "../rdzv.h"
 #include "rdzv_etcd_node.h"
@@ -51,20 +51,6 @@ static int is_ended(const char *state)
 	return state && (strcmp(state, "SUCCEEDED") == 0 ||
 			 strcmp(state, "FAILED") == 0 ||
 			 strcmp(state, "PREEMPTED") == 0);
-}
-
-/* rdzv_etcd_read_body: a read of key k that one member answers alone: a
- * watch from the revision it was read at follows it, so a member that
- * lags costs time, never an event */
-int rdzv_etcd_read_body(const char *k, json_t **body, char *err, size_t es)
-{
-	struct etcd_op op;
-	memset(&op, 0, sizeof(op));
-	op.kind = ETCD_OP_RANGE;
-	op.key.data = k;
-	op.key.len = strlen(k);
-	op.serializable = 1;
-	return etcd_build_op(&op, body, err, es);
 }
 
 /* ---------------------------------------------------------- the inbox */
@@ -207,7 +193,7 @@ static void read_inbox(struct rdzv_etcd *h)
 	char k[ETCD_JOB_KEY_MAX], err[128];
 	json_t *body = NULL;
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_INBOX, h->node_id);
-	if (rdzv_etcd_read_body(k, &body, err, sizeof(err)) == 0)
+	if (etcd_build_read(k, &body, err, sizeof(err)) == 0)
 		h->inbox_read = etcd_call(h->c, "inbox read", "/v3/kv/range",
 					  body, 0, on_inbox_read, h);
 	json_decref(body);
@@ -338,7 +324,7 @@ static void on_node_key(void *arg, enum etcd_watch_what what,
 	etcd_watch_free(h->node_watch);
 	h->node_watch = NULL;
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
-	if (rdzv_etcd_read_body(k, &body, err, sizeof(err)) == 0)
+	if (etcd_build_read(k, &body, err, sizeof(err)) == 0)
 		h->node_read = etcd_call(h->c, "node key read", "/v3/kv/range",
 					 body, 0, on_node_read, h);
 	json_decref(body);
@@ -375,17 +361,6 @@ static json_t *node_value(struct rdzv_etcd *h)
 	if (v && h->preempt)
 		json_object_set(v, "preempt", h->preempt);
 	return v;
-}
-
-/* rdzv_etcd_leader_value: what the leader key says (malloc'd; NULL when
- * out of memory) */
-char *rdzv_etcd_leader_value(struct rdzv_etcd *h)
-{
-	json_t *v = json_pack("{s:s, s:s}", "node_id", h->node_id,
-			      "incarnation", h->incarnation);
-	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
-	json_decref(v);
-	return text;
 }
 
 /* entered: the answer of a node's first write (put_node), which also
@@ -470,7 +445,7 @@ static void entered(struct rdzv_etcd *h, const struct etcd_answer *a)
 		etcd_txn_response_release(&t);
 		read_inbox(h);
 		on_node_key(h, ETCD_WATCH_COMPACTED, NULL, NULL);
-		rdzv_etcd_campaign(h);
+		etcd_campaign_post(&h->camp, ETCD_CAMPAIGN_EV_START, 0);
 		return;
 	}
 	if (t.responses[0].range.n_kvs == 1 &&
@@ -483,10 +458,12 @@ static void entered(struct rdzv_etcd *h, const struct etcd_answer *a)
 	watch_inbox(h, t.header.revision + 1);
 	watch_node(h, t.header.revision + 1);
 	if (t.succeeded)
-		rdzv_etcd_lead(h, t.header.revision);
+		etcd_campaign_post(&h->camp, ETCD_CAMPAIGN_EV_WON,
+				   t.header.revision);
 	else
-		rdzv_etcd_leader_seen(h, ld->n_kvs == 1 ? &ld->kvs[0] : NULL,
-				      t.header.revision);
+		etcd_campaign_seen(&h->camp,
+				   ld->n_kvs == 1 ? &ld->kvs[0] : NULL,
+				   t.header.revision);
 	etcd_txn_response_release(&t);
 }
 
@@ -552,11 +529,11 @@ static void put_node(struct rdzv_etcd *h)
 	}
 	h->put_again = 0;
 	reads = !h->inbox_watch && !h->inbox_read && !h->leaving &&
-		!h->leader && !h->campaign;
+		!etcd_campaign_busy(&h->camp);
 	v = node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
-	lval = rdzv_etcd_leader_value(h);
+	lval = etcd_campaign_value(&h->camp);
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
 	rdzv_etcd_key(h, kin, sizeof(kin), ETCD_KEY_INBOX, h->node_id);
 	rdzv_etcd_key(h, kld, sizeof(kld), ETCD_KEY_LEADER, NULL);
@@ -572,7 +549,7 @@ static void put_node(struct rdzv_etcd *h)
 	in.key.data = kin;
 	in.key.len = strlen(kin);
 	if (text && lval) {
-		rdzv_etcd_campaign_ops(h, kld, lval, &free_key, &lput);
+		etcd_campaign_ops(&h->camp, kld, lval, &free_key, &lput);
 		ld = in;
 		ld.key = lput.key;
 		/* look: the node key before this write (refused_holder) */
@@ -621,17 +598,12 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 		/* our keys went with the old lease, the leader key too, and
 		 * the leader evicted this node: a join in hand starts
 		 * afresh; a round in hand is over (the inbox will say so) */
-		if (h->leader) {
-			log_warn("etcd leader: this agent's lease expired, its "
-				 "leader key with it; it stops leading job %s",
-				 h->cfg->run_id);
-			event_active(h->depose, EV_TIMEOUT, 0);
-		}
+		etcd_campaign_post(&h->camp, ETCD_CAMPAIGN_EV_LEASE_LOST, 0);
 		if (h->joining)
 			h->join_seq++;
 		put_node(h);
 		if (!h->put_reads)
-			rdzv_etcd_campaign(h);
+			etcd_campaign_post(&h->camp, ETCD_CAMPAIGN_EV_START, 0);
 		return;
 	}
 	put_node(h); /* and the first reads with it */
@@ -797,8 +769,7 @@ static void etcd_leave(struct agent_rdzv *r)
 		post_kind(h, AGENT_EV_LEFT, 0);
 		return;
 	}
-	etcd_leader_free(h->leader);
-	h->leader = NULL;
+	etcd_campaign_post(&h->camp, ETCD_CAMPAIGN_EV_LEAVE, 0);
 	h->leaving = 1;
 	etcd_cancel(h->put);
 	h->put = NULL;
@@ -870,20 +841,26 @@ static void etcd_free(struct agent_rdzv *r)
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
 	if (!h)
 		return;
-	etcd_leader_free(h->leader);
+	etcd_campaign_release(&h->camp);
 	if (h->lease)
 		etcd_lease_free(h->lease);
 	etcd_client_free(h->c); /* every call and watch with it */
 	etcd_hang_free(h);
-	if (h->depose)
-		event_free(h->depose);
-	if (h->recampaign)
-		event_free(h->recampaign);
 	json_decref(h->report);
 	json_decref(h->preempt);
 	json_decref(h->recovery);
 	json_decref(h->inbox);
 	free(h);
+}
+
+/* node_rank: this node's rank in the round its inbox assigns, -1 when
+ * none (the campaign's order of followers) */
+static int64_t node_rank(void *arg)
+{
+	struct rdzv_etcd *h = arg;
+	json_t *a = json_object_get(h->inbox, "assignment");
+	json_t *r = json_object_get(a, "node_rank");
+	return json_is_integer(r) ? (int64_t)json_integer_value(r) : -1;
 }
 
 static const struct agent_rdzv_ops etcd_ops = {
@@ -910,6 +887,7 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 {
 	const struct agent_config *cfg = p->cfg;
 	struct rdzv_etcd *h = calloc(1, sizeof(*h));
+	struct etcd_campaign_params camp;
 	int rc;
 	if (!h) {
 		snprintf(err, err_size, "out of memory");
@@ -928,9 +906,17 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 		free(h);
 		return rc;
 	}
-	h->depose = event_new(p->base, -1, 0, rdzv_etcd_on_deposed, h);
-	h->recampaign = evtimer_new(p->base, rdzv_etcd_on_recampaign, h);
-	if (!h->depose || !h->recampaign || etcd_hang_new(h) != 0) {
+	camp.base = p->base;
+	camp.c = h->c;
+	camp.prefix = h->prefix;
+	camp.job = cfg->run_id;
+	camp.node_id = h->node_id;
+	camp.incarnation = h->incarnation;
+	camp.rerun_after_ms = agent_etcd_rerun_after_ms(cfg);
+	camp.lease_id = &h->lease_id;
+	camp.node_rank = node_rank;
+	camp.arg = h;
+	if (etcd_campaign_init(&h->camp, &camp) != 0 || etcd_hang_new(h) != 0) {
 		etcd_free(&h->base);
 		snprintf(err, err_size, "out of memory");
 		return DL_ENOMEM;

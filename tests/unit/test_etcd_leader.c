@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_etcd_leader.c - the leader of a job over etcd (agent/etcd/etcd_leader.c)
- * against a fake etcd client: the test defines the client's calls and
- * watches (etcd_call, etcd_cancel, etcd_watch_new, etcd_watch_free and the
- * answer readers), keeps every call the leader makes, and answers them
- * when it chooses, with etcd's JSON as recorded in tests/etcd/recorded.
- * The static library's etcd_client.o is then never linked in.
+ * against the recorded fake etcd client (etcd_fake.h): it keeps every
+ * call the leader makes, and the test answers them when it chooses, with
+ * etcd's JSON as recorded in tests/etcd/recorded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,219 +16,12 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "../../agent/etcd/etcd_client.h"
 #include "../../agent/etcd/etcd_leader.h"
 #include "../../agent/etcd/etcd_leader_int.h" /* WRITES_MAX */
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/rdzv_state.h"
-
-/* ------------------------------------------------------ the fake client */
-
-#define MAX_CALLS 128
-
-struct etcd_call {
-	char path[64];
-	etcd_cb cb;
-	void *arg;
-	int canceled, answered;
-	/* a transaction's: its operations, the keys (base64) of its first
-	 * and last put */
-	size_t ops;
-	char first_key[128], last_key[128];
-};
-
-struct etcd_watch {
-	etcd_watch_cb cb;
-	void *arg;
-	int freed;
-};
-
-static struct etcd_call calls[MAX_CALLS];
-static size_t ncalls;
-static struct etcd_watch watches[MAX_CALLS];
-static size_t nwatches;
-
-struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
-			    const char *path, json_t *body, unsigned flags,
-			    etcd_cb cb, void *arg)
-{
-	struct etcd_call *k;
-	(void)c;
-	(void)what;
-	(void)flags;
-	if (ncalls == MAX_CALLS)
-		return NULL;
-	k = &calls[ncalls++];
-	memset(k, 0, sizeof(*k));
-	snprintf(k->path, sizeof(k->path), "%s", path);
-	if (strcmp(path, "/v3/kv/txn") == 0) {
-		json_t *ops = json_object_get(body, "success");
-		size_t n = json_array_size(ops);
-		const char *first = json_string_value(json_object_get(
-		    json_object_get(json_array_get(ops, 0), "request_put"),
-		    "key"));
-		const char *last = json_string_value(json_object_get(
-		    json_object_get(json_array_get(ops, n ? n - 1 : 0),
-				    "request_put"),
-		    "key"));
-		k->ops = n;
-		snprintf(k->first_key, sizeof(k->first_key), "%s",
-			 first ? first : "");
-		snprintf(k->last_key, sizeof(k->last_key), "%s",
-			 last ? last : "");
-	}
-	k->cb = cb;
-	k->arg = arg;
-	return k;
-}
-
-void etcd_cancel(struct etcd_call *call)
-{
-	if (call)
-		call->canceled = 1;
-}
-
-int etcd_answer_range(const struct etcd_answer *a,
-		      struct etcd_range_response *r, char *err, size_t err_size)
-{
-	if (a->rc != 0)
-		return dl_errorf(err, err_size, a->rc, "%s", a->error);
-	return etcd_parse_range(a->body, a->len, r, err, err_size);
-}
-
-int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
-		    char *err, size_t err_size)
-{
-	if (a->rc != 0)
-		return dl_errorf(err, err_size, a->rc, "%s", a->error);
-	return etcd_parse_txn(a->body, a->len, t, err, err_size);
-}
-
-struct etcd_watch *etcd_watch_new(struct etcd_client *c, const char *what,
-				  const void *key, size_t key_len,
-				  const void *range_end, size_t range_end_len,
-				  int64_t start_revision, int prev_kv,
-				  etcd_watch_cb cb, void *arg)
-{
-	struct etcd_watch *w;
-	(void)c;
-	(void)what;
-	(void)key;
-	(void)key_len;
-	(void)range_end;
-	(void)range_end_len;
-	(void)start_revision;
-	(void)prev_kv;
-	if (nwatches == MAX_CALLS)
-		return NULL;
-	w = &watches[nwatches++];
-	memset(w, 0, sizeof(*w));
-	w->cb = cb;
-	w->arg = arg;
-	return w;
-}
-
-void etcd_watch_free(struct etcd_watch *w)
-{
-	if (w)
-		w->freed = 1;
-}
-
-/* answer: call i gets body (etcd's JSON) */
-static void answer(size_t i, const char *body)
-{
-	struct etcd_answer a = {0, body, strlen(body), ""};
-	assert_true(i < ncalls);
-	assert_false(calls[i].canceled);
-	assert_false(calls[i].answered);
-	calls[i].answered = 1;
-	calls[i].cb(calls[i].arg, &a);
-}
-
-static size_t pending(void)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ncalls; i++)
-		n += !calls[i].canceled && !calls[i].answered;
-	return n;
-}
-
-/* answer_left: a real client answers every call not canceled, after the
- * leader is freed too; the number of them (0 when the leader canceled
- * all it had out) */
-static size_t answer_left(const char *body)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ncalls; i++)
-		if (!calls[i].canceled && !calls[i].answered) {
-			answer(i, body);
-			n++;
-		}
-	return n;
-}
-
-/* answer_error: call i ends without an answer of etcd's (rc, why) */
-static void answer_error(size_t i, int rc, const char *why)
-{
-	struct etcd_answer a = {rc, "", 0, why};
-	assert_true(i < ncalls);
-	assert_false(calls[i].canceled);
-	assert_false(calls[i].answered);
-	calls[i].answered = 1;
-	calls[i].cb(calls[i].arg, &a);
-}
-
-/* txns_pending: the transactions sent and not yet answered or canceled */
-static size_t txns_pending(void)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ncalls; i++)
-		n += strcmp(calls[i].path, "/v3/kv/txn") == 0 &&
-		     !calls[i].canceled && !calls[i].answered;
-	return n;
-}
-
-/* oldest_txn: the first transaction not yet answered, or ncalls */
-static size_t oldest_txn(void)
-{
-	size_t i;
-	for (i = 0; i < ncalls; i++)
-		if (strcmp(calls[i].path, "/v3/kv/txn") == 0 &&
-		    !calls[i].canceled && !calls[i].answered)
-			break;
-	return i;
-}
-
-static void b64(const char *in, char *out);
-
-/* is_key: whether the base64 key k is key */
-static int is_key(const char *k, const char *key)
-{
-	char want[128];
-	b64(key, want);
-	return strcmp(k, want) == 0;
-}
-
-static void b64(const char *in, char *out)
-{
-	static const char t[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t n = strlen(in), o = 0;
-	const unsigned char *s = (const unsigned char *)in;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)s[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= s[i + 2];
-		out[o++] = t[(v >> 18) & 63];
-		out[o++] = t[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? t[v & 63] : '=';
-	}
-	out[o] = '\0';
-}
+#include "etcd_fake.h"
 
 static int deposed_count;
 static void on_deposed(void *arg)
@@ -315,7 +106,7 @@ static void test_compacted_during_write(void **state)
 	size_t write_at, read_at;
 	(void)state;
 	assert_non_null(base);
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "A", 5, 0, on_deposed, NULL);
@@ -360,7 +151,7 @@ static void test_write_answered_during_read(void **state)
 	struct etcd_leader *l;
 	char empty[256], ok[256], *nodes;
 	(void)state;
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "A", 5, 0, on_deposed, NULL);
@@ -399,7 +190,7 @@ static void test_deposed_with_calls_in_flight(void **state)
 	size_t before;
 	(void)state;
 	assert_non_null(base);
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	to_free = etcd_leader_new(base, (struct etcd_client *)base, "/p/job",
 				  "job", "N0", 5, 0, on_deposed_free, NULL);
@@ -444,7 +235,7 @@ static void test_inboxes_in_parallel_after_record(void **state)
 	struct etcd_leader *l;
 	char empty[256], ok[256], *nodes;
 	(void)state;
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "N0", 5, 0, on_deposed, NULL);
@@ -479,7 +270,7 @@ static struct etcd_leader *start_round_of(struct event_base *base, int n,
 {
 	struct etcd_leader *l;
 	char empty[256], *nodes;
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "N0", 5, 0, deposed, NULL);
