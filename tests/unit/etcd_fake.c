@@ -23,8 +23,7 @@ char fake_log[4096];
 static void note(const char *verb, const char *what)
 {
 	size_t len = strlen(fake_log);
-	snprintf(fake_log + len, sizeof(fake_log) - len, "%s(%s);", verb,
-		 what);
+	snprintf(fake_log + len, sizeof(fake_log) - len, "%s(%s);", verb, what);
 }
 
 void fake_reset(void)
