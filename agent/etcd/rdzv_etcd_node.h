@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_etcd_node.h - the etcd backend's state of one node, shared by
- * rdzv_etcd.c (the node key, the inbox, the lease, the interface of
- * rdzv.h) and etcd_hang.c (hang diagnosis). The campaign for the leader
- * key is a table of its own (etcd_campaign.h), embedded here. Private to
- * agent/etcd/.
+ * rdzv_etcd.c (the inbox, the lease, the interface of rdzv.h),
+ * rdzv_etcd_nodekey.c (the node key) and etcd_hang.c (hang diagnosis). The
+ * campaign for the leader key is a table of its own (etcd_campaign.h), embedded
+ * here. Private to agent/etcd/.
  */
 #ifndef DLAUNCH_AGENT_RDZV_ETCD_NODE_H
 #define DLAUNCH_AGENT_RDZV_ETCD_NODE_H
@@ -78,6 +78,23 @@ struct rdzv_etcd {
 /* rdzv_etcd_key: PREFIX/JOB/ + what + id (id NULL: none) into out */
 void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
 		   const char *what, const char *id);
+/* rdzv_etcd_post_kind posts an event of kind k about round to the
+ * agent's round loop */
+void rdzv_etcd_post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
+			 uint64_t round);
+
+/* rdzv_etcd.c: the inbox. take_inbox: its value (len bytes), when it is
+ * this agent's, taken and acted on; read_inbox: read it, then watch it
+ * from there; watch_inbox: watch it from revision from */
+void rdzv_etcd_take_inbox(struct rdzv_etcd *h, const char *value, size_t len);
+void rdzv_etcd_read_inbox(struct rdzv_etcd *h);
+void rdzv_etcd_watch_inbox(struct rdzv_etcd *h, int64_t from);
+
+/* rdzv_etcd_nodekey.c: the node key. node_value: what it says now (a new
+ * reference; NULL when out of memory); put_node: write it (again, once
+ * the write in flight is answered) */
+json_t *rdzv_etcd_node_value(struct rdzv_etcd *h);
+void rdzv_etcd_put_node(struct rdzv_etcd *h);
 
 /* etcd_hang.c: hang diagnosis (rdzv.h's hang_* ops); etcd_hang_round
  * starts the watch of the trigger key (once); etcd_hang_free after the
