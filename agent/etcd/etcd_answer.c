@@ -488,3 +488,19 @@ void etcd_watch_response_release(struct etcd_watch_response *w)
 	free(w->events);
 	memset(w, 0, sizeof(*w));
 }
+
+int etcd_answer_range(const struct etcd_answer *a,
+		      struct etcd_range_response *r, char *err, size_t err_size)
+{
+	if (a->rc != 0)
+		return dl_errorf(err, err_size, a->rc, "%s", a->error);
+	return etcd_parse_range(a->body, a->len, r, err, err_size);
+}
+
+int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
+		    char *err, size_t err_size)
+{
+	if (a->rc != 0)
+		return dl_errorf(err, err_size, a->rc, "%s", a->error);
+	return etcd_parse_txn(a->body, a->len, t, err, err_size);
+}

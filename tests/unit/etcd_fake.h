@@ -3,7 +3,7 @@
  * etcd_fake.h - a recorded fake of the etcd client (agent/etcd/
  * etcd_client.h) for unit tests of what runs on it (the leader, the
  * campaign): it defines the client's calls and watches (etcd_call,
- * etcd_cancel, etcd_watch_new, etcd_watch_free and the answer readers),
+ * etcd_cancel, etcd_watch_new, etcd_watch_free),
  * keeps every call and watch made, writes each in fake_log, and answers
  * a call only when the test says so, with etcd's JSON as recorded in
  * tests/etcd/recorded. A test that links etcd_fake.o before libetcd.a

@@ -527,6 +527,13 @@ static struct etcd_leader *new_leader(struct event_base *base)
 	return l;
 }
 
+/* deposed_once: l is deposed and said so once */
+static void deposed_once(const struct etcd_leader *l)
+{
+	assert_int_equal(l->phase, LEADER_DEPOSED);
+	assert_int_equal(deposed_count, 1);
+}
+
 /* Each way into DEPOSED, with an owner that frees the leader later, as
  * the agent's campaign does: a failed read of the record, a failed read
  * of the nodes, a failed node watch, a write that finds another leader.
@@ -548,8 +555,7 @@ static void test_deposed_from_each_phase(void **state)
 	/* reading the record */
 	l = new_leader(base);
 	answer_error(0, DL_EIO, "etcd: no member answers");
-	assert_int_equal(l->phase, LEADER_DEPOSED);
-	assert_int_equal(deposed_count, 1);
+	deposed_once(l);
 	assert_int_equal(ncalls, 1);
 	etcd_leader_free(l);
 	/* reading the nodes */
@@ -557,8 +563,7 @@ static void test_deposed_from_each_phase(void **state)
 	answer(0, empty);
 	assert_int_equal(l->phase, LEADER_READING_NODES);
 	answer_error(1, DL_EIO, "etcd: no member answers");
-	assert_int_equal(l->phase, LEADER_DEPOSED);
-	assert_int_equal(deposed_count, 1);
+	deposed_once(l);
 	assert_int_equal(nwatches, 0);
 	etcd_leader_free(l);
 	/* live: the node watch fails */
@@ -568,8 +573,7 @@ static void test_deposed_from_each_phase(void **state)
 	answer(1, nodes);
 	assert_int_equal(l->phase, LEADER_LIVE);
 	watches[0].cb(watches[0].arg, ETCD_WATCH_FAILED, NULL, "gone");
-	assert_int_equal(l->phase, LEADER_DEPOSED);
-	assert_int_equal(deposed_count, 1);
+	deposed_once(l);
 	/* its write, answered after, sends nothing more */
 	before = ncalls;
 	answer(oldest_txn(), ok);
@@ -587,8 +591,7 @@ static void test_deposed_from_each_phase(void **state)
 	assert_int_equal(l->phase, LEADER_READING_NODES);
 	before = ncalls;
 	answer(oldest_txn(), lost);
-	assert_int_equal(l->phase, LEADER_DEPOSED);
-	assert_int_equal(deposed_count, 1);
+	deposed_once(l);
 	/* the other write and the read come back before the owner frees
 	 * it: nothing is sent, deposed() is not said again */
 	nodes = node_range_n(14, 300);
