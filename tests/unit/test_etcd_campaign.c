@@ -288,7 +288,7 @@ static void effects(struct fixture *x, char *out, size_t size)
 static void test_every_cell(void **state)
 {
 	struct fixture *x = *state;
-	char got[4096], what[96];
+	char got[sizeof(fake_log) + 32], what[96];
 	const struct timeval hour = {3600, 0};
 	for (int s = 0; s < ETCD_CAMPAIGN_N_STATES; s++)
 		for (int e = 0; e < ETCD_CAMPAIGN_N_EVENTS; e++) {

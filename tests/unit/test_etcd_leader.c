@@ -176,6 +176,7 @@ static void test_write_answered_during_read(void **state)
 	assert_int_equal(ncalls, 4);
 	assert_int_equal(pending(), 1);
 	/* the nodes read again: live, watched from there */
+	free(nodes);
 	nodes = node_range(13);
 	answer(3, nodes);
 	assert_int_equal(l->phase, LEADER_LIVE);
