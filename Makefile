@@ -114,6 +114,7 @@ RDZV_LIB   := $(BUILD)/lib/librdzv.a
 AGENT_LIB  := $(BUILD)/lib/libagent.a
 KEEPER_LIB := $(BUILD)/lib/libkeeper.a
 RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
+ETCD_LIB   := $(BUILD)/lib/libetcd.a
 DIST_LIB   := $(BUILD)/lib/libdist.a
 TRAIN_LIB  := $(BUILD)/lib/libtrain.a
 
@@ -158,7 +159,7 @@ endef
 
 # the lower layers first: later fragments name their sources
 include common/module.mk rendezvous/state/module.mk
-include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk \
+include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk agent/etcd/*.mk \
 	launcher/*.mk \
 	trainer/*.mk trainer/dist/*.mk tests/*.mk bench/*.mk))
 # after the modules: the man pages and the package need every binary

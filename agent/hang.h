@@ -21,12 +21,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dlaunch/hang.h"
+
 struct agent;
 struct agent_worker;
 
 #define HANG_TEXT_MAX	       (32 * 1024)  /* bytes in one text field */
 #define HANG_REPORT_MAX	       (512 * 1024) /* bytes in one node report */
-#define HANG_ID_MAX	       64
+#define HANG_ID_MAX	       DL_HANG_ID_MAX
 #define HANG_CUT_MARK	       "...[cut]"
 #define HANG_CPU_INTERVAL_MS   300  /* CPU use is measured over this */
 #define HANG_PYTHON_TIMEOUT_MS 2000 /* a Python dump's deadline */
@@ -71,8 +73,12 @@ const char *hang_state_name(char letter);
  * part, cut at a character boundary, followed by HANG_CUT_MARK. */
 json_t *hang_text(const char *s, size_t len, size_t max);
 
-/* hang_id_valid: 1-64 of [A-Za-z0-9._:-] */
-int hang_id_valid(const char *id);
+/* hang_id_valid: 1-64 of [A-Za-z0-9._:-] (dl_hang_id_valid, which the
+ * etcd backend, agent/etcd/, uses without this header) */
+static inline int hang_id_valid(const char *id)
+{
+	return dl_hang_id_valid(id);
+}
 
 /* hang_report_bound cuts report (a node report) until its encoding is
  * at most max bytes: the largest of its workers' "native", then

@@ -192,22 +192,6 @@ json_t *hang_text(const char *s, size_t len, size_t max)
 	return j;
 }
 
-int hang_id_valid(const char *id)
-{
-	size_t n = 0;
-	if (!id)
-		return 0;
-	for (; id[n]; n++) {
-		char c = id[n];
-		if (n >= HANG_ID_MAX ||
-		    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == ':' || c == '-'))
-			return 0;
-	}
-	return n > 0;
-}
-
 static size_t encoded_size(json_t *v)
 {
 	char *s = json_dumps(v, JSON_COMPACT);

@@ -1,24 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 # agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
 # worker output, rendezvous client, failure reports).
-# The keeper is its own unit (agent/keeper/module.mk, $(KEEPER_LIB)):
-# whatever links this library links that one after it.
+# The keeper (agent/keeper/module.mk, $(KEEPER_LIB)) and the etcd backend
+# (agent/etcd/module.mk, $(ETCD_LIB)) are units of their own: whatever
+# links this library links $(ETCD_LIB) and $(KEEPER_LIB) after it.
 AGENT_SRCS := $(wildcard agent/*.c)
 OBJS += $(call objs,$(AGENT_SRCS))
 $(AGENT_LIB): $(call objs,$(AGENT_SRCS))
 
-AGENT_TEST_LIBS := $(AGENT_LIB) $(KEEPER_LIB) $(COMMON_LIB)
+AGENT_TEST_LIBS := $(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB)
 AGENT_TEST_LDLIBS := $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm
 $(eval $(call unit_test,test_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_spawn,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_fsm,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
-$(eval $(call unit_test,test_etcd_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_control_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_control,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_hang_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 
 .PHONY: agent
 agent: $(AGENT_LIB) $(BUILD)/tests/test_agent $(BUILD)/tests/test_spawn \
-	$(BUILD)/tests/test_agent_fsm $(BUILD)/tests/test_etcd_proto \
+	$(BUILD)/tests/test_agent_fsm \
 	$(BUILD)/tests/test_control_proto $(BUILD)/tests/test_agent_control \
 	$(BUILD)/tests/test_hang_agent

@@ -22,7 +22,9 @@
  *
  * Backends: static (rdzv_static.c: no server; the node's place comes from
  * the command line and restarts are decided locally), the dlaunch-rdzv
- * HTTP API (rdzv_http.c) and etcd (rdzv_etcd.c, docs/etcd.md).
+ * HTTP API (rdzv_http.c) and etcd (etcd/rdzv_etcd.c, its own folder and
+ * archive, which includes no agent header but this one and, through it,
+ * fsm.h; docs/etcd.md).
  */
 #ifndef DLAUNCH_AGENT_RDZV_H
 #define DLAUNCH_AGENT_RDZV_H

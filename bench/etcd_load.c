@@ -10,7 +10,7 @@
  *             [--rotate] [--log-level warn]
  *
  * Each simulated node is a real agent without workers: the etcd backend
- * of agent/rdzv_etcd.c (agent_rdzv_etcd_new: its own etcd client, lease,
+ * of agent/etcd/rdzv_etcd.c (agent_rdzv_etcd_new: its own etcd client, lease,
  * node key, inbox read and watch, campaign for the leader key, leader
  * watch; the node that wins the campaign runs etcd_leader.c, as a real
  * agent would) driven by the agent's own round loop (fsm.c), whose
@@ -63,8 +63,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../agent/etcd_client.h"
-#include "../agent/etcd_leader.h"
+#include "../agent/etcd/etcd_client.h"
+#include "../agent/etcd/etcd_leader.h"
 #include "../agent/rdzv.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/log.h"

@@ -26,6 +26,22 @@ static const char *const native_markers[] = {
     "dist_all_gather", "dist_reduce",	   "dist_wait",	     "dist_recv",
 };
 
+int dl_hang_id_valid(const char *id)
+{
+	size_t n = 0;
+	if (!id)
+		return 0;
+	for (; id[n]; n++) {
+		char c = id[n];
+		if (n >= DL_HANG_ID_MAX ||
+		    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == ':' || c == '-'))
+			return 0;
+	}
+	return n > 0;
+}
+
 int64_t hang_json_int(json_t *obj, const char *key)
 {
 	json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;

@@ -21,15 +21,16 @@ FUZZ_idx_LIBS := $(ZLIB_LIBS) -lm
 FUZZ_journal_SRCS := rendezvous/journal.c $(RDZV_STATE_SRCS) common/jsonh.c \
 	$(FUZZ_HANG)
 FUZZ_journal_LIBS := -Irendezvous $(JSON_LIBS) $(SSL_LIBS) -lm
-# the etcd gateway layer is private to agent/: -Iagent, its header a
+# the etcd gateway layer is private to agent/etcd/: -Iagent/etcd, its header a
 # prerequisite (FUZZ_NAME_DEPS: files the harness reads but does not build)
-FUZZ_etcd_proto_SRCS := agent/etcd_proto.c agent/etcd_answer.c \
-	agent/etcd_stream.c common/jsonh.c
-FUZZ_etcd_proto_LIBS := -Iagent $(JSON_LIBS) -lm
-FUZZ_etcd_proto_DEPS := agent/etcd_proto.h
+FUZZ_etcd_proto_SRCS := agent/etcd/etcd_proto.c agent/etcd/etcd_answer.c \
+	agent/etcd/etcd_answer_field.c \
+	agent/etcd/etcd_stream.c common/jsonh.c
+FUZZ_etcd_proto_LIBS := -Iagent/etcd $(JSON_LIBS) -lm
+FUZZ_etcd_proto_DEPS := agent/etcd/etcd_proto.h agent/etcd/etcd_answer_int.h
 # the worker control channel's lines (agent/control_proto.h)
 FUZZ_control_proto_SRCS := agent/control_proto.c common/jsonh.c
-FUZZ_control_proto_LIBS := -Iagent $(JSON_LIBS) -lm
+FUZZ_control_proto_LIBS := -Iagent/etcd $(JSON_LIBS) -lm
 FUZZ_control_proto_DEPS := agent/control_proto.h
 # an agent's record of its groups, as a later agent reads it
 # (agent/keeper/keeper_record.h; keeper_proc.c for the helpers it links)

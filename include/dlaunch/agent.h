@@ -165,7 +165,7 @@ int agent_etcd_endpoints_parse(const char *list, const char *protocol,
  * (cfg's endpoints, credentials and key prefix) and returns what
  * dlaunch-rdzv answers GET /v1/jobs/JOB (job given) or GET /v1/jobs with
  * (json_decref it). DL_ENOTFOUND when job has no record; otherwise the
- * etcd client's codes (agent/etcd_client.h), with a message. */
+ * etcd client's codes (agent/etcd/etcd_client.h), with a message. */
 struct json_t;
 int agent_etcd_status(const struct agent_config *cfg, const char *job,
 		      struct json_t **out, char *err, size_t err_size);

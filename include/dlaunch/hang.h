@@ -40,6 +40,7 @@
 #define DL_HANG_MAX_REPORTS 4096  /* node reports */
 #define DL_HANG_MAX_RANKS   65536 /* workers over all reports */
 #define DL_HANG_MAX_FLIGHT  1024  /* the newest flight entries of a worker */
+#define DL_HANG_ID_MAX	    64	  /* bytes in a trigger's id */
 
 /* Thresholds of the rules; dl_hang_params_default fills the defaults. */
 struct dl_hang_params {
@@ -59,6 +60,12 @@ struct dl_hang_params {
 };
 
 void dl_hang_params_default(struct dl_hang_params *p);
+
+/* dl_hang_id_valid: id is a trigger's id, 1 to DL_HANG_ID_MAX of
+ * [A-Za-z0-9._:-] (NULL is not). The agent checks every id it hears of
+ * (a watch answer, an etcd trigger key) before it names a file or a key
+ * after it. */
+int dl_hang_id_valid(const char *id);
 
 /*
  * dl_hang_analyse: reports is a JSON array of node reports (docs/hangs.md,

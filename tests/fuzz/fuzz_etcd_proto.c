@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_etcd_proto.c - libFuzzer harness for the etcd gateway protocol
- * layer (agent/etcd_proto.h): the stream splitter and every answer parser.
+ * layer (agent/etcd/etcd_proto.h): the stream splitter and every answer parser.
  * Whatever the bytes, each must either parse or refuse with an error,
  * never crash, leak or read past its input.
  *
@@ -16,8 +16,8 @@
  * are reached too); each object it yields goes through the watch and
  * keepalive parsers.
  *
- * The layer is private to agent/ (agent/etcd_proto.h), so this harness
- * is built with -Iagent. Corpus: tests/fuzz/corpus/etcd_proto (the
+ * The layer is private to agent/etcd/ (agent/etcd/etcd_proto.h), so this
+ * harness is built with -Iagent/etcd. Corpus: tests/fuzz/corpus/etcd_proto (the
  * answers in tests/etcd/recorded/, each behind its selector byte).
  */
 #include <stdint.h>

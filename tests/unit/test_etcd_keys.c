@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_etcd_keys.c - the key layout of an etcd job (agent/etcd_keys.c):
+ * test_etcd_keys.c - the key layout of an etcd job (agent/etcd/etcd_keys.c):
  * the job prefix, each key built from it, and a node id read back out of
  * a key, with the keys that are not of the asked form refused.
  */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../../agent/etcd_keys.h"
+#include "../../agent/etcd/etcd_keys.h"
 
 static void test_keys_of_a_job(void **state)
 {

@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_etcd_leader.c - the leader of a job over etcd (agent/etcd_leader.c)
- * against a fake etcd client: the test defines the client's calls and
- * watches (etcd_call, etcd_cancel, etcd_watch_new, etcd_watch_free and the
- * answer readers), keeps every call the leader makes, and answers them
- * when it chooses, with etcd's JSON as recorded in tests/etcd/recorded.
- * The static library's etcd_client.o is then never linked in.
+ * test_etcd_leader.c - the leader of a job over etcd (agent/etcd/etcd_leader.c)
+ * against the recorded fake etcd client (etcd_fake.h): it keeps every
+ * call the leader makes, and the test answers them when it chooses, with
+ * etcd's JSON as recorded in tests/etcd/recorded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,219 +16,12 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "../../agent/etcd_client.h"
-#include "../../agent/etcd_leader.h"
-#include "../../agent/etcd_leader_int.h" /* WRITES_MAX */
+#include "../../agent/etcd/etcd_leader.h"
+#include "../../agent/etcd/etcd_leader_int.h" /* WRITES_MAX */
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/rdzv_state.h"
-
-/* ------------------------------------------------------ the fake client */
-
-#define MAX_CALLS 128
-
-struct etcd_call {
-	char path[64];
-	etcd_cb cb;
-	void *arg;
-	int canceled, answered;
-	/* a transaction's: its operations, the keys (base64) of its first
-	 * and last put */
-	size_t ops;
-	char first_key[128], last_key[128];
-};
-
-struct etcd_watch {
-	etcd_watch_cb cb;
-	void *arg;
-	int freed;
-};
-
-static struct etcd_call calls[MAX_CALLS];
-static size_t ncalls;
-static struct etcd_watch watches[MAX_CALLS];
-static size_t nwatches;
-
-struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
-			    const char *path, json_t *body, unsigned flags,
-			    etcd_cb cb, void *arg)
-{
-	struct etcd_call *k;
-	(void)c;
-	(void)what;
-	(void)flags;
-	if (ncalls == MAX_CALLS)
-		return NULL;
-	k = &calls[ncalls++];
-	memset(k, 0, sizeof(*k));
-	snprintf(k->path, sizeof(k->path), "%s", path);
-	if (strcmp(path, "/v3/kv/txn") == 0) {
-		json_t *ops = json_object_get(body, "success");
-		size_t n = json_array_size(ops);
-		const char *first = json_string_value(json_object_get(
-		    json_object_get(json_array_get(ops, 0), "request_put"),
-		    "key"));
-		const char *last = json_string_value(json_object_get(
-		    json_object_get(json_array_get(ops, n ? n - 1 : 0),
-				    "request_put"),
-		    "key"));
-		k->ops = n;
-		snprintf(k->first_key, sizeof(k->first_key), "%s",
-			 first ? first : "");
-		snprintf(k->last_key, sizeof(k->last_key), "%s",
-			 last ? last : "");
-	}
-	k->cb = cb;
-	k->arg = arg;
-	return k;
-}
-
-void etcd_cancel(struct etcd_call *call)
-{
-	if (call)
-		call->canceled = 1;
-}
-
-int etcd_answer_range(const struct etcd_answer *a,
-		      struct etcd_range_response *r, char *err, size_t err_size)
-{
-	if (a->rc != 0)
-		return dl_errorf(err, err_size, a->rc, "%s", a->error);
-	return etcd_parse_range(a->body, a->len, r, err, err_size);
-}
-
-int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
-		    char *err, size_t err_size)
-{
-	if (a->rc != 0)
-		return dl_errorf(err, err_size, a->rc, "%s", a->error);
-	return etcd_parse_txn(a->body, a->len, t, err, err_size);
-}
-
-struct etcd_watch *etcd_watch_new(struct etcd_client *c, const char *what,
-				  const void *key, size_t key_len,
-				  const void *range_end, size_t range_end_len,
-				  int64_t start_revision, int prev_kv,
-				  etcd_watch_cb cb, void *arg)
-{
-	struct etcd_watch *w;
-	(void)c;
-	(void)what;
-	(void)key;
-	(void)key_len;
-	(void)range_end;
-	(void)range_end_len;
-	(void)start_revision;
-	(void)prev_kv;
-	if (nwatches == MAX_CALLS)
-		return NULL;
-	w = &watches[nwatches++];
-	memset(w, 0, sizeof(*w));
-	w->cb = cb;
-	w->arg = arg;
-	return w;
-}
-
-void etcd_watch_free(struct etcd_watch *w)
-{
-	if (w)
-		w->freed = 1;
-}
-
-/* answer: call i gets body (etcd's JSON) */
-static void answer(size_t i, const char *body)
-{
-	struct etcd_answer a = {0, body, strlen(body), ""};
-	assert_true(i < ncalls);
-	assert_false(calls[i].canceled);
-	assert_false(calls[i].answered);
-	calls[i].answered = 1;
-	calls[i].cb(calls[i].arg, &a);
-}
-
-static size_t pending(void)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ncalls; i++)
-		n += !calls[i].canceled && !calls[i].answered;
-	return n;
-}
-
-/* answer_left: a real client answers every call not canceled, after the
- * leader is freed too; the number of them (0 when the leader canceled
- * all it had out) */
-static size_t answer_left(const char *body)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ncalls; i++)
-		if (!calls[i].canceled && !calls[i].answered) {
-			answer(i, body);
-			n++;
-		}
-	return n;
-}
-
-/* answer_error: call i ends without an answer of etcd's (rc, why) */
-static void answer_error(size_t i, int rc, const char *why)
-{
-	struct etcd_answer a = {rc, "", 0, why};
-	assert_true(i < ncalls);
-	assert_false(calls[i].canceled);
-	assert_false(calls[i].answered);
-	calls[i].answered = 1;
-	calls[i].cb(calls[i].arg, &a);
-}
-
-/* txns_pending: the transactions sent and not yet answered or canceled */
-static size_t txns_pending(void)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ncalls; i++)
-		n += strcmp(calls[i].path, "/v3/kv/txn") == 0 &&
-		     !calls[i].canceled && !calls[i].answered;
-	return n;
-}
-
-/* oldest_txn: the first transaction not yet answered, or ncalls */
-static size_t oldest_txn(void)
-{
-	size_t i;
-	for (i = 0; i < ncalls; i++)
-		if (strcmp(calls[i].path, "/v3/kv/txn") == 0 &&
-		    !calls[i].canceled && !calls[i].answered)
-			break;
-	return i;
-}
-
-static void b64(const char *in, char *out);
-
-/* is_key: whether the base64 key k is key */
-static int is_key(const char *k, const char *key)
-{
-	char want[128];
-	b64(key, want);
-	return strcmp(k, want) == 0;
-}
-
-static void b64(const char *in, char *out)
-{
-	static const char t[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t n = strlen(in), o = 0;
-	const unsigned char *s = (const unsigned char *)in;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)s[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= s[i + 2];
-		out[o++] = t[(v >> 18) & 63];
-		out[o++] = t[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? t[v & 63] : '=';
-	}
-	out[o] = '\0';
-}
+#include "etcd_fake.h"
 
 static int deposed_count;
 static void on_deposed(void *arg)
@@ -315,28 +106,32 @@ static void test_compacted_during_write(void **state)
 	size_t write_at, read_at;
 	(void)state;
 	assert_non_null(base);
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "A", 5, 0, on_deposed, NULL);
 	assert_non_null(l);
 	/* the record: none yet */
+	assert_int_equal(l->phase, LEADER_READING_RECORD);
 	assert_int_equal(ncalls, 1);
 	assert_string_equal(calls[0].path, "/v3/kv/range");
 	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
 	answer(0, empty);
 	/* the node keys: A wants to join; the round of one closes and the
 	 * record and A's inbox go out in a write */
+	assert_int_equal(l->phase, LEADER_READING_NODES);
 	assert_int_equal(ncalls, 2);
 	nodes = node_range(11);
 	answer(1, nodes);
 	free(nodes);
+	assert_int_equal(l->phase, LEADER_LIVE);
 	assert_int_equal(nwatches, 1);
 	assert_int_equal(ncalls, 3);
 	assert_string_equal(calls[2].path, "/v3/kv/txn");
 	write_at = 2;
 	/* the watch is compacted with the write in flight: read again */
 	watches[0].cb(watches[0].arg, ETCD_WATCH_COMPACTED, NULL, NULL);
+	assert_int_equal(l->phase, LEADER_READING_NODES);
 	assert_true(watches[0].freed);
 	assert_int_equal(ncalls, 4);
 	assert_string_equal(calls[3].path, "/v3/kv/range");
@@ -360,7 +155,7 @@ static void test_write_answered_during_read(void **state)
 	struct etcd_leader *l;
 	char empty[256], ok[256], *nodes;
 	(void)state;
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "A", 5, 0, on_deposed, NULL);
@@ -377,11 +172,19 @@ static void test_write_answered_during_read(void **state)
 	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
 		 12);
 	answer(2, ok);
+	assert_int_equal(l->phase, LEADER_READING_NODES);
 	assert_int_equal(ncalls, 4);
 	assert_int_equal(pending(), 1);
+	/* the nodes read again: live, watched from there */
+	free(nodes);
+	nodes = node_range(13);
+	answer(3, nodes);
+	assert_int_equal(l->phase, LEADER_LIVE);
+	assert_int_equal(nwatches, 2);
+	assert_false(watches[1].freed);
 	etcd_leader_free(l);
+	assert_true(watches[1].freed);
 	assert_int_equal(answer_left(empty), 0);
-	assert_true(calls[3].canceled);
 	assert_int_equal(deposed_count, 0);
 	free(nodes);
 	event_base_free(base);
@@ -399,7 +202,7 @@ static void test_deposed_with_calls_in_flight(void **state)
 	size_t before;
 	(void)state;
 	assert_non_null(base);
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	to_free = etcd_leader_new(base, (struct etcd_client *)base, "/p/job",
 				  "job", "N0", 5, 0, on_deposed_free, NULL);
@@ -444,7 +247,7 @@ static void test_inboxes_in_parallel_after_record(void **state)
 	struct etcd_leader *l;
 	char empty[256], ok[256], *nodes;
 	(void)state;
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "N0", 5, 0, on_deposed, NULL);
@@ -479,7 +282,7 @@ static struct etcd_leader *start_round_of(struct event_base *base, int n,
 {
 	struct etcd_leader *l;
 	char empty[256], *nodes;
-	ncalls = nwatches = 0;
+	fake_reset();
 	deposed_count = 0;
 	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
 			    "N0", 5, 0, deposed, NULL);
@@ -712,6 +515,96 @@ static void test_record_no_inbox_reflects_waits(void **state)
 	event_base_free(base);
 }
 
+/* new_leader: a leader of job "job" (node A), nothing answered yet */
+static struct etcd_leader *new_leader(struct event_base *base)
+{
+	struct etcd_leader *l;
+	fake_reset();
+	deposed_count = 0;
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "A", 5, 0, on_deposed, NULL);
+	assert_non_null(l);
+	assert_int_equal(l->phase, LEADER_READING_RECORD);
+	return l;
+}
+
+/* deposed_once: l is deposed and said so once */
+static void deposed_once(const struct etcd_leader *l)
+{
+	assert_int_equal(l->phase, LEADER_DEPOSED);
+	assert_int_equal(deposed_count, 1);
+}
+
+/* Each way into DEPOSED, with an owner that frees the leader later, as
+ * the agent's campaign does: a failed read of the record, a failed read
+ * of the nodes, a failed node watch, a write that finds another leader.
+ * deposed() is said once; what answers after it (the other writes in
+ * flight, a read) changes nothing and sends nothing. */
+static void test_deposed_from_each_phase(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l;
+	char empty[256], ok[256], lost[256], *nodes;
+	size_t before;
+	(void)state;
+	assert_non_null(base);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 12);
+	snprintf(lost, sizeof(lost),
+		 HDR ",\"succeeded\":false,\"responses\":[]}", 13);
+	/* reading the record */
+	l = new_leader(base);
+	answer_error(0, DL_EIO, "etcd: no member answers");
+	deposed_once(l);
+	assert_int_equal(ncalls, 1);
+	etcd_leader_free(l);
+	/* reading the nodes */
+	l = new_leader(base);
+	answer(0, empty);
+	assert_int_equal(l->phase, LEADER_READING_NODES);
+	answer_error(1, DL_EIO, "etcd: no member answers");
+	deposed_once(l);
+	assert_int_equal(nwatches, 0);
+	etcd_leader_free(l);
+	/* live: the node watch fails */
+	l = new_leader(base);
+	answer(0, empty);
+	nodes = node_range(11);
+	answer(1, nodes);
+	assert_int_equal(l->phase, LEADER_LIVE);
+	watches[0].cb(watches[0].arg, ETCD_WATCH_FAILED, NULL, "gone");
+	deposed_once(l);
+	/* its write, answered after, sends nothing more */
+	before = ncalls;
+	answer(oldest_txn(), ok);
+	assert_int_equal(ncalls, before);
+	etcd_leader_free(l);
+	assert_true(watches[0].freed);
+	free(nodes);
+	/* live, 300 nodes: a write finds another leader with others out
+	 * and a read of the nodes (the watch compacted) in flight */
+	fake_reset();
+	l = start_round_of(base, 300, on_deposed);
+	answer(oldest_txn(), ok);
+	assert_int_equal(txns_pending(), 2);
+	watches[0].cb(watches[0].arg, ETCD_WATCH_COMPACTED, NULL, NULL);
+	assert_int_equal(l->phase, LEADER_READING_NODES);
+	before = ncalls;
+	answer(oldest_txn(), lost);
+	deposed_once(l);
+	/* the other write and the read come back before the owner frees
+	 * it: nothing is sent, deposed() is not said again */
+	nodes = node_range_n(14, 300);
+	assert_int_equal(answer_left(nodes), 2);
+	free(nodes);
+	assert_int_equal(ncalls, before);
+	assert_int_equal(deposed_count, 1);
+	assert_int_equal(l->phase, LEADER_DEPOSED);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -723,6 +616,7 @@ int main(void)
 	    cmocka_unit_test(test_failed_inbox_write_retried),
 	    cmocka_unit_test(test_freed_with_window_in_flight),
 	    cmocka_unit_test(test_record_no_inbox_reflects_waits),
+	    cmocka_unit_test(test_deposed_from_each_phase),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

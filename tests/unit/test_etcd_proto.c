@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_etcd_proto.c - the etcd gateway protocol layer (agent/etcd_proto.c)
+ * test_etcd_proto.c - the etcd gateway protocol layer (agent/etcd/etcd_proto.c)
  * on the answers a real etcd 3.4 gave (tests/etcd/recorded/, made by
  * tests/etcd/record.sh and read at test time from the repository root,
  * where tests/run.sh runs unit tests), on hand-made bad ones, and the
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "../../agent/etcd_proto.h"
+#include "../../agent/etcd/etcd_proto.h"
 #include "dlaunch/error.h"
 #include "dlaunch/fsutil.h"
 

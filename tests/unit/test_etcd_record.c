@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_etcd_record.c - when the job ended, in an etcd job record
- * (agent/etcd_record.c): written once the job ends, and read back by a
+ * (agent/etcd/etcd_record.c): written once the job ends, and read back by a
  * leader that restores the record long after, so that a join past
  * rerun_after starts a new run and a sooner one is late for the old.
  */
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "../../agent/etcd_record.h"
+#include "../../agent/etcd/etcd_record.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 

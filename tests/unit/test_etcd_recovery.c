@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_etcd_recovery.c - the node key's "recovery" over etcd
- * (agent/etcd_recovery.c): what a node writes after an in-place re-form
+ * (agent/etcd/etcd_recovery.c): what a node writes after an in-place re-form
  * or a restart, and what the leader accepts of it.
  */
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "../../agent/etcd_recovery.h"
+#include "../../agent/etcd/etcd_recovery.h"
 #include "dlaunch/error.h"
 
 static char err[512];

@@ -1,27 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rdzv_etcd_node.h - the etcd backend's state of one node, shared by its
- * two halves: rdzv_etcd.c (the node key, the inbox, the lease, the
- * interface of rdzv.h) and etcd_campaign.c (the leader key). Private to
- * agent/.
+ * rdzv_etcd_node.h - the etcd backend's state of one node, shared by
+ * rdzv_etcd.c (the inbox, the lease, the interface of rdzv.h),
+ * rdzv_etcd_nodekey.c (the node key) and etcd_hang.c (hang diagnosis). The
+ * campaign for the leader key is a table of its own (etcd_campaign.h), embedded
+ * here. Private to agent/etcd/.
  */
 #ifndef DLAUNCH_AGENT_RDZV_ETCD_NODE_H
 #define DLAUNCH_AGENT_RDZV_ETCD_NODE_H
-#include <event2/util.h>
 #include <jansson.h>
 #include <stdint.h>
 
 #include "dlaunch/agent.h"
+#include "etcd_campaign.h"
 #include "etcd_keys.h"
 #include "etcd_proto.h"
-#include "rdzv.h"
+#include "../rdzv.h"
 
 struct event;
 struct event_base;
 struct etcd_client;
 struct etcd_call;
 struct etcd_lease;
-struct etcd_leader;
 struct etcd_watch;
 struct etcd_hang;
 
@@ -69,11 +69,8 @@ struct rdzv_etcd {
 	/* the round the workers run */
 	uint64_t round;
 	int in_round;
-	/* leading */
-	struct etcd_call *campaign;
-	struct etcd_watch *leader_watch;
-	struct etcd_leader *leader;
-	struct event *depose, *recampaign;
+	/* the leader key: campaigning, leading, watching (etcd_campaign.h) */
+	struct etcd_campaign camp;
 	struct etcd_call *status_call, *leave_call;
 	struct etcd_hang *hang; /* etcd_hang.c */
 };
@@ -81,33 +78,23 @@ struct rdzv_etcd {
 /* rdzv_etcd_key: PREFIX/JOB/ + what + id (id NULL: none) into out */
 void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
 		   const char *what, const char *id);
-/* rdzv_etcd_read_body: the body of a read of key k that one member
- * answers alone (serializable); 0 or a DL_E* code with err */
-int rdzv_etcd_read_body(const char *k, json_t **body, char *err, size_t es);
+/* rdzv_etcd_post_kind posts an event of kind k about round to the
+ * agent's round loop */
+void rdzv_etcd_post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
+			 uint64_t round);
 
-/* rdzv_etcd_leader_value: what this agent's leader key says (malloc'd;
- * NULL when out of memory) */
-char *rdzv_etcd_leader_value(struct rdzv_etcd *h);
+/* rdzv_etcd.c: the inbox. take_inbox: its value (len bytes), when it is
+ * this agent's, taken and acted on; read_inbox: read it, then watch it
+ * from there; watch_inbox: watch it from revision from */
+void rdzv_etcd_take_inbox(struct rdzv_etcd *h, const char *value, size_t len);
+void rdzv_etcd_read_inbox(struct rdzv_etcd *h);
+void rdzv_etcd_watch_inbox(struct rdzv_etcd *h, int64_t from);
 
-/* etcd_campaign.c */
-/* rdzv_etcd_campaign_ops: the campaign, built once for the two
- * transactions that carry it (a node's first write, a campaign alone):
- * cmp, the leader key k does not exist; put, k := val bound to this
- * agent's lease (k and val are not copied) */
-void rdzv_etcd_campaign_ops(struct rdzv_etcd *h, const char *k, const char *val,
-			    struct etcd_compare *cmp, struct etcd_op *put);
-/* rdzv_etcd_campaign: lead when the leader key is free (or still this
- * agent's), else watch it */
-void rdzv_etcd_campaign(struct rdzv_etcd *h);
-/* rdzv_etcd_leader_seen: the leader key as read at revision (kv NULL:
- * there is none): campaign, lead or watch it */
-void rdzv_etcd_leader_seen(struct rdzv_etcd *h, const struct etcd_kv *kv,
-			   int64_t revision);
-/* rdzv_etcd_lead: this agent holds the leader key, created at revision */
-void rdzv_etcd_lead(struct rdzv_etcd *h, int64_t revision);
-/* event callbacks (arg: the struct rdzv_etcd): h->depose, h->recampaign */
-void rdzv_etcd_on_deposed(evutil_socket_t fd, short what, void *arg);
-void rdzv_etcd_on_recampaign(evutil_socket_t fd, short what, void *arg);
+/* rdzv_etcd_nodekey.c: the node key. node_value: what it says now (a new
+ * reference; NULL when out of memory); put_node: write it (again, once
+ * the write in flight is answered) */
+json_t *rdzv_etcd_node_value(struct rdzv_etcd *h);
+void rdzv_etcd_put_node(struct rdzv_etcd *h);
 
 /* etcd_hang.c: hang diagnosis (rdzv.h's hang_* ops); etcd_hang_round
  * starts the watch of the trigger key (once); etcd_hang_free after the

@@ -217,6 +217,14 @@ int etcd_build_range(const void *key, size_t key_len, const void *range_end,
 	return etcd_build_op(&op, out, err, err_size);
 }
 
+int etcd_build_read(const char *k, json_t **out, char *err, size_t err_size)
+{
+	struct etcd_op op = {.kind = ETCD_OP_RANGE,
+			     .key = bytes(k, strlen(k)),
+			     .serializable = 1};
+	return etcd_build_op(&op, out, err, err_size);
+}
+
 int etcd_build_put(const void *key, size_t key_len, const void *value,
 		   size_t value_len, int64_t lease, json_t **out, char *err,
 		   size_t err_size)

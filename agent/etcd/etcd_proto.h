@@ -124,6 +124,10 @@ int etcd_build_put(const void *key, size_t key_len, const void *value,
 int etcd_build_delete(const void *key, size_t key_len, const void *range_end,
 		      size_t range_end_len, json_t **out, char *err,
 		      size_t err_size);
+/* etcd_build_read: a read of the one key k (a C string) that one member
+ * answers alone (serializable): a watch from the revision it was read at
+ * follows it, so a member that lags costs time, never an event */
+int etcd_build_read(const char *k, json_t **out, char *err, size_t err_size);
 
 /* What a txn compare looks at (etcd's Compare.target) */
 enum etcd_cmp_target {
@@ -398,5 +402,28 @@ int etcd_splitter_feed(struct etcd_splitter *s, const char *data, size_t len,
 /* etcd_splitter_pending: bytes of an object begun and not finished (a
  * stream that ends with some was cut). */
 size_t etcd_splitter_pending(const struct etcd_splitter *s);
+
+/* ------------------------------------------------- the end of a call */
+
+/* The end of a call: rc 0 and etcd's answer in body, or a DL_E* code and
+ * a one-line reason in error (etcd's own message when it answered one:
+ * DL_ECONFLICT, DL_ENOTFOUND, ...; DL_EAUTH: the credentials were
+ * refused; DL_EPROTO: not an etcd gateway; DL_ETIMEDOUT: no endpoint
+ * answered; DL_EINVAL: TLS or URL set-up that retrying cannot mend). */
+struct etcd_answer {
+	int rc;
+	const char *body;
+	size_t len;
+	const char *error;
+};
+
+/* etcd_answer_range / etcd_answer_txn: the call's outcome and, when it
+ * succeeded, its answer parsed into r (released by the caller only then);
+ * otherwise the code with the reason in err. */
+int etcd_answer_range(const struct etcd_answer *a,
+		      struct etcd_range_response *r, char *err,
+		      size_t err_size);
+int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
+		    char *err, size_t err_size);
 
 #endif

@@ -19,6 +19,10 @@
  * a refusal, or the news that the round it ran is over). Liveness is
  * etcd's: a node with a key is alive, so the leader refreshes every live
  * node in the state machine before each of its timer ticks.
+ *
+ * Its phases (etcd_leader_int.h): reading the record, reading the nodes,
+ * live, and deposed; the phase decides what an answer, a watch event, a
+ * tick or a flush does, never whether a handle happens to be set.
  */
 #include "etcd_leader.h"
 #include "etcd_leader_int.h"
@@ -44,7 +48,31 @@
 
 static void after_batch(struct etcd_leader *l);
 static void flush(struct etcd_leader *l);
-static void read_nodes(struct etcd_leader *l);
+static int read_nodes(struct etcd_leader *l);
+
+static const char *const phase_names[] = {
+    [LEADER_READING_RECORD] = "reading the record",
+    [LEADER_READING_NODES] = "reading the nodes",
+    [LEADER_LIVE] = "live",
+    [LEADER_DEPOSED] = "deposed",
+};
+
+static void enter(struct etcd_leader *l, enum etcd_leader_phase p)
+{
+	log_debug("etcd leader: job %s: %s -> %s", l->job,
+		  phase_names[l->phase], phase_names[p]);
+	l->phase = p;
+}
+
+/* depose: this agent leads no more; its owner hears it once (and may
+ * free l inside deposed(): nothing touches l after this) */
+static void depose(struct etcd_leader *l)
+{
+	if (l->phase == LEADER_DEPOSED)
+		return;
+	enter(l, LEADER_DEPOSED);
+	l->deposed(l->arg);
+}
 
 /* ------------------------------------------------------------- writing */
 
@@ -277,8 +305,9 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
  * failing. */
 static void flush(struct etcd_leader *l)
 {
-	/* after a failed write nothing goes out before its pause is over */
-	if (l->starting || !l->st || evtimer_pending(l->retry, NULL))
+	/* nothing goes out before the node keys are read and watched, nor
+	 * after a failed write before its pause is over */
+	if (l->phase != LEADER_LIVE || evtimer_pending(l->retry, NULL))
 		return;
 	while (l->nflight < WRITES_MAX && !l->record_flight) {
 		struct lwrite *w = NULL;
@@ -318,6 +347,10 @@ static void written(void *arg, const struct etcd_answer *a)
 	l->nflight--;
 	if (w->record)
 		l->record_flight = 0;
+	if (l->phase == LEADER_DEPOSED) {
+		drop_write(w); /* an answer that no longer matters */
+		return;
+	}
 	if (etcd_answer_txn(a, &t, err, sizeof(err)) == 0) {
 		int ok = t.succeeded;
 		etcd_txn_response_release(&t);
@@ -326,7 +359,7 @@ static void written(void *arg, const struct etcd_answer *a)
 				 "this agent stops leading",
 				 l->job);
 			drop_write(w);
-			l->deposed(l->arg); /* frees l */
+			depose(l); /* may free l */
 			return;
 		}
 		for (size_t i = 0; i < w->n; i++) {
@@ -418,6 +451,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	char err[128];
 	(void)fd;
 	(void)what;
+	if (l->phase == LEADER_DEPOSED)
+		return;
 	/* a node with a key is alive: that is what its lease says */
 	for (size_t i = 0; i < l->tab_size; i++)
 		for (struct lnode *n = l->tab[i]; n; n = n->next)
@@ -434,22 +469,23 @@ static void on_nodes(void *arg, enum etcd_watch_what what,
 	struct etcd_leader *l = arg;
 	uint64_t now = clock_now_ms();
 	char id[RDZV_NAME_MAX + 2];
+	if (l->phase != LEADER_LIVE)
+		return; /* deposed: the owner frees it soon */
 	if (what == ETCD_WATCH_COMPACTED) {
 		/* the events since the last revision seen are gone: read
 		 * every node key again (applying is idempotent) */
 		log_info("etcd leader: node watch compacted; reading again");
 		etcd_watch_free(l->watch);
 		l->watch = NULL;
-		read_nodes(l);
-		if (!l->read)
-			l->deposed(l->arg);
+		if (read_nodes(l) != 0)
+			depose(l);
 		return;
 	}
 	if (what == ETCD_WATCH_FAILED) {
 		log_error("etcd leader: node watch failed: %s; this agent "
 			  "stops leading",
 			  error);
-		l->deposed(l->arg);
+		depose(l);
 		return;
 	}
 	for (size_t i = 0; i < w->n_events; i++) {
@@ -515,9 +551,11 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 	struct etcd_range_response r;
 	char err[1024];
 	l->read = NULL;
+	if (l->phase != LEADER_READING_RECORD)
+		return; /* deposed meanwhile */
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_error("etcd leader: cannot read job %s: %s", l->job, err);
-		l->deposed(l->arg);
+		depose(l);
 		return;
 	}
 	if (r.n_kvs == 1) {
@@ -538,16 +576,19 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 		json_decref(saved);
 	}
 	etcd_range_response_release(&r);
-	read_nodes(l);
+	if (read_nodes(l) != 0)
+		depose(l);
 }
 
-/* read_nodes reads every node key, then watches them from there */
-static void read_nodes(struct etcd_leader *l)
+/* read_nodes reads every node key (READING_NODES), then watches them
+ * from there; DL_ENOMEM when the read cannot be sent (the caller
+ * deposes: a leader that cannot read cannot lead) */
+static int read_nodes(struct etcd_leader *l)
 {
 	char err[1024], key[ETCD_JOB_KEY_MAX], end[ETCD_JOB_KEY_MAX];
 	json_t *body = NULL;
 	size_t end_len;
-	l->starting = 1;
+	enter(l, LEADER_READING_NODES);
 	key_of(l, ETCD_KEY_NODES, NULL, key, sizeof(key));
 	end_len = etcd_prefix_end(key, strlen(key), (unsigned char *)end);
 	if (etcd_build_range(key, strlen(key), end, end_len, 0, 0, &body, err,
@@ -555,8 +596,7 @@ static void read_nodes(struct etcd_leader *l)
 		l->read = etcd_call(l->c, "leader read", "/v3/kv/range", body,
 				    0, on_read_nodes, l);
 	json_decref(body);
-	if (!l->read)
-		l->deposed(l->arg);
+	return l->read ? 0 : DL_ENOMEM;
 }
 
 static void on_read_nodes(void *arg, const struct etcd_answer *a)
@@ -570,10 +610,12 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	size_t end_len;
 	json_t *saved;
 	l->read = NULL;
+	if (l->phase != LEADER_READING_NODES)
+		return; /* deposed meanwhile */
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_error("etcd leader: cannot read the nodes of job %s: %s",
 			  l->job, err);
-		l->deposed(l->arg);
+		depose(l);
 		return;
 	}
 
@@ -595,20 +637,21 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	l->watch = etcd_watch_new(l->c, "node watch", key, strlen(key), end,
 				  end_len, rev + 1, 0, on_nodes, l);
 	if (!l->watch) {
-		l->deposed(l->arg);
+		depose(l);
 		return;
 	}
-	l->starting = 0;
+	enter(l, LEADER_LIVE);
 	l->have_last = 0; /* every inbox is looked at once */
 	after_batch(l);
 }
 
-/* start reads the record, then the node keys, then watches them */
+/* start reads the record (READING_RECORD), then the node keys, then
+ * watches them */
 static void start(struct etcd_leader *l)
 {
 	char key[ETCD_JOB_KEY_MAX], err[256];
 	json_t *body = NULL;
-	l->starting = 1;
+	l->phase = LEADER_READING_RECORD;
 	key_of(l, ETCD_KEY_STATE, NULL, key, sizeof(key));
 	if (etcd_build_range(key, strlen(key), NULL, 0, 0, 0, &body, err,
 			     sizeof(err)) == 0)

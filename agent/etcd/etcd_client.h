@@ -30,27 +30,8 @@ struct etcd_call;
 struct etcd_watch;
 struct etcd_lease;
 
-/* The end of a call: rc 0 and etcd's answer in body, or a DL_E* code and
- * a one-line reason in error (etcd's own message when it answered one:
- * DL_ECONFLICT, DL_ENOTFOUND, ...; DL_EAUTH: the credentials were
- * refused; DL_EPROTO: not an etcd gateway; DL_ETIMEDOUT: no endpoint
- * answered; DL_EINVAL: TLS or URL set-up that retrying cannot mend). */
-struct etcd_answer {
-	int rc;
-	const char *body;
-	size_t len;
-	const char *error;
-};
+/* The end of a call: struct etcd_answer (etcd_proto.h). */
 typedef void (*etcd_cb)(void *arg, const struct etcd_answer *a);
-
-/* etcd_answer_range / etcd_answer_txn: the call's outcome and, when it
- * succeeded, its answer parsed into r (released by the caller only then);
- * otherwise the code with the reason in err. */
-int etcd_answer_range(const struct etcd_answer *a,
-		      struct etcd_range_response *r, char *err,
-		      size_t err_size);
-int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
-		    char *err, size_t err_size);
 
 /* Calls that must not wait out an outage (a leave at exit) try each
  * endpoint once. */

@@ -400,22 +400,6 @@ struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
 	return call;
 }
 
-int etcd_answer_range(const struct etcd_answer *a,
-		      struct etcd_range_response *r, char *err, size_t err_size)
-{
-	if (a->rc != 0)
-		return dl_errorf(err, err_size, a->rc, "%s", a->error);
-	return etcd_parse_range(a->body, a->len, r, err, err_size);
-}
-
-int etcd_answer_txn(const struct etcd_answer *a, struct etcd_txn_response *t,
-		    char *err, size_t err_size)
-{
-	if (a->rc != 0)
-		return dl_errorf(err, err_size, a->rc, "%s", a->error);
-	return etcd_parse_txn(a->body, a->len, t, err, err_size);
-}
-
 void etcd_cancel(struct etcd_call *call)
 {
 	if (call)

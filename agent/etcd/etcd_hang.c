@@ -30,9 +30,8 @@
 #include "dlaunch/parse.h"
 #include "etcd_client.h"
 #include "etcd_hang.h"
-#include "etcd_leader.h"
 #include "etcd_proto.h"
-#include "hang.h"
+#include "dlaunch/hang.h"
 #include "rdzv_etcd_node.h"
 
 #define ETCD_KEY_HANG_TRIGGER "/hang/trigger"
@@ -45,7 +44,7 @@ struct etcd_hang {
 	struct etcd_call *open, *post, *fetch, *keep;
 	char kind[32];
 	int open_lost; /* the put's compare failed: take what is there */
-	char fetch_id[HANG_ID_MAX + 1];
+	char fetch_id[DL_HANG_ID_MAX + 1];
 	json_t *value; /* the trigger being put */
 };
 
@@ -59,7 +58,7 @@ static json_t *parse_trigger(const char *value, size_t len)
 	json_t *t = NULL;
 	if (jsonh_parse(value, len, 4, &t, NULL, 0) != 0)
 		return NULL;
-	if (!hang_id_valid(json_string_value(json_object_get(t, "id")))) {
+	if (!dl_hang_id_valid(json_string_value(json_object_get(t, "id")))) {
 		json_decref(t);
 		return NULL;
 	}
@@ -147,7 +146,7 @@ static void on_put_trigger(void *arg, const struct etcd_answer *a)
 /* put_trigger: a new trigger, if the key is as read (mod 0: absent) */
 static void put_trigger(struct rdzv_etcd *h, int64_t mod)
 {
-	char k[PREFIX_MAX + 64], id[HANG_ID_MAX + 1], err[256];
+	char k[PREFIX_MAX + 64], id[DL_HANG_ID_MAX + 1], err[256];
 	struct etcd_compare cmp;
 	struct etcd_op put;
 	json_t *body = NULL;

@@ -12,7 +12,7 @@
  *   PREFIX/hang/report/NODE  NODE's report for it
  *   PREFIX/hang/last       the last diagnosis's summary (etcd_hang.c)
  *
- * Private to agent/.
+ * Private to agent/etcd/.
  */
 #ifndef DLAUNCH_AGENT_ETCD_KEYS_H
 #define DLAUNCH_AGENT_ETCD_KEYS_H

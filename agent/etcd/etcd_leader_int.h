@@ -28,6 +28,23 @@ struct etcd_watch;
 #define WRITES_MAX   8
 #define NODE_VAL_MAX (256 * 1024)
 
+/* Where a leader is; the phase, not which handle is set, decides what it
+ * does (etcd_leader.c):
+ *
+ *   READING_RECORD -record read-> READING_NODES -nodes read, watched->
+ *   LIVE -node watch compacted-> READING_NODES (the writes in flight go
+ *   on; none is sent until LIVE again)
+ *
+ * and from any of them DEPOSED (another agent leads, or a read or the
+ * watch failed): deposed() was called once, nothing is written or read
+ * any more, and the owner frees the leader. */
+enum etcd_leader_phase {
+	LEADER_READING_RECORD,
+	LEADER_READING_NODES,
+	LEADER_LIVE,
+	LEADER_DEPOSED,
+};
+
 struct lnode {
 	char id[RDZV_NAME_MAX + 1];
 	char inc[RDZV_INCARNATION_MAX + 1];
@@ -58,6 +75,7 @@ struct lwrite {
 struct etcd_leader {
 	struct event_base *base;
 	struct etcd_client *c;
+	enum etcd_leader_phase phase;
 	char prefix[ETCD_PREFIX_MAX];
 	char job[RDZV_NAME_MAX + 1];
 	char self[RDZV_NAME_MAX + 1];
@@ -78,9 +96,9 @@ struct etcd_leader {
 	int record_urgent;
 	int have_last;
 	struct rdzv_reply last;
-	/* the read (the record, the node keys) and the writes in flight: a
-	 * watch compacted during a write reads the nodes again while the
-	 * writes go on, and each answer clears its own handle */
+	/* the read (the record, the node keys: READING_*) and the writes in
+	 * flight: a watch compacted during a write reads the nodes again
+	 * while the writes go on, and each answer clears its own handle */
 	struct etcd_call *read;
 	struct lwrite writes[WRITES_MAX];
 	size_t nflight;	   /* writes in flight */
@@ -90,8 +108,7 @@ struct etcd_leader {
 	/* the pause before writes that failed go out again: short at
 	 * first, longer while they keep failing (etcd overloaded) */
 	struct backoff retry_backoff;
-	int record_due; /* record_wait fired: the record goes out */
-	int starting;
+	int record_due;		/* record_wait fired: the record goes out */
 	uint64_t ended_wall_ms; /* when the job ended (etcd_record.h) */
 };
 
