@@ -2,30 +2,59 @@
 # SPDX-License-Identifier: Apache-2.0
 # hang_bench.sh - the hang diagnosis measured (bench/bench.py hang runs
 # it; docs/hangs.md): the issue's sweep. For each world size W of SIZES,
-# dlaunch-train with W ranks on H nodes (W=2: 2 x 1, 4: 2 x 2, 8: 4 x 2,
-# 16: 4 x 4), each node a network-namespace host where lib_netns can make
-# them (else every node an agent on this host's loopback), through
-# dlaunch-rdzv. In each trial one rank hangs (DLAUNCH_DIST_FAULT=CALL:
-# sleep|loop|read before an all-reduce, or SIGSTOP), the rank k = trial
-# mod W, so TRIALS >= W covers every rank position (fewer trials are
-# spread from rank 0 to W-1); --hang-timeout finds
-# it (a stall: no rank's step moved for PT s, counted from the first
-# step, so the ranks' slow start on a loaded machine is no false trigger,
-# as it would be for --progress-timeout). Per trial one JSON line on
-# stdout:
-#   {"kind", "world", "nodes", "netns", "rank",
+# W ranks on H nodes (W=2: 2 x 1, 4: 2 x 2, 8: 4 x 2, 16: 4 x 4), each
+# node a network-namespace host where lib_netns can make them (else every
+# node an agent on this host's loopback), through dlaunch-rdzv. In each
+# trial one rank hangs, the rank k = trial mod W, so TRIALS >= W covers
+# every rank position (fewer trials are spread from rank 0 to W-1).
+# WORKER (HANG_WORKER here: lib_faults.sh has a WORKER) says which job:
+#   train  dlaunch-train; the hang is DLAUNCH_DIST_FAULT=CALL:sleep|loop|
+#          read before an all-reduce, or a SIGSTOP; --hang-timeout finds
+#          it (a stall: no rank's step moved for PT s, counted from the
+#          first step, so the ranks' slow start on a loaded machine is no
+#          false trigger, as it would be for --progress-timeout);
+#   torch  a plain PyTorch gloo script (bench/workers/gloo_hang.py, Debian
+#          torch under /usr/bin/python3): GLOO_HANG=STEP:sleep|loop|read
+#          before an all_reduce, or a SIGSTOP; the script reports no steps,
+#          so --progress-timeout TORCH_PT (default 40 s: it counts from the
+#          spawn, and torch's import and the group's forming take tens of
+#          seconds here under load) finds it. Its Python stacks come from
+#          dlaunch's sitecustomize; each node's report must show rank k's
+#          on the script's line of the hang (the line marked HANG-LINE
+#          KIND); a stopped rank has no Python stack (it cannot run the
+#          handler): its note must say it is stopped instead.
+# The trials run round by round (trial t of every size and kind, then
+# t+1), so a run cut by HANG_DEADLINE (unix seconds: no trial starts
+# after it) has covered every size and kind alike. Per trial one JSON
+# line on stdout:
+#   {"worker", "kind", "world", "nodes", "netns", "rank",
 #    "named": [the stuck ranks each node printed],
 #    "correct": every node named exactly that rank,
 #    "latency_s": from the trigger's time to the last node's verdict,
-#    "nodes_reported": how many nodes printed a verdict}
+#    "nodes_reported": how many nodes printed a verdict, "reason",
+#    torch only: "stack_line": every node's report shows rank k's Python
+#    stack on the hang's line (null for SIGSTOP), "expect": that line,
+#    "stack": rank k's innermost frame of the script in node 0's report
+#    (for SIGSTOP, its note)}
 #
-#   bench/hang_bench.sh BUILD_DIR [TRIALS [KINDS [SIZES]]]
+#   bench/hang_bench.sh BUILD_DIR [TRIALS [KINDS [SIZES [WORKER]]]]
 # TRIALS per kind and size (default 20), KINDS default "sleep loop read
-# stop", SIZES default "2 4 8 16". Needs root for the namespaces, like
-# tests/faults; reuses their helpers (tests/faults/lib_faults.sh,
-# lib_netns.sh).
+# stop", SIZES default "2 4 8 16", WORKER default train. Needs root for
+# the namespaces, like tests/faults; reuses their helpers
+# (tests/faults/lib_faults.sh, lib_netns.sh).
 BUILD=$(cd "${1:-build}" && pwd)
 TRIALS=${2:-20} KINDS=${3:-"sleep loop read stop"} SIZES=${4:-"2 4 8 16"}
+HANG_WORKER=${5:-train}
+case $HANG_WORKER in
+train | torch) ;;
+*)
+	echo "hang_bench.sh: WORKER $HANG_WORKER: want train or torch" >&2
+	exit 2
+	;;
+esac
+TORCH_PY=${TORCH_PY:-/usr/bin/python3}
+TORCH_PT=${TORCH_PT:-40}
+TORCH_SCRIPT=$(cd "$(dirname "$0")" && pwd)/workers/gloo_hang.py
 export DLAUNCH_BUILD=$BUILD
 BIN=$BUILD/bin
 # heartbeats of the default 5 s timeout: the faults suite's 1 s evicted
@@ -35,6 +64,11 @@ HB_CONF=${HB_CONF:-heartbeat_interval=0.5,heartbeat_timeout=5,last_call_timeout=
 source "$(dirname "$0")/../tests/faults/lib_faults.sh"
 # the helpers print TAP lines on stdout: ours are JSON, theirs go to stderr
 exec 3>&1 1>&2
+
+if [ "$HANG_WORKER" = torch ] && ! "$TORCH_PY" -c "import torch.distributed" 2>/dev/null; then
+	echo '{"error": "'"$TORCH_PY"' has no torch.distributed (Debian: python3-torch)"}' >&3
+	exit 0
+fi
 
 MAX_NODES=4
 NETNS=false
@@ -48,12 +82,14 @@ fi
 EP=$RDZV_HOST:$RDZV_PORT
 PT=5
 
-# rank_pid R: the marked dlaunch-train with RANK=R
+# rank_pid R: the marked worker (dlaunch-train or the torch script) with
+# RANK=R
 rank_pid() {
-	local p
+	local p what=dlaunch-train
+	[ "$HANG_WORKER" = torch ] && what=gloo_hang.py
 	for p in $(marked_pids); do
 		grep -qzx "RANK=$1" "/proc/$p/environ" 2>/dev/null || continue
-		grep -q dlaunch-train "/proc/$p/cmdline" 2>/dev/null || continue
+		grep -q "$what" "/proc/$p/cmdline" 2>/dev/null || continue
 		echo "$p"
 		return 0
 	done
@@ -78,34 +114,84 @@ position() {
 # any_log_has JOB REGEX: some node's log of JOB has a line matching REGEX
 any_log_has() { grep -Eqs -- "$2" "$TEST_TMP/agent.$1".*.log; }
 
+# hang_line KIND: the line of the torch script that hangs so
+hang_line() { grep -n "HANG-LINE $1\$\|HANG-LINE $1 " "$TORCH_SCRIPT" | head -n 1 | cut -d: -f1; }
+
+# job_args KIND K: sets PRE (what comes before dlaunch: the torch
+# script's fault, for the agent to pass on) and POST (dlaunch's detection
+# option and the worker command) for a trial in which rank K hangs by KIND
+job_args() {
+	local kind=$1 k=$2
+	PRE=() POST=()
+	if [ "$HANG_WORKER" = torch ]; then
+		[ "$kind" != stop ] && PRE=(env GLOO_HANG="30:$kind" \
+			GLOO_HANG_RANK="$k" GLOO_HANG_DIR="$TEST_TMP")
+		# no steps reported: output is its progress (the hang timeout
+		# stays at its default: it never sees a step); run as a user
+		# runs a script, `dlaunch script.py`
+		POST=(--progress-timeout="$TORCH_PT" --python "$TORCH_PY"
+			"$TORCH_SCRIPT")
+		return
+	fi
+	POST=(--hang-timeout="$PT" --no-python)
+	[ "$kind" != stop ] && POST+=(env DLAUNCH_DIST_FAULT="30:$kind"
+		DLAUNCH_DIST_FAULT_RANK="$k")
+	POST+=("$BIN/dlaunch-train" --device cpu --threads 1
+		--data synthetic:4096 --model 32-32-4 --global-batch 64
+		--epochs 100000 --max-steps 10000000 --timeout 300s --log-every 20)
+}
+
+# torch_stack KIND K JOB HOSTS: sets STACK_LINE (true when every node's
+# report shows rank K's Python stack on the hang's line; for SIGSTOP,
+# when every node's report notes that rank K is stopped), EXPECT and
+# STACK (what node 0's report holds for rank K)
+torch_stack() {
+	local kind=$1 k=$2 job=$3 hosts=$4 h j py
+	STACK_LINE=true EXPECT='' STACK=''
+	if [ "$kind" = stop ]; then
+		EXPECT="python: no answer ... (the process is stopped)"
+	else
+		EXPECT="gloo_hang.py\", line $(hang_line "$kind")"
+	fi
+	for ((h = 0; h < hosts; h++)); do
+		j=$TEST_TMP/$job.$h/hang-report.json
+		if [ "$kind" = stop ]; then
+			py=$(jq -r --argjson k "$k" '[.reports[].workers[] | select(.rank == $k) | .notes[]?] | map(select(startswith("python:"))) | first // ""' "$j" 2>/dev/null)
+			grep -q "^python: no answer .*(the process is stopped)" <<<"$py" || STACK_LINE=false
+		else
+			py=$(jq -r --argjson k "$k" '[.reports[].workers[] | select(.rank == $k) | .python // ""] | first // ""' "$j" 2>/dev/null)
+			grep -qF "$EXPECT" <<<"$py" || STACK_LINE=false
+			py=$(grep -m 1 'gloo_hang.py", line' <<<"$py" | sed 's/^ *File "[^"]*\/\([^"\/]*\)"/\1/')
+		fi
+		[ "$h" -eq 0 ] && STACK=$py
+	done
+}
+
 # trial KIND W K JOB: W ranks, rank K hangs so
 trial() {
-	local kind=$1 world=$2 k=$3 job=$4 h fault=() n log named=() t_trig t_last=0 t reason
-	local HOSTS NPROC ns=()
+	local kind=$1 world=$2 k=$3 job=$4 h n log named=() t_trig t_last=0 t reason
+	local HOSTS NPROC ns=() PRE POST mark="step +20/" extra=
 	HOSTS=$((world >= 8 ? MAX_NODES : 2))
 	NPROC=$((world / HOSTS))
-	[ "$kind" != stop ] &&
-		fault=(env DLAUNCH_DIST_FAULT="30:$kind" DLAUNCH_DIST_FAULT_RANK="$k")
+	job_args "$kind" "$k"
+	[ "$HANG_WORKER" = torch ] && mark="step 20 loss"
 	for ((h = 0; h < HOSTS; h++)); do
 		ns=()
 		$NETNS && ns=(--ns "$h")
-		start_agent "$job.$h" "${ns[@]}" "$BIN/dlaunch" --nnodes="$HOSTS" \
-			--nproc-per-node="$NPROC" --rdzv-backend=c10d \
-			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=0 --hang-timeout=$PT \
-			--log-dir "$TEST_TMP/$job.$h" --no-python "${fault[@]}" \
-			"$BIN/dlaunch-train" --device cpu --threads 1 \
-			--data synthetic:4096 --model 32-32-4 --global-batch 64 \
-			--epochs 100000 --max-steps 10000000 --timeout 300s --log-every 20
+		start_agent "$job.$h" "${ns[@]}" "${PRE[@]}" "$BIN/dlaunch" \
+			--nnodes="$HOSTS" --nproc-per-node="$NPROC" \
+			--rdzv-backend=c10d --rdzv-endpoint="$EP" --rdzv-id="$job" \
+			--rdzv-conf="$HB_CONF" --max-restarts=0 \
+			--log-dir "$TEST_TMP/$job.$h" "${POST[@]}"
 	done
 	if [ "$kind" = stop ]; then
 		# rank 0's lines are in the log of the node that holds it, and
 		# node ranks follow the join order: any node's log
-		wait_for 120 any_log_has "$job" "step +20/" &&
+		wait_for 180 any_log_has "$job" "$mark" &&
 			kill -STOP "$(rank_pid "$k")"
 	fi
 	for ((h = 0; h < HOSTS; h++)); do
-		wait_for 180 log_has "$TEST_TMP/agent.$job.$h.log" "event=hang_diagnosed"
+		wait_for 240 log_has "$TEST_TMP/agent.$job.$h.log" "event=hang_diagnosed"
 	done
 	t_trig=$(jq '.trigger.time_ms // 0' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
 	reason=$(jq -c '.analysis.reason // ""' "$TEST_TMP/$job.0/hang-report.json" 2>/dev/null)
@@ -120,6 +206,13 @@ trial() {
 			[ "$t" -gt "$t_last" ] && t_last=$t
 		fi
 	done
+	if [ "$HANG_WORKER" = torch ]; then
+		torch_stack "$kind" "$k" "$job" "$HOSTS"
+		extra=$(printf ', "stack_line": %s, "expect": %s, "stack": %s' \
+			"$([ "$kind" = stop ] && [ "$STACK_LINE" = true ] && echo null || echo "$STACK_LINE")" \
+			"$(jq -Rn --arg s "$EXPECT" '$s')" "$(jq -Rn --arg s "$STACK" '$s')")
+		[ "$kind" = stop ] && extra+=$(printf ', "stopped_noted": %s' "$STACK_LINE")
+	fi
 	for ((h = 0; h < HOSTS; h++)); do
 		kill -TERM "${AGENT_PID[$job.$h]}" 2>/dev/null
 	done
@@ -131,20 +224,26 @@ trial() {
 		[ "$h" = "$k" ] || correct=false
 	done
 	[ "$n" -eq "$HOSTS" ] || correct=false
-	printf '{"kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "reason": %s}\n' \
-		"$kind" "$world" "$HOSTS" "$NETNS" "$k" \
+	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "reason": %s%s}\n' \
+		"$HANG_WORKER" "$kind" "$world" "$HOSTS" "$NETNS" "$k" \
 		"$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
 		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
 			printf '%d.%03d' $(((t_last - t_trig) / 1000)) \
 				$(((t_last - t_trig) % 1000)) || echo null)" \
-		"$n" "${reason:-\"\"}" >&3
+		"$n" "${reason:-\"\"}" "$extra" >&3
 }
 
+# round by round, so that a run HANG_DEADLINE cuts short has covered
+# every size and kind alike
 i=0
-for kind in $KINDS; do
+for ((t = 0; t < TRIALS; t++)); do
 	for world in $SIZES; do
-		for ((t = 0; t < TRIALS; t++)); do
+		for kind in $KINDS; do
+			if [ -n "${HANG_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$HANG_DEADLINE" ]; then
+				echo "hang_bench: the deadline passed: trial $t of $TRIALS not started" >&2
+				break 3
+			fi
 			trial "$kind" "$world" "$(position "$t" "$world")" "hb$i"
 			i=$((i + 1))
 		done

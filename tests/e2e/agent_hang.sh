@@ -12,6 +12,10 @@
 #   --straggler-steps: a rank stepping ten times slower than the others is
 #     logged as a straggler and left running;
 #   a worker that is not Python never gets SIGUSR2 from a diagnosis;
+#   a plain PyTorch gloo script (bench/workers/gloo_hang.py) whose rank 1
+#     blocks in a read before an all_reduce: the verdict names rank 1 and
+#     its Python stack shows the script's line of the read (skipped
+#     without torch);
 #   a stuck rank that cannot be dumped (tests/e2e/progs/undumpable.c): a
 #     zombie leader whose other thread runs on, a process in
 #     uninterruptible sleep (a vfork parent), one that another process
@@ -120,6 +124,46 @@ check "not Python: the diagnosis ran" file_has "$log" "dlaunch: hang diagnosis"
 check "not Python: it never got SIGUSR2" test ! -e "$TEST_TMP/got_usr2"
 check "not Python: its native stack is in the report" \
 	bash -c "jq -r '.reports[0].workers[0].native' '$TEST_TMP/notpy/hang-report.json' | grep -q TID"
+
+# ---- a PyTorch gloo script, rank 1 blocked in a read ------------------------------
+# The hang sweep's worker (bench/workers/gloo_hang.py), a plain script: no
+# dlaunch module, no control channel, its output its only progress. Rank 1
+# blocks reading a fifo nobody writes before an all_reduce; rank 0 waits
+# in that all_reduce. The verdict names rank 1, and its Python stack (from
+# dlaunch's sitecustomize) shows the script's line of the read.
+what="PyTorch gloo, rank 1 blocked in a read"
+GLOO=$(cd "$(dirname "$0")/../.." && pwd)/bench/workers/gloo_hang.py
+if ! "$PY" -c "import torch.distributed" 2>/dev/null; then
+	skip "$what: $PY has no torch.distributed (Debian: python3-torch)"
+else
+	line=$(grep -n "HANG-LINE read$" "$GLOO" | cut -d: -f1)
+	j=$TEST_TMP/gloo/hang-report.json
+	log=$TEST_TMP/gloo.log
+	# the timeout counts from the spawn: well beyond torch's start on a
+	# loaded machine, so that it finds the hang and not the start
+	spawn_bg "$log" env GLOO_HANG=30:read GLOO_HANG_RANK=1 \
+		GLOO_HANG_DIR="$TEST_TMP" "$BIN/dlaunch" --standalone \
+		--nproc-per-node=2 --max-restarts=0 --progress-timeout=40 \
+		--log-dir "$TEST_TMP/gloo" --python "$PY" "$GLOO"
+	dl=$LAST_PID
+	if wait_for 240 dl_exited "$dl"; then
+		check "$what: rank 1 got to its read" file_has "$log" "^\[rank1\]: rank 1: reading "
+		check_eq "$what: dlaunch fails the job (no restarts left)" 1 "$DL_RC"
+		check "$what: the diagnosis came first" file_has "$log" "dlaunch: hang diagnosis"
+		check "$what: the verdict names rank 1" file_has "$log" "stuck +: 1$"
+		check "$what: the reason says rank 1 is outside the collective rank 0 waits in" \
+			file_has "$log" "reason .*rank 1 .*outside any collective"
+		check "$what: rank 1's Python stack shows the line of its read ($line)" \
+			bash -c "jq -r '.reports[0].workers[] | select(.rank == 1) | .python' '$j' | grep -q 'gloo_hang.py\", line $line in hang_read'"
+		check "$what: rank 0's Python stack is in torch.distributed's all_reduce" \
+			bash -c "jq -r '.reports[0].workers[] | select(.rank == 0) | .python' '$j' | grep -q 'torch/distributed/distributed_c10d.py\", line [0-9]* in all_reduce'"
+	else
+		not_ok "$what: dlaunch still runs 240 s after its start"
+		sed 's/^/# /' "$log" | tail -n 20
+		kill_tree "$dl"
+	fi
+	check "$what: no process of the job is left" wait_for 10 no_marked_left
+fi
 
 # ---- a stuck rank that cannot be dumped -------------------------------------------
 # stuck_pid LOG: the pid rank 1 printed as it got stuck
