@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # run.sh - run dlaunch's test suite and print one summary line.
 #
-#   tests/run.sh [--build DIR] [--suite default|unit|quick|e2e|faults|all] [PATTERN...]
+#   tests/run.sh [--build DIR] [--suite default|unit|quick|e2e|faults|all]
+#                [-j N] [PATTERN...]
 #
 # Unit tests are the cmocka binaries under DIR/tests; end-to-end tests are
 # the scripts tests/e2e/*.sh (and tests/faults/*.sh with --suite faults or
@@ -14,11 +15,20 @@
 # when no test passed at all (everything skipped, or nothing selected): a
 # build that lost its binaries must not look green. An unknown option or
 # suite name is refused with exit status 2 before anything runs.
+#
+# -j N (or --jobs N, or DLAUNCH_TEST_JOBS=N; default 1) runs up to N tests
+# at once; each test's line is printed once it and every test before it
+# have finished, so the output is in the same order every time. A script
+# with a line "# test: alone" among its first 30 lines (CPU-heavy ones,
+# and ones that time things) runs with nothing beside it: with N > 1 those
+# run one by one after all the others, and are printed after them.
 set -u
 cd "$(dirname "$0")/.."
 
 build=build
 suite=default
+jobs=${DLAUNCH_TEST_JOBS:-1}
+jobs_from="DLAUNCH_TEST_JOBS"
 patterns=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -30,7 +40,17 @@ while [ $# -gt 0 ]; do
 		[ "$1" = --build ] && build=$2 || suite=$2
 		shift 2
 		;;
-	-h|--help) sed -n '3,16p' "$0"; exit 0 ;;
+	-j | --jobs)
+		if [ $# -lt 2 ] || [ -z "$2" ]; then
+			echo "tests/run.sh: $1 needs a value" >&2
+			exit 2
+		fi
+		jobs=$2 jobs_from=$1
+		shift 2
+		;;
+	-j*) jobs=${1#-j} jobs_from=-j; shift ;;
+	--jobs=*) jobs=${1#--jobs=} jobs_from=--jobs; shift ;;
+	-h|--help) sed -n '3,24p' "$0"; exit 0 ;;
 	-*) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) patterns+=("$1"); shift ;;
 	esac
@@ -43,6 +63,10 @@ default | unit | quick | e2e | faults | all) ;;
 	exit 2
 	;;
 esac
+if ! [[ "$jobs" =~ ^[0-9]+$ ]] || [ "$jobs" -lt 1 ] || [ "$jobs" -gt 64 ]; then
+	echo "tests/run.sh: $jobs_from '$jobs' is not a number of tests to run at once (1 to 64)" >&2
+	exit 2
+fi
 
 if [ ! -d "$build" ]; then
 	echo "tests/run.sh: no build directory $build (run make all tests first)"
@@ -89,37 +113,58 @@ report() { # name pass fail skip seconds
 	fi
 }
 
-run_unit() {
-	local bin=$1 name log start rc p f
-	name=$(basename "$bin")
-	log=$logdir/$name.log
-	start=$SECONDS
-	timeout -k 5 600 "$bin" >"$log" 2>&1
-	rc=$?
-	p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | awk '{s+=$4} END {print s+0}')
-	f=$(grep -Eo '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
-	s=$(grep -Eo '^\[  SKIPPED \] [0-9]+' "$log" | awk '{s+=$4} END {print s+0}')
-	# a crash or timeout loses cmocka's summary: count it as a failure
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-	report "$name" "$p" "$f" "$s" $((SECONDS - start)) "$log"
+# The tests to run, in order: TEST_KIND (unit or script), TEST_PATH,
+# TEST_NAME, TEST_LOG, TEST_ALONE (1: nothing may run beside it).
+TEST_KIND=() TEST_PATH=() TEST_NAME=() TEST_LOG=() TEST_ALONE=()
+add_test() { # kind path name log alone
+	TEST_KIND+=("$1") TEST_PATH+=("$2") TEST_NAME+=("$3") TEST_LOG+=("$4")
+	TEST_ALONE+=("$5")
 }
 
-run_script() {
-	local script=$1 name log start rc p f s
-	name=$(basename "$(dirname "$script")")/$(basename "$script" .sh)
-	log=$logdir/${name//\//_}.log
-	start=$SECONDS
-	# each script bounds its own waits; this is the last line of defence
-	timeout -k 10 900 bash "$script" >"$log" 2>&1 </dev/null
-	rc=$?
-	p=$(grep -c '^ok - ' "$log")
-	f=$(grep -c '^not ok - ' "$log")
-	s=$(grep -c '^skip - ' "$log")
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "not ok - $name exited with status $rc" >>"$log"
-		f=1
+# is_alone SCRIPT: the script's header asks to run with nothing beside it
+is_alone() { head -n 30 "$1" | grep -qx '# test: alone'; }
+
+# exec_test I RESULT: run test I, its output to its log; write
+# "passed failed skipped seconds" to RESULT (through a temporary name, so
+# that a reader never sees half of it). The pid of the timeout that runs
+# it goes to RESULT.pid, for stop_tests.
+exec_test() {
+	local i=$1 result=$2 log=${TEST_LOG[$1]} start=$SECONDS rc p f s tpid
+	if [ "${TEST_KIND[$i]}" = unit ]; then
+		timeout -k 5 600 "${TEST_PATH[$i]}" >"$log" 2>&1 </dev/null &
+	else
+		# each script bounds its own waits; this is the last line of
+		# defence
+		timeout -k 10 900 bash "${TEST_PATH[$i]}" >"$log" 2>&1 </dev/null &
 	fi
-	report "$name" "$p" "$f" "$s" $((SECONDS - start)) "$log"
+	tpid=$!
+	echo "$tpid" >"$result.pid"
+	wait "$tpid"
+	rc=$?
+	if [ "${TEST_KIND[$i]}" = unit ]; then
+		p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | awk '{s+=$4} END {print s+0}')
+		f=$(grep -Eo '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+		s=$(grep -Eo '^\[  SKIPPED \] [0-9]+' "$log" | awk '{s+=$4} END {print s+0}')
+		# a crash or timeout loses cmocka's summary: count it as a
+		# failure
+		if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	else
+		p=$(grep -c '^ok - ' "$log")
+		f=$(grep -c '^not ok - ' "$log")
+		s=$(grep -c '^skip - ' "$log")
+		if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+			echo "not ok - ${TEST_NAME[$i]} exited with status $rc" >>"$log"
+			f=1
+		fi
+	fi
+	echo "$p $f $s $((SECONDS - start))" >"$result.tmp"
+	mv "$result.tmp" "$result"
+}
+
+report_test() { # I RESULT
+	local p f s secs
+	read -r p f s secs <"$2"
+	report "${TEST_NAME[$1]}" "$p" "$f" "$s" "$secs" "${TEST_LOG[$1]}"
 }
 
 # missing NAME WHY: a test that could not run counts as one failure
@@ -149,7 +194,8 @@ if [ "$suite" != e2e ] && [ "$suite" != faults ]; then
 	fi
 	for bin in "$DLAUNCH_BUILD"/tests/test_*; do
 		[ -x "$bin" ] || continue
-		selected "$(basename "$bin")" && run_unit "$bin"
+		name=$(basename "$bin")
+		selected "$name" && add_test unit "$bin" "$name" "$logdir/$name.log" 0
 	done
 fi
 dirs=()
@@ -170,9 +216,101 @@ for d in "${dirs[@]}"; do
 		if [ "$suite" = quick ]; then
 			case "$(basename "$script")" in smoke.sh | cli_help.sh) ;; *) continue ;; esac
 		fi
-		selected "$(basename "$script" .sh)" && run_script "$script"
+		selected "$(basename "$script" .sh)" || continue
+		name=$(basename "$d")/$(basename "$script" .sh)
+		alone=0
+		is_alone "$script" && alone=1
+		add_test script "$script" "$name" "$logdir/${name//\//_}.log" "$alone"
 	done
 done
+
+# the results of the tests, one file each, removed at the end
+resdir=$(mktemp -d "$logdir/.results.XXXXXX")
+RUNNING=() # indices of the tests started and not yet seen to finish
+TEST_PID=() # the pid of the subshell that runs each
+
+# stop_tests: end the tests still running (run.sh interrupted): their
+# timeouts lead their process groups, and the scripts' EXIT traps clean up
+stop_tests() {
+	local i tpid
+	for i in "${RUNNING[@]}"; do
+		tpid=$(cat "$resdir/$i.pid" 2>/dev/null) || continue
+		kill -TERM -- "-$tpid" 2>/dev/null
+	done
+}
+trap 'stop_tests; rm -rf "$resdir"; exit 130' INT TERM
+trap 'rm -rf "$resdir"' EXIT
+
+# run order: with -j 1 the suite's order; otherwise the tests that may
+# share the machine first, the ones that must run alone after them
+order=()
+for ((i = 0; i < ${#TEST_KIND[@]}; i++)); do
+	[ "$jobs" -gt 1 ] && [ "${TEST_ALONE[$i]}" = 1 ] && continue
+	order+=("$i")
+done
+if [ "$jobs" -gt 1 ]; then
+	for ((i = 0; i < ${#TEST_KIND[@]}; i++)); do
+		[ "${TEST_ALONE[$i]}" = 1 ] && order+=("$i")
+	done
+fi
+
+if [ "$jobs" -eq 1 ]; then
+	for i in "${order[@]}"; do
+		RUNNING=("$i")
+		exec_test "$i" "$resdir/$i"
+		RUNNING=()
+		report_test "$i" "$resdir/$i"
+	done
+else
+	next=0 printed=0 alone_running=0
+	while [ "$printed" -lt ${#order[@]} ]; do
+		# start what may start: up to $jobs at once, an alone test only
+		# on an empty machine and nothing beside it
+		while [ "$next" -lt ${#order[@]} ] && [ ${#RUNNING[@]} -lt "$jobs" ] &&
+			[ "$alone_running" = 0 ]; do
+			i=${order[$next]}
+			if [ "${TEST_ALONE[$i]}" = 1 ]; then
+				[ ${#RUNNING[@]} -eq 0 ] || break
+				alone_running=1
+			fi
+			exec_test "$i" "$resdir/$i" &
+			TEST_PID[$i]=$!
+			RUNNING+=("$i")
+			next=$((next + 1))
+		done
+		# a test that ends leaves its result file; wait -n returns when
+		# any of them ends (at the latest when the one not yet done does)
+		still=()
+		for i in "${RUNNING[@]}"; do
+			[ -f "$resdir/$i" ] && continue
+			if ! kill -0 "${TEST_PID[$i]}" 2>/dev/null; then
+				# gone without a result (killed from outside):
+				# a failure, never a silent pass
+				wait "${TEST_PID[$i]}" 2>/dev/null
+				if [ ! -f "$resdir/$i" ]; then
+					echo "not ok - ${TEST_NAME[$i]}: its runner ended without a result" >>"${TEST_LOG[$i]}"
+					echo "0 1 0 0" >"$resdir/$i"
+				fi
+				continue
+			fi
+			still+=("$i")
+		done
+		if [ ${#still[@]} -eq ${#RUNNING[@]} ] && [ ${#RUNNING[@]} -gt 0 ]; then
+			wait -n
+			continue
+		fi
+		RUNNING=("${still[@]}")
+		[ ${#RUNNING[@]} -eq 0 ] && alone_running=0
+		# print, in run order, every finished test whose predecessors
+		# are all printed
+		while [ "$printed" -lt ${#order[@]} ] &&
+			[ -f "$resdir/${order[$printed]}" ]; do
+			report_test "${order[$printed]}" "$resdir/${order[$printed]}"
+			printed=$((printed + 1))
+		done
+	done
+	wait
+fi
 
 # a run in which nothing passed proves nothing: a wrong pattern, an empty
 # build directory or a suite that skipped everything is a failure
