@@ -17,11 +17,14 @@
 # suite name is refused with exit status 2 before anything runs.
 #
 # -j N (or --jobs N, or DLAUNCH_TEST_JOBS=N; default 1) runs up to N tests
-# at once; each test's line is printed once it and every test before it
-# have finished, so the output is in the same order every time. A script
-# with a line "# test: alone" among its first 30 lines (CPU-heavy ones,
-# and ones that time things) runs with nothing beside it: with N > 1 those
-# run one by one after all the others, and are printed after them.
+# at once. The lines are printed in the same order as with -j 1, each once
+# it and every test before it have finished. A script says in its first 30
+# lines how it may share the machine:
+#   "# test: heavy"  it keeps the CPUs busy (many trainers, torch DDP, a
+#                    compiler): never two heavy tests at once, shared tests
+#                    run beside it; heavy tests start first
+#   "# test: alone"  nothing runs beside it (it times things, or cannot
+#                    share what it uses): these run one by one at the end
 set -u
 cd "$(dirname "$0")/.."
 
@@ -50,7 +53,11 @@ while [ $# -gt 0 ]; do
 		;;
 	-j*) jobs=${1#-j} jobs_from=-j; shift ;;
 	--jobs=*) jobs=${1#--jobs=} jobs_from=--jobs; shift ;;
-	-h|--help) sed -n '3,24p' "$0"; exit 0 ;;
+	-h | --help)
+		# the header comment, without its first line
+		awk 'NR >= 3 && /^#/ { sub(/^# ?/, ""); print; next } NR >= 3 { exit }' "$0"
+		exit 0
+		;;
 	-*) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) patterns+=("$1"); shift ;;
 	esac
@@ -114,15 +121,20 @@ report() { # name pass fail skip seconds
 }
 
 # The tests to run, in order: TEST_KIND (unit or script), TEST_PATH,
-# TEST_NAME, TEST_LOG, TEST_ALONE (1: nothing may run beside it).
-TEST_KIND=() TEST_PATH=() TEST_NAME=() TEST_LOG=() TEST_ALONE=()
-add_test() { # kind path name log alone
+# TEST_NAME, TEST_LOG, TEST_MODE (shared, heavy or alone: see the top).
+TEST_KIND=() TEST_PATH=() TEST_NAME=() TEST_LOG=() TEST_MODE=()
+add_test() { # kind path name log mode
 	TEST_KIND+=("$1") TEST_PATH+=("$2") TEST_NAME+=("$3") TEST_LOG+=("$4")
-	TEST_ALONE+=("$5")
+	TEST_MODE+=("$5")
 }
 
-# is_alone SCRIPT: the script's header asks to run with nothing beside it
-is_alone() { head -n 30 "$1" | grep -qx '# test: alone'; }
+# share_mode SCRIPT: how the script may share the machine (its header's
+# "# test: heavy" or "# test: alone"; shared without one)
+share_mode() {
+	local m
+	m=$(head -n 30 "$1" | sed -n 's/^# test: \(heavy\|alone\)$/\1/p' | head -n 1)
+	echo "${m:-shared}"
+}
 
 # exec_test I RESULT: run test I, its output to its log; write
 # "passed failed skipped seconds" to RESULT (through a temporary name, so
@@ -218,9 +230,8 @@ for d in "${dirs[@]}"; do
 		fi
 		selected "$(basename "$script" .sh)" || continue
 		name=$(basename "$d")/$(basename "$script" .sh)
-		alone=0
-		is_alone "$script" && alone=1
-		add_test script "$script" "$name" "$logdir/${name//\//_}.log" "$alone"
+		add_test script "$script" "$name" "$logdir/${name//\//_}.log" \
+			"$(share_mode "$script")"
 	done
 done
 
@@ -241,42 +252,44 @@ stop_tests() {
 trap 'stop_tests; rm -rf "$resdir"; exit 130' INT TERM
 trap 'rm -rf "$resdir"' EXIT
 
-# run order: with -j 1 the suite's order; otherwise the tests that may
-# share the machine first, the ones that must run alone after them
-order=()
-for ((i = 0; i < ${#TEST_KIND[@]}; i++)); do
-	[ "$jobs" -gt 1 ] && [ "${TEST_ALONE[$i]}" = 1 ] && continue
-	order+=("$i")
-done
-if [ "$jobs" -gt 1 ]; then
-	for ((i = 0; i < ${#TEST_KIND[@]}; i++)); do
-		[ "${TEST_ALONE[$i]}" = 1 ] && order+=("$i")
-	done
-fi
-
 if [ "$jobs" -eq 1 ]; then
-	for i in "${order[@]}"; do
+	for ((i = 0; i < ${#TEST_KIND[@]}; i++)); do
 		RUNNING=("$i")
 		exec_test "$i" "$resdir/$i"
 		RUNNING=()
 		report_test "$i" "$resdir/$i"
 	done
 else
-	next=0 printed=0 alone_running=0
-	while [ "$printed" -lt ${#order[@]} ]; do
-		# start what may start: up to $jobs at once, an alone test only
-		# on an empty machine and nothing beside it
-		while [ "$next" -lt ${#order[@]} ] && [ ${#RUNNING[@]} -lt "$jobs" ] &&
-			[ "$alone_running" = 0 ]; do
-			i=${order[$next]}
-			if [ "${TEST_ALONE[$i]}" = 1 ]; then
+	# start order: the heavy tests first (one at a time, they make the
+	# longest chain), the shared ones beside them, the alone ones last
+	order=()
+	for mode in heavy shared alone; do
+		for ((i = 0; i < ${#TEST_KIND[@]}; i++)); do
+			[ "${TEST_MODE[$i]}" = "$mode" ] && order+=("$i")
+		done
+	done
+	declare -A STARTED=()
+	printed=0 heavy_running=0 alone_running=0
+	while [ "$printed" -lt ${#TEST_KIND[@]} ]; do
+		# start what may start, the first in start order first: up to
+		# $jobs at once, one heavy test at a time, an alone test on an
+		# empty machine and nothing beside it
+		for i in "${order[@]}"; do
+			[ ${#RUNNING[@]} -lt "$jobs" ] && [ "$alone_running" = 0 ] || break
+			[ -z "${STARTED[$i]:-}" ] || continue
+			case "${TEST_MODE[$i]}" in
+			heavy) [ "$heavy_running" = 0 ] || continue ;;
+			alone)
+				# alone tests come last: wait until all is done
 				[ ${#RUNNING[@]} -eq 0 ] || break
 				alone_running=1
-			fi
+				;;
+			esac
+			[ "${TEST_MODE[$i]}" = heavy ] && heavy_running=1
 			exec_test "$i" "$resdir/$i" &
 			TEST_PID[$i]=$!
+			STARTED[$i]=1
 			RUNNING+=("$i")
-			next=$((next + 1))
 		done
 		# a test that ends leaves its result file; wait -n returns when
 		# any of them ends (at the latest when the one not yet done does)
@@ -300,12 +313,15 @@ else
 			continue
 		fi
 		RUNNING=("${still[@]}")
-		[ ${#RUNNING[@]} -eq 0 ] && alone_running=0
-		# print, in run order, every finished test whose predecessors
-		# are all printed
-		while [ "$printed" -lt ${#order[@]} ] &&
-			[ -f "$resdir/${order[$printed]}" ]; do
-			report_test "${order[$printed]}" "$resdir/${order[$printed]}"
+		heavy_running=0 alone_running=0
+		for i in "${RUNNING[@]}"; do
+			[ "${TEST_MODE[$i]}" = heavy ] && heavy_running=1
+			[ "${TEST_MODE[$i]}" = alone ] && alone_running=1
+		done
+		# print, in the suite's order, every finished test whose
+		# predecessors are all printed
+		while [ "$printed" -lt ${#TEST_KIND[@]} ] && [ -f "$resdir/$printed" ]; do
+			report_test "$printed" "$resdir/$printed"
 			printed=$((printed + 1))
 		done
 	done

@@ -28,7 +28,10 @@ TRAIN=("$BIN/dlaunch-train" --device cpu --threads 1 --data synthetic:4096
 	--model 64-128-4 --global-batch 64 --epochs 1000 --max-steps 100000
 	--timeout 120s --log-every 50)
 
-# agents JOB NPROC PT ARGS...: one agent per host (0, 1) for job JOB
+# agents JOB NPROC PT ARGS...: one agent per host (0, 1) for job JOB.
+# --shutdown-timeout 3: ranks that wait in a collective for the hung one
+# do not end on SIGTERM (dlaunch-train takes it as a preemption notice),
+# so the restart after a verdict takes the whole grace (30 s by default)
 agents() {
 	local job=$1 nproc=$2 pt=$3 h
 	shift 3
@@ -36,7 +39,8 @@ agents() {
 		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes=2 \
 			--nproc-per-node="$nproc" --rdzv-backend=c10d \
 			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=1 $pt --log-dir "$TEST_TMP/$job.$h" "$@"
+			--max-restarts=1 --shutdown-timeout=3 $pt \
+			--log-dir "$TEST_TMP/$job.$h" "$@"
 	done
 }
 agent_log() { echo "$TEST_TMP/agent.$1.log"; }
