@@ -207,7 +207,7 @@ if [ "$suite" != e2e ] && [ "$suite" != faults ]; then
 	for bin in "$DLAUNCH_BUILD"/tests/test_*; do
 		[ -x "$bin" ] || continue
 		name=$(basename "$bin")
-		selected "$name" && add_test unit "$bin" "$name" "$logdir/$name.log" 0
+		selected "$name" && add_test unit "$bin" "$name" "$logdir/$name.log" shared
 	done
 fi
 dirs=()
@@ -308,6 +308,12 @@ else
 			fi
 			still+=("$i")
 		done
+		if [ ${#RUNNING[@]} -eq 0 ] && [ ! -f "$resdir/$printed" ]; then
+			# nothing runs and the next line has no result: a bug
+			# here, not a test; never spin
+			echo "tests/run.sh: internal error: ${TEST_NAME[$printed]} was never started" >&2
+			exit 3
+		fi
 		if [ ${#still[@]} -eq ${#RUNNING[@]} ] && [ ${#RUNNING[@]} -gt 0 ]; then
 			wait -n
 			continue
