@@ -16,6 +16,10 @@
 #   `dlaunch dump` of a healthy dlaunch-train job: every rank's flight
 #     record and native stack, and training goes on (steps keep coming).
 # The 20-of-20 trials and 16 ranks on 4 hosts are bench/bench.py hang's.
+#
+# Heavy for tests/run.sh -j (four dlaunch-train ranks train flat out): never
+# run beside another heavy test.
+# test: heavy
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch dlaunch-rdzv dlaunch-train
 faults_require_hosts "hang diagnosis through dlaunch-rdzv"

@@ -20,6 +20,10 @@
 # The time from the kill to the survivors' re-form is printed (a comment:
 # bench/bench.py reform measures it); the assertions are about processes,
 # steps and state, which do not depend on the machine's speed.
+#
+# Heavy for tests/run.sh -j (eight dlaunch-train ranks and their reference
+# runs keep both CPUs busy): never run beside another heavy test.
+# test: heavy
 source "$(dirname "$0")/lib_faults.sh"
 source "$FAULTS_DIR/../e2e/lib_etcd.sh"
 faults_require dlaunch-rdzv dlaunch dlaunch-train
