@@ -275,7 +275,9 @@ else
 		# $jobs at once, one heavy test at a time, an alone test on an
 		# empty machine and nothing beside it
 		for i in "${order[@]}"; do
-			[ ${#RUNNING[@]} -lt "$jobs" ] && [ "$alone_running" = 0 ] || break
+			if [ ${#RUNNING[@]} -ge "$jobs" ] || [ "$alone_running" = 1 ]; then
+				break
+			fi
 			[ -z "${STARTED[$i]:-}" ] || continue
 			case "${TEST_MODE[$i]}" in
 			heavy) [ "$heavy_running" = 0 ] || continue ;;
@@ -287,7 +289,7 @@ else
 			esac
 			[ "${TEST_MODE[$i]}" = heavy ] && heavy_running=1
 			exec_test "$i" "$resdir/$i" &
-			TEST_PID[$i]=$!
+			TEST_PID[i]=$!
 			STARTED[$i]=1
 			RUNNING+=("$i")
 		done

@@ -115,7 +115,13 @@ echo "$result"
 EOF
 	chmod +x "$fake/tests/test_zzjobs_$t"
 done
-# report LOG: the lines of a report without the seconds each test took
+# saw_count: how many stand-ins saw the next one start
+saw_count() {
+	local f n=0
+	for f in "$jobs_dir"/*.saw_*; do [ -e "$f" ] && n=$((n + 1)); done
+	echo "$n"
+}
+# report_of LOG: the lines of a report without the seconds each test took
 report_of() { sed -E 's/ +[0-9]+s$//' "$1"; }
 ZZ_WAIT=0 runner "$TEST_TMP/j1.log" --build "$fake" --suite unit test_zzjobs
 rc1=$RC
@@ -128,10 +134,10 @@ check_eq "-j 3: the summary" "2 passed, 1 failed, 0 skipped" "$(last_line "$TEST
 check "-j 3: the failed test is listed at the end" \
 	grep -q '^failed: test_zzjobs_b$' "$TEST_TMP/j3.log"
 check_eq "-j 3: the three ran at once (each saw the next one start)" 3 \
-	"$(ls "$jobs_dir" | grep -c '\.saw_')"
+	"$(saw_count)"
 rm -f "$jobs_dir"/*
 DLAUNCH_TEST_JOBS=3 runner "$TEST_TMP/j3env.log" --build "$fake" --suite unit test_zzjobs
-check_eq "DLAUNCH_TEST_JOBS=3: the three ran at once" 3 "$(ls "$jobs_dir" | grep -c '\.saw_')"
+check_eq "DLAUNCH_TEST_JOBS=3: the three ran at once" 3 "$(saw_count)"
 
 # heavy and alone: a copy of run.sh in a tree of its own (it runs the
 # scripts of the tree it lies in), with a Makefile that lists no unit test.
