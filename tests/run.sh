@@ -240,16 +240,32 @@ resdir=$(mktemp -d "$logdir/.results.XXXXXX")
 RUNNING=() # indices of the tests started and not yet seen to finish
 TEST_PID=() # the pid of the subshell that runs each
 
-# stop_tests: end the tests still running (run.sh interrupted): their
-# timeouts lead their process groups, and the scripts' EXIT traps clean up
+# stop_tests SIGNAL: signal the tests still running (run.sh interrupted).
+# TERM goes to each test itself, the child of its timeout, so that a
+# script's EXIT trap has the time it needs to clean up (a TERM to the
+# timeout would SIGKILL it 10 s later, leaving its namespaces behind on a
+# loaded machine); a second interrupt sends KILL to their process groups
+# (each timeout leads one).
 stop_tests() {
 	local i tpid
 	for i in "${RUNNING[@]}"; do
 		tpid=$(cat "$resdir/$i.pid" 2>/dev/null) || continue
-		kill -TERM -- "-$tpid" 2>/dev/null
+		if [ "$1" = KILL ]; then
+			kill -KILL -- "-$tpid" 2>/dev/null
+		else
+			pkill -TERM -P "$tpid" 2>/dev/null
+		fi
 	done
 }
-trap 'stop_tests; rm -rf "$resdir"; exit 130' INT TERM
+interrupted() {
+	trap 'stop_tests KILL; rm -rf "$resdir"; exit 130' INT TERM
+	echo "tests/run.sh: interrupted: stopping the tests that run (again to kill them)" >&2
+	stop_tests TERM
+	wait
+	rm -rf "$resdir"
+	exit 130
+}
+trap interrupted INT TERM
 trap 'rm -rf "$resdir"' EXIT
 
 if [ "$jobs" -eq 1 ]; then
