@@ -35,7 +35,10 @@ TRAIN=("$BIN/dlaunch-train" --device cpu --threads 1 --data synthetic:4096
 # agents JOB NPROC PT ARGS...: one agent per host (0, 1) for job JOB.
 # --shutdown-timeout 3: ranks that wait in a collective for the hung one
 # do not end on SIGTERM (dlaunch-train takes it as a preemption notice),
-# so the restart after a verdict takes the whole grace (30 s by default)
+# so the restart after a verdict takes the whole grace (30 s by default).
+# --preempt-grace 0: stop_agents' SIGTERM stops the workers at once; with
+# the default a round 2 that hung again waited 60 s for a stop step that
+# the hung rank never reaches
 agents() {
 	local job=$1 nproc=$2 pt=$3 h
 	shift 3
@@ -43,7 +46,7 @@ agents() {
 		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes=2 \
 			--nproc-per-node="$nproc" --rdzv-backend=c10d \
 			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=1 --shutdown-timeout=3 $pt \
+			--max-restarts=1 --shutdown-timeout=3 --preempt-grace=0 $pt \
 			--log-dir "$TEST_TMP/$job.$h" "$@"
 	done
 }
