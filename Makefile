@@ -24,9 +24,11 @@
 BUILD   ?= build
 V       ?= 0
 # tests run at once by make test, test-quick, test-faults and check
-# (tests/run.sh -j; tests marked heavy or alone still keep to themselves);
-# TEST_JOBS=1 runs them one by one
-TEST_JOBS ?= 3
+# (tests/run.sh -j; tests marked heavy or alone still keep to themselves).
+# One by one until whole-suite runs at 3 are seen green on a quiet 2-core
+# machine: on the shared development machine (load 10-25 from other work)
+# -j 3 runs still failed checks in faults_inplace_ddp
+TEST_JOBS ?= 1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
