@@ -142,8 +142,9 @@ check_eq "DLAUNCH_TEST_JOBS=3: the three ran at once" 3 "$(saw_count)"
 # heavy and alone: a copy of run.sh in a tree of its own (it runs the
 # scripts of the tree it lies in), with a Makefile that lists no unit test.
 # Each stand-in script writes its start and end (microseconds); h1 (heavy)
-# waits until the shared s2 has ended, so a runner that let another test
-# beside it would have started h2 (heavy) or the alone one meanwhile
+# waits until the shared s2 has ended, and s2 until h1 has started (else a
+# quick s2 could end before h1's first line), so a runner that let another
+# test beside h1 would have started h2 (heavy) or the alone one meanwhile
 tree=$TEST_TMP/tree
 mkdir -p "$tree/tests/e2e" "$fake/test-logs"
 cp "$RUN" "$tree/tests/run.sh"
@@ -168,7 +169,7 @@ stand_in a_alone alone
 stand_in h1 heavy s2.done
 stand_in h2 heavy
 stand_in s1 shared
-stand_in s2 shared
+stand_in s2 shared h1.times
 timeout -k 5 120 "$tree/tests/run.sh" --build "$fake" --suite e2e -j 3 \
 	>"$TEST_TMP/modes.log" 2>&1 </dev/null
 check_eq "heavy/alone: exit 0" 0 $?
