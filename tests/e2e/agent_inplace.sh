@@ -13,6 +13,11 @@
 #   - bad input (garbage, a huge line, a closed socket, another version):
 #     logged once, that worker plain, the agent serving the others; the
 #     node then restarts as a plain node does.
+#
+# Alone for tests/run.sh -j (its workers must start and step within a 4 s
+# progress timeout, and a fallback is checked against an 8 s deadline):
+# nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 DL=$BIN/dlaunch

@@ -3,6 +3,10 @@
 # agent_inplace_etcd.sh - the in-place re-form (tests/e2e/lib_inplace.sh)
 # with --rdzv-backend etcd against a real 3-member etcd cluster on
 # loopback: node loss, a worker crash, a fallback, bad input.
+#
+# Alone for tests/run.sh -j (a fallback is checked against an 8 s deadline):
+# nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 source "$(dirname "$0")/lib_etcd.sh"

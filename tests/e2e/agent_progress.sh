@@ -5,6 +5,10 @@
 # with a rendezvous (--standalone); touching DLAUNCH_PROGRESS_FILE counts as
 # progress; with no restart left the report names the hang; without the
 # option a silent worker runs on.
+#
+# Alone for tests/run.sh -j (workers must show progress within 1 to 3 s of
+# their start): nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 DL=$BIN/dlaunch

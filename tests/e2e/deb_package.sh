@@ -13,6 +13,10 @@
 # is missing, which is checked too), and the installed binaries run against
 # the very libraries those records describe: the host's. The package has no
 # maintainer scripts, so nothing runs outside the throwaway root.
+#
+# Heavy for tests/run.sh -j (make deb compiles the whole tree, then
+# lintian): never run beside another heavy test.
+# test: heavy
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_docs.sh"
 source "$(dirname "$0")/lib_rdzv.sh"

@@ -7,6 +7,14 @@
 # deadline (wait_for); no test sleeps for a fixed time and hopes.
 set -u
 
+# python3 is the system's (Debian's, the one CI has and torch is built
+# for), not a version manager's shim ahead of it in PATH: a pyenv shim
+# took 12 s to start python on a loaded machine (/usr/bin/python3: 1.3 s),
+# longer than the progress timeouts and deadlines some cases set
+if [ -x /usr/bin/python3 ]; then
+	PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/\.pyenv/' | paste -sd: -)
+	export PATH
+fi
 BIN=${DLAUNCH_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/bin}
 TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlaunch-test.XXXXXX")
 BG_PIDS=()

@@ -7,17 +7,20 @@ PROGS=$(cd "$(dirname "${BASH_SOURCE[0]}")/progs" && pwd)
 MARK=agent-test-$$-$RANDOM
 export DLAUNCH_TEST_MARK=$MARK
 
-# marked_pids: pids of live (non-zombie) processes carrying this test's mark
+# marked_pids: pids of live (non-zombie) processes carrying this test's
+# mark. One grep reads every environ (a grep per process took seconds on a
+# loaded machine, and wait_for polls this). That grep and its sed carry the
+# mark too (it is exported): they are gone when the list is read, and a
+# process gone or a zombie is not listed.
 marked_pids() {
-	local f pid
-	for f in /proc/[0-9]*/environ; do
-		pid=${f#/proc/}
-		pid=${pid%/environ}
+	local pid state
+	for pid in $(grep -lzx -- "DLAUNCH_TEST_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null |
+		sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); do
 		[ "$pid" = $$ ] && continue
-		grep -qsa "DLAUNCH_TEST_MARK=$MARK" "$f" 2>/dev/null || continue
-		grep -qs '^State:.*Z' "/proc/$pid/status" && continue
-		echo "$pid"
+		state=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$pid/status" 2>/dev/null)
+		[ -n "$state" ] && [ "$state" != Z ] && echo "$pid"
 	done
+	return 0
 }
 # no_marked_left: true when no process of this test remains
 no_marked_left() { [ -z "$(marked_pids)" ]; }

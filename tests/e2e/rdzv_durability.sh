@@ -5,6 +5,10 @@
 # KV values; a torn journal tail is ignored with a warning; the journal
 # is compacted instead of growing without bound; a second server cannot
 # share the directory.
+#
+# Alone for tests/run.sh -j (its background heartbeats must keep two nodes
+# alive; beside other tests the round restarted): nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
 need_bin dlaunch-rdzv

@@ -3,6 +3,11 @@
 # rdzv_rounds.sh - dlaunch-rdzv over real HTTP: a round of three nodes,
 # eviction of a silent node, failure reports and the restart budget, a late
 # joiner, stale-round fencing, job listing, metrics, clean SIGTERM.
+#
+# Alone for tests/run.sh -j (three background joins must meet within a 5 s
+# last call, heartbeats within 4 s; beside other tests the ranks came out
+# wrong): nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_rdzv.sh"
 need_bin dlaunch-rdzv

@@ -20,6 +20,10 @@
 #
 # Bit for bit: at a given world size gloo's ring all-reduce adds in a
 # fixed order, so replicas at the same step and world size are identical.
+#
+# Alone for tests/run.sh -j (a restart that imports torch is checked against
+# a 25 s deadline): nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 source "$(dirname "$0")/lib_torch.sh"

@@ -16,6 +16,10 @@
 #   `dlaunch dump` of a healthy dlaunch-train job: every rank's flight
 #     record and native stack, and training goes on (steps keep coming).
 # The 20-of-20 trials and 16 ranks on 4 hosts are bench/bench.py hang's.
+#
+# Heavy for tests/run.sh -j (four dlaunch-train ranks train flat out): never
+# run beside another heavy test.
+# test: heavy
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch dlaunch-rdzv dlaunch-train
 faults_require_hosts "hang diagnosis through dlaunch-rdzv"
@@ -28,7 +32,13 @@ TRAIN=("$BIN/dlaunch-train" --device cpu --threads 1 --data synthetic:4096
 	--model 64-128-4 --global-batch 64 --epochs 1000 --max-steps 100000
 	--timeout 120s --log-every 50)
 
-# agents JOB NPROC PT ARGS...: one agent per host (0, 1) for job JOB
+# agents JOB NPROC PT ARGS...: one agent per host (0, 1) for job JOB.
+# --shutdown-timeout 3: ranks that wait in a collective for the hung one
+# do not end on SIGTERM (dlaunch-train takes it as a preemption notice),
+# so the restart after a verdict takes the whole grace (30 s by default).
+# --preempt-grace 0: stop_agents' SIGTERM stops the workers at once; with
+# the default a round 2 that hung again waited 60 s for a stop step that
+# the hung rank never reaches
 agents() {
 	local job=$1 nproc=$2 pt=$3 h
 	shift 3
@@ -36,7 +46,8 @@ agents() {
 		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes=2 \
 			--nproc-per-node="$nproc" --rdzv-backend=c10d \
 			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=1 $pt --log-dir "$TEST_TMP/$job.$h" "$@"
+			--max-restarts=1 --shutdown-timeout=3 --preempt-grace=0 $pt \
+			--log-dir "$TEST_TMP/$job.$h" "$@"
 	done
 }
 agent_log() { echo "$TEST_TMP/agent.$1.log"; }

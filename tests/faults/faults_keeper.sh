@@ -13,6 +13,10 @@
 # the workers' cgroup (where this machine lets dlaunch make one) and with
 # process groups only (DLAUNCH_CGROUP=0). The checker runs after every
 # case.
+#
+# Alone for tests/run.sh -j (workers must be gone within 5 s): nothing runs
+# beside it.
+# test: alone
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch dlaunch-keeper
 

@@ -19,6 +19,10 @@
 # server's rounds and the workers' records must never show a rank twice,
 # every checkpoint must be valid, and the final parameters must equal, bit
 # for bit, those of an uninterrupted run at the same world size.
+#
+# Heavy for tests/run.sh -j (four dlaunch-train ranks of a 256-512-512-16
+# model train flat out): never run beside another heavy test.
+# test: heavy
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch dlaunch-train
 

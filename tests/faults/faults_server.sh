@@ -15,6 +15,10 @@
 #     warns, keeps every record before the damage, and what it journals
 #     afterwards survives the next restart (the bad tail was cut off, not
 #     left in front of new records).
+#
+# Alone for tests/run.sh -j (agents must be seen beating again within 1 s):
+# nothing runs beside it.
+# test: alone
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch
 

@@ -16,6 +16,10 @@
 #   a PyTorch DDP job over gloo on two nodes whose names do not resolve (so
 #     gloo would bind loopback), no interface variable set: dlaunch gives
 #     the workers eth0 and the job completes.
+#
+# Heavy for tests/run.sh -j (six dlaunch-train ranks under Slurm train flat
+# out): never run beside another heavy test.
+# test: heavy
 source "$(dirname "$0")/lib_faults.sh"
 source "$(dirname "$0")/lib_slurm.sh"
 faults_require dlaunch-rdzv dlaunch dlaunch-train
