@@ -108,10 +108,11 @@ report() { # name pass fail skip seconds
 		# the failed checks first (a long log's tail may not reach
 		# them, and CI shows only part of what this prints), then the
 		# context
+		local lines
+		lines=$(grep -E '^not ok - |^\[  FAILED  \] |^\[  ERROR   \] ' "$log" | head -n 20)
+		failed_lines+=$(sed "s|^|    $name: |" <<<"$lines")$'\n'
 		echo "---- failed in $log"
-		failed_lines+=$(grep -E '^not ok - |^\[  FAILED  \] |^\[  ERROR   \] ' "$log" |
-			head -n 20 | sed "s|^|    $name: |")$'\n'
-		grep -E '^not ok - |^\[  FAILED  \] |^\[  ERROR   \] ' "$log" | head -n 20 | sed 's/^/    /'
+		sed 's/^/    /' <<<"$lines"
 		echo "---- last lines of $log"
 		tail -n 30 "$log" | sed 's/^/    /'
 		echo "----"
