@@ -36,8 +36,11 @@ $(BENCH_DIR)/floor_spawn: $(call objs,bench/floor_spawn.c)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^
 
-OBJS += $(call objs,bench/rdzv_load.c)
-$(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
+# (rdzv_load.h says which file holds what)
+RDZV_LOAD_SRCS := bench/rdzv_load.c bench/rdzv_load_node.c \
+	bench/rdzv_load_http.c
+OBJS += $(call objs,$(RDZV_LOAD_SRCS))
+$(BENCH_DIR)/rdzv_load: $(call objs,$(RDZV_LOAD_SRCS)) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
@@ -46,8 +49,12 @@ $(BENCH_DIR)/rdzv_load: $(call objs,bench/rdzv_load.c) $(COMMON_LIB)
 # machine, librdzv_state.a from rendezvous/state/). It makes the backend
 # itself, so libetcd.a comes first and libagent.a, which the backend
 # reports to, after it.
-OBJS += $(call objs,bench/etcd_load.c)
-$(BENCH_DIR)/etcd_load: $(call objs,bench/etcd_load.c) $(ETCD_LIB) $(AGENT_LIB) $(KEEPER_LIB) \
+# (etcd_load.h says which file holds what)
+ETCD_LOAD_SRCS := bench/etcd_load.c bench/etcd_load_sim.c \
+	bench/etcd_load_counters.c bench/etcd_load_driver.c \
+	bench/etcd_load_report.c
+OBJS += $(call objs,$(ETCD_LOAD_SRCS))
+$(BENCH_DIR)/etcd_load: $(call objs,$(ETCD_LOAD_SRCS)) $(ETCD_LIB) $(AGENT_LIB) $(KEEPER_LIB) \
 		$(RDZV_STATE_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) \

@@ -12,5 +12,10 @@ $(eval $(call unit_test,test_common,$(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_jsonflat,$(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_opt,$(COMMON_LIB),))
 $(eval $(call unit_test,test_backoff,$(COMMON_LIB),))
-$(eval $(call unit_test,test_hang,$(COMMON_LIB),$(JSON_LIBS)))
+# the hang analysis: its rules (test_hang) and the rest (test_hang_report),
+# on the report builders of tests/unit/hang_fix.c
+HANG_TEST_FIX := $(call objs,tests/unit/hang_fix.c)
+OBJS += $(HANG_TEST_FIX)
+$(eval $(call unit_test,test_hang,$(HANG_TEST_FIX) $(COMMON_LIB),$(JSON_LIBS)))
+$(eval $(call unit_test,test_hang_report,$(HANG_TEST_FIX) $(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_procfs,$(COMMON_LIB),))

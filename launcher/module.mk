@@ -11,8 +11,15 @@ $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
 		$(SSL_LIBS) -lm
 
-$(eval $(call unit_test,test_launcher,$(call objs,launcher/options.c \
-	launcher/rdzv_conf.c launcher/etcd_options.c launcher/devices.c) \
+# the command line (test_launcher) and its etcd options
+# (test_launcher_etcd), both parsing through tests/unit/launcher_fix.c
+LAUNCHER_TEST_FIX := $(call objs,tests/unit/launcher_fix.c)
+OBJS += $(LAUNCHER_TEST_FIX)
+LAUNCHER_TEST_OBJS := $(LAUNCHER_TEST_FIX) $(call objs,launcher/options.c \
+	launcher/rdzv_conf.c launcher/etcd_options.c launcher/devices.c)
+$(eval $(call unit_test,test_launcher,$(LAUNCHER_TEST_OBJS) \
+	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
+$(eval $(call unit_test,test_launcher_etcd,$(LAUNCHER_TEST_OBJS) \
 	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 
 $(eval $(call unit_test,test_devices,$(call objs,launcher/devices.c) \
@@ -20,4 +27,5 @@ $(eval $(call unit_test,test_devices,$(call objs,launcher/devices.c) \
 
 .PHONY: launcher
 launcher: $(BUILD)/bin/dlaunch $(BUILD)/tests/test_launcher \
+	$(BUILD)/tests/test_launcher_etcd \
 	$(BUILD)/tests/test_devices agent

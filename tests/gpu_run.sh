@@ -14,9 +14,9 @@
 #       on the GPU machine, in the repository root with the pack carried
 #       there: unpacks it into build/gpu-pack, finds the CUDA libraries
 #       the binaries still lack (CUDA's folders, PyTorch's nvidia wheels),
-#       runs test_device, test_mlp_cuda, test_nccl and test_dist (its NCCL
-#       cases) and tests/e2e/gpu_train.sh, and with --bench
-#       bench/gpu_bench.sh on the pack (--quick: fewer repetitions; PY: a
+#       runs test_device, test_mlp_cuda, test_nccl and test_dist_nccl (the
+#       collective library's NCCL cases) and tests/e2e/gpu_train.sh, and
+#       with --bench bench/gpu_bench.sh on the pack (--quick: fewer repetitions; PY: a
 #       Python with CUDA torch).
 #       Logs go to $OUT (or build/gpu-pack/out); the last line is
 #       "N passed, N failed, N skipped", and the status is non-zero when
@@ -43,7 +43,7 @@ pack() {
 	rm -rf "$PACK" build/gpu-pack.tar.xz
 	mkdir -p "$PACK/bin" "$PACK/bench" "$PACK/tests" "$PACK/lib" "$PACK/data"
 	bins="build/bin/dlaunch build/bin/dlaunch-rdzv build/bin/dlaunch-train"
-	tests="test_device test_mlp_cuda test_nccl test_dist"
+	tests="test_device test_mlp_cuda test_nccl test_dist_nccl"
 	cp $bins "$PACK/bin/"
 	cp build/bench/dist_bench "$PACK/bench/"
 	for t in $tests; do cp "build/tests/$t" "$PACK/tests/"; done

@@ -16,8 +16,17 @@ ETCD_SRCS := $(wildcard agent/etcd/*.c)
 OBJS += $(call objs,$(ETCD_SRCS))
 $(ETCD_LIB): $(call objs,$(ETCD_SRCS))
 
-# the gateway protocol (etcd_proto, etcd_answer, etcd_stream) alone
+# the gateway protocol alone, one program per file: the builders
+# (etcd_proto), the answers' parsers (etcd_answer), the stream splitter
+# (etcd_stream); the last two read recorded answers (etcd_proto_fix.c)
+ETCD_PROTO_FIX := $(call objs,tests/unit/etcd_proto_fix.c)
+OBJS += $(ETCD_PROTO_FIX)
 $(eval $(call unit_test,test_etcd_proto,$(ETCD_LIB) $(COMMON_LIB),$(JSON_LIBS)))
+$(eval $(call unit_test,test_etcd_answer,$(ETCD_PROTO_FIX) $(ETCD_LIB) \
+	$(COMMON_LIB),$(JSON_LIBS)))
+$(eval $(call unit_test,test_etcd_stream,$(ETCD_PROTO_FIX) $(ETCD_LIB) \
+	$(COMMON_LIB),$(JSON_LIBS)))
 
 .PHONY: etcd
-etcd: $(ETCD_LIB) $(BUILD)/tests/test_etcd_proto
+etcd: $(ETCD_LIB) $(BUILD)/tests/test_etcd_proto \
+	$(BUILD)/tests/test_etcd_answer $(BUILD)/tests/test_etcd_stream

@@ -22,9 +22,16 @@ RDZV_STATE_SRCS := rendezvous/state/state.c rendezvous/state/round.c \
 OBJS += $(call objs,$(RDZV_STATE_SRCS))
 $(RDZV_STATE_LIB): $(call objs,$(RDZV_STATE_SRCS))
 
-RDZV_STATE_TESTS := test_rdzv_state test_rdzv_runs test_rdzv_hang
-$(foreach t,$(RDZV_STATE_TESTS),$(eval $(call unit_test,$(t),\
+# test_rdzv_state, _save and _preempt share the nodes and events of
+# tests/unit/rdzv_state_fix.c
+RDZV_STATE_FIX := $(call objs,tests/unit/rdzv_state_fix.c)
+OBJS += $(RDZV_STATE_FIX)
+RDZV_STATE_FIX_TESTS := test_rdzv_state test_rdzv_save test_rdzv_preempt
+$(foreach t,$(RDZV_STATE_FIX_TESTS),$(eval $(call unit_test,$(t),\
+	$(RDZV_STATE_FIX) $(RDZV_STATE_LIB) $(COMMON_LIB),$(JSON_LIBS) -lm)))
+$(foreach t,test_rdzv_runs test_rdzv_hang,$(eval $(call unit_test,$(t),\
 	$(RDZV_STATE_LIB) $(COMMON_LIB),$(JSON_LIBS) -lm)))
+RDZV_STATE_TESTS := $(RDZV_STATE_FIX_TESTS) test_rdzv_runs test_rdzv_hang
 
 .PHONY: rdzv-state
 rdzv-state: $(RDZV_STATE_LIB) $(addprefix $(BUILD)/tests/,$(RDZV_STATE_TESTS))

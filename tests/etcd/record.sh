@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # record.sh - record real answers of etcd's v3 JSON gateway into
-# tests/etcd/recorded/, the truth tests/unit/test_etcd_proto.c parses.
+# tests/etcd/recorded/, the truth tests/unit/test_etcd_answer.c and
+# test_etcd_stream.c parse.
 #
 # Starts a throwaway single-member etcd (Debian's etcd-server, 3.4) on two
 # free loopback ports in a temporary directory, drives it with curl, and

@@ -26,13 +26,23 @@ endif
 OBJS += $(call objs,$(DIST_SRCS))
 $(DIST_LIB): $(call objs,$(DIST_SRCS))
 
-$(eval $(call unit_test,test_dist,$(DIST_LIB) $(COMMON_LIB),$(CUDA_LIBS)))
+# the unit tests, one program per concern (tests/unit/test_dist_*.c), on
+# a shared fixture: the harness and data (dist_fix.c) and the collective
+# bodies the TCP and NCCL programs both run (dist_bodies.c)
+DIST_TEST_FIX := $(call objs,tests/unit/dist_fix.c tests/unit/dist_bodies.c)
+OBJS += $(DIST_TEST_FIX)
+DIST_TESTS := test_dist_ops test_dist_config test_dist_nccl test_dist_faults \
+	test_dist_flight
+$(foreach t,$(DIST_TESTS),$(eval $(call unit_test,$(t),$(DIST_TEST_FIX) \
+	$(DIST_LIB) $(COMMON_LIB),$(CUDA_LIBS))))
 
 .PHONY: dist
-dist: $(DIST_LIB) $(BUILD)/tests/test_dist
-# The test checks the NCCL backend's absence (or presence) by this define,
-# and where it is present runs it on device buffers (cuda_runtime.h).
-$(BUILD)/obj/tests/unit/test_dist.o: CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
+dist: $(DIST_LIB) $(addprefix $(BUILD)/tests/,$(DIST_TESTS))
+# The tests check the NCCL backend's absence (or presence) by this define,
+# and where it is present run it on device buffers (cuda_runtime.h).
+DIST_TEST_OBJS := $(DIST_TEST_FIX) \
+	$(patsubst %,$(BUILD)/obj/tests/unit/%.o,$(DIST_TESTS))
+$(DIST_TEST_OBJS): CPPFLAGS += $(filter -D%,$(CUDA_CPPFLAGS))
 ifneq ($(NVCC),)
-$(BUILD)/obj/tests/unit/test_dist.o: CPPFLAGS += -isystem $(CUDA_HOME)/include
+$(DIST_TEST_OBJS): CPPFLAGS += -isystem $(CUDA_HOME)/include
 endif
