@@ -268,14 +268,14 @@ int etcd_parse_lease_grant(const char *data, size_t len,
 	return rc;
 }
 
-int etcd_parse_lease_keepalive(const char *data, size_t len,
-			       struct etcd_lease_response *out, char *err,
-			       size_t err_size)
+/* keepalive_one: one object of a keep-alive stream's answer */
+static int keepalive_one(const char *data, size_t len,
+			 struct etcd_lease_response *out, char *err,
+			 size_t err_size)
 {
 	json_t *root, *result;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
 	rc = etcd_ans_load(data, len, &root, err, err_size);
 	if (rc != 0)
 		return rc;
@@ -292,6 +292,54 @@ int etcd_parse_lease_keepalive(const char *data, size_t len,
 			       (long long)out->id);
 	json_decref(root);
 	return rc;
+}
+
+struct keepalive_first {
+	struct etcd_lease_response *out;
+	char *err;
+	size_t err_size;
+	int rc, seen;
+};
+
+/* keepalive_object: the stream's first object is the answer; what the
+ * gateway writes after it (an error when the stream ended badly) is
+ * not about this keep-alive. 1 stops the splitter. */
+static int keepalive_object(void *arg, const char *obj, size_t len)
+{
+	struct keepalive_first *f = arg;
+	f->seen = 1;
+	f->rc = keepalive_one(obj, len, f->out, f->err, f->err_size);
+	return 1;
+}
+
+/* The keep-alive is one of etcd's streams: the gateway writes each
+ * answer as an object, and when the stream ends with an error (a
+ * member under load cancelling it) an error object after the answer.
+ * The lease was renewed by the first; only it counts. */
+int etcd_parse_lease_keepalive(const char *data, size_t len,
+			       struct etcd_lease_response *out, char *err,
+			       size_t err_size)
+{
+	struct keepalive_first f = {out, err, err_size, 0, 0};
+	struct etcd_splitter s;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (len > ETCD_ANSWER_MAX)
+		return dl_errorf(err, err_size, DL_ELIMIT,
+				 "etcd answer of %zu bytes is over the limit "
+				 "of %d",
+				 len, ETCD_ANSWER_MAX);
+	etcd_splitter_init(&s, ETCD_ANSWER_MAX);
+	rc = etcd_splitter_feed(&s, data, len, keepalive_object, &f, err,
+				err_size);
+	etcd_splitter_release(&s);
+	if (f.seen)
+		return f.rc;
+	if (rc != 0)
+		return rc; /* not an object: not etcd */
+	return proto(err, err_size, "etcd answer: keepalive %s",
+		     len ? "cut short" : "empty");
 }
 
 int etcd_parse_header_only(const char *data, size_t len,

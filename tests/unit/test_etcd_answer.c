@@ -209,6 +209,40 @@ static void test_recorded_lease_auth(void **state)
 	assert_int_equal(k.id, g.id);
 	free(d);
 
+	/* the keep-alive is a stream: an error object the gateway writes
+	 * after the answer (the stream ended badly) leaves the renewal; an
+	 * error first is the answer; a cut or empty stream is none */
+	{
+		static const char trailed[] =
+		    "{\"result\":{\"header\":{\"revision\":\"9\"},\"ID\":"
+		    "\"77\",\"TTL\":\"5\"}}\n{\"error\":{\"grpc_code\":1,"
+		    "\"http_code\":408,\"message\":\"context canceled\"}}";
+		static const char first_err[] =
+		    "{\"error\":{\"grpc_code\":14,\"http_code\":503,"
+		    "\"message\":\"etcdserver: no leader\"}}";
+		assert_int_equal(etcd_parse_lease_keepalive(trailed,
+							    strlen(trailed), &k,
+							    err, sizeof(err)),
+				 0);
+		assert_int_equal(k.id, 77);
+		assert_int_equal(k.ttl_s, 5);
+		assert_int_not_equal(
+		    etcd_parse_lease_keepalive(first_err, strlen(first_err), &k,
+					       err, sizeof(err)),
+		    0);
+		assert_non_null(strstr(err, "no leader"));
+		assert_int_equal(etcd_parse_lease_keepalive(trailed, 20, &k,
+							    err, sizeof(err)),
+				 DL_EPROTO);
+		assert_non_null(strstr(err, "cut short"));
+		assert_int_equal(
+		    etcd_parse_lease_keepalive("", 0, &k, err, sizeof(err)),
+		    DL_EPROTO);
+		assert_int_equal(
+		    etcd_parse_lease_keepalive("nope", 4, &k, err, sizeof(err)),
+		    DL_EPROTO);
+	}
+
 	d = slurp(REC "lease_revoke.json", &len);
 	assert_int_equal(etcd_parse_header_only(d, len, &h, err, sizeof(err)),
 			 0);
