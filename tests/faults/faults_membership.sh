@@ -6,7 +6,7 @@
 # ever there).
 source "$(dirname "$0")/lib_faults.sh"
 faults_require dlaunch-rdzv dlaunch
-MEMBERSHIP_BACKEND=http
+FAULTS_BACKEND=http
 # shellcheck source=lib_membership.sh
 source "$FAULTS_DIR/lib_membership.sh"
 finish

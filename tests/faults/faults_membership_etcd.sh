@@ -17,7 +17,7 @@ if ! etcd_cluster_start 1; then
 	not_ok "etcd membership faults: an etcd member did not start"
 	finish
 fi
-MEMBERSHIP_BACKEND=etcd
+FAULTS_BACKEND=etcd
 # shellcheck source=lib_membership.sh
 source "$FAULTS_DIR/lib_membership.sh"
 etcd_cluster_destroy

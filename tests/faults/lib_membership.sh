@@ -6,34 +6,9 @@
 # left (or ever there): the job fails after the join timeout, saying why.
 #
 # Sourced after lib_faults.sh (and, for etcd, lib_etcd.sh with a cluster
-# up) with MEMBERSHIP_BACKEND set to http or etcd. What differs is here
-# once: a case's rendezvous (a server of its own, or a key prefix of its
-# own in etcd, which the checker then reads through `dlaunch status`) and
-# the agents' options.
-
-# mb_begin CASE: the case's rendezvous; 1 when it could not be had
-mb_begin() {
-	if [ "$MEMBERSHIP_BACKEND" = etcd ]; then
-		FAULTS_ETCD=$ETCD_ENDPOINTS
-		FAULTS_ETCD_CONF=key_prefix=/m$$-$1
-		return 0
-	fi
-	start_rdzv
-}
-# mb_end: the case's rendezvous goes (a server is stopped; etcd's keys of
-# the case stay under their prefix, which no other case reads)
-mb_end() { [ "$MEMBERSHIP_BACKEND" = etcd ] || stop_rdzv; }
-
-# mb_agent_args JOB NNODES CONF: an agent's options (one worker)
-mb_agent_args() {
-	if [ "$MEMBERSHIP_BACKEND" = etcd ]; then
-		echo "--nnodes=$2 --nproc-per-node=1 --rdzv-backend=etcd" \
-			"--rdzv-endpoint=$ETCD_ENDPOINTS --rdzv-id=$1" \
-			"--rdzv-conf=$3,$FAULTS_ETCD_CONF --max-restarts=${MAX_RESTARTS:-3}"
-	else
-		agent_args "$1" "$2" 1 "$3"
-	fi
-}
+# up) with FAULTS_BACKEND set (lib_faults.sh: a case's rendezvous is a
+# server of its own, or a key prefix of its own in etcd, through
+# case_rdzv_start and agent_args).
 
 # rank_of NODE ROUND: the global rank NODE's worker held in ROUND (1 worker)
 rank_of() { awk -v n="$1" -v r="$2" '$4 == n && $1 == r {print $2}' "$TEST_TMP/ranks.log" | tail -n 1; }
@@ -43,7 +18,7 @@ start_agents() { # JOB NNODES CONF NAME...
 	shift 3
 	for n in "$@"; do
 		# shellcheck disable=SC2046
-		start_agent "$n" "$BIN/dlaunch" $(mb_agent_args "$job" "$nn" "$conf") \
+		start_agent "$n" "$BIN/dlaunch" $(agent_args "$job" "$nn" 1 "$conf") \
 			--no-python "$WORKER"
 	done
 }
@@ -51,7 +26,7 @@ start_agents() { # JOB NNODES CONF NAME...
 # ---- node joining mid-run -------------------------------------------------
 what="node joining mid-run"
 new_case
-if mb_begin grow; then
+if case_rdzv_start grow; then
 	start_agents grow 2:3 "$HB_CONF" A B
 	if wait_for 30 job_running_with grow 2 &&
 		wait_for 20 round_complete "$(job_round grow)" 2; then
@@ -80,16 +55,16 @@ if mb_begin grow; then
 		not_ok "$what: the job did not start"
 	fi
 	check_case "$what"
-	mb_end
+	stop_rdzv
 else
-	not_ok "$what: the rendezvous did not start"
+	not_ok "$what: $(case_rdzv_name) did not start"
 fi
 
 # ---- fewer than min nodes left ----------------------------------------------
 what="fewer than min nodes left"
 new_case
 conf=$HB_CONF,join_timeout=4
-if mb_begin few; then
+if case_rdzv_start few; then
 	start_agents few 2 "$conf" A B
 	if wait_for 30 job_running_with few 2; then
 		kill -KILL "${AGENT_PID[B]}"
@@ -112,15 +87,15 @@ if mb_begin few; then
 		not_ok "$what: the job did not start"
 	fi
 	check_case "$what"
-	mb_end
+	stop_rdzv
 else
-	not_ok "$what: the rendezvous did not start"
+	not_ok "$what: $(case_rdzv_name) did not start"
 fi
 
 # ---- fewer than min nodes from the start --------------------------------------
 what="fewer than min nodes from the start"
 new_case
-if mb_begin lonely; then
+if case_rdzv_start lonely; then
 	start_agents lonely 2 "$HB_CONF,join_timeout=3" A
 	t0=$SECONDS
 	if wait_agent A 20; then
@@ -134,7 +109,7 @@ if mb_begin lonely; then
 	fi
 	# the round never formed: no worker was meant to start
 	check_case "$what" --no-workers
-	mb_end
+	stop_rdzv
 else
-	not_ok "$what: the rendezvous did not start"
+	not_ok "$what: $(case_rdzv_name) did not start"
 fi
