@@ -4,8 +4,10 @@
 # real etcd member (the cases of lib_agent_faults.sh, which faults_agent.sh
 # runs against dlaunch-rdzv): SIGKILL (evicted when its lease expires),
 # SIGTERM (the others re-form at once, long before its lease would
-# expire), SIGSTOP shorter than the lease TTL (nothing happens). A paused
-# agent past its lease is faults_etcd.sh's "leading agent paused".
+# expire), SIGSTOP shorter than the lease TTL (nothing happens), SIGSTOP
+# past it (evicted; resumed, it finds its lease expired, stops its stale
+# worker and rejoins). faults_etcd.sh's "leading agent paused" is the last
+# with the agent that leads, on three members, and what it wrote.
 source "$(dirname "$0")/lib_faults.sh"
 # shellcheck source=../e2e/lib_etcd.sh
 source "$FAULTS_DIR/../e2e/lib_etcd.sh"

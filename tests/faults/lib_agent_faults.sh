@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # lib_agent_faults.sh - agent faults written once and run against
 # dlaunch-rdzv by faults_agent.sh and against etcd by faults_agent_etcd.sh:
-# SIGKILL, SIGTERM, and SIGSTOP shorter than the heartbeat timeout (over
-# etcd: the lease TTL, which is the heartbeat timeout rounded up).
+# SIGKILL, SIGTERM, SIGSTOP shorter and longer than the heartbeat timeout
+# (over etcd: the lease TTL, which is the heartbeat timeout rounded up, at
+# least 2 s): a stale node fenced.
 #
 # Three agents (A, B, C; one test worker each, --nnodes=2:3) on loopback.
 # The faulty agent is always A. The checker runs after every case.
 # Sourced after lib_faults.sh (and, for etcd, lib_etcd.sh with a cluster
-# up) with FAULTS_BACKEND set; defines start_three and end_case for the
-# scripts' own cases.
+# up) with FAULTS_BACKEND set.
 
 # start_three JOB CONF [tap]: the case's rendezvous + agents A, B, C;
 # waits for a round of three. With "tap" (dlaunch-rdzv only), A talks to
@@ -128,6 +128,61 @@ if start_three astop1 "$conf"; then
 	# shellcheck disable=SC2086
 	check "$what: no worker was restarted" bash -c "for p in $pids; do kill -0 \$p || exit 1; done"
 	end_case "$what" astop1 A B C
+else
+	abort_case "$what" "the job did not start"
+fi
+
+# ---- agent SIGSTOP longer than the heartbeat timeout ----------------------------
+# A stale node fenced: while A is stopped it is evicted and B and C
+# re-form; back, A must learn that its round is over, stop its old worker
+# and join again. Over dlaunch-rdzv the server answers A's parked watch
+# at the eviction (the round is over); the answer waits in A's socket. On
+# SIGCONT A's event loop reads it before its heartbeat timer runs, so that
+# answer, not a fenced (409) call, is how A learns its round ended
+# (faults_partition shows the 409, where the answer to the watch is lost).
+# A's calls go through http_tap.py there (tap_* below, dlaunch-rdzv only),
+# so this is read from what A itself got. Over etcd A's lease (TTL 2 s
+# here) expires while it is stopped, and its keep-alive says so when it
+# resumes (A may be the job's leader: then another takes over).
+what="agent SIGSTOP past the heartbeat timeout (1 s)"
+tap=
+[ "$FAULTS_BACKEND" = http ] && tap=tap
+if start_three astop2 "$HB_CONF" $tap; then
+	wa=$(worker_pid A 0)
+	[ -n "$tap" ] && n0=$(wc -l <"$TEST_TMP/tap.astop2.log")
+	kill -STOP "${AGENT_PID[A]}"
+	if wait_for 20 job_running_after astop2 "$ROUND0" 2; then
+		ok "$what: the stopped agent is evicted, B and C re-form"
+	else
+		not_ok "$what: no eviction while A is stopped"
+	fi
+	round1=$(job_round astop2)
+	kill -CONT "${AGENT_PID[A]}"
+	# back, A must learn that its round is over, stop its old worker and
+	# join again, and the job grows back to three at the next round
+	check "$what: A stops its stale worker after it resumes" wait_for 15 pids_dead "$wa"
+	if wait_for 30 job_running_after astop2 "$round1" 3 &&
+		wait_for 20 round_complete "$(job_round astop2)" 3; then
+		ok "$what: A rejoins and a round of three forms"
+		check_members astop2 "$what: after rejoining"
+	else
+		not_ok "$what: A did not rejoin ($(job_field astop2 '[.state, .round, (.members | length)]' | tr -d '\n '))"
+		show_log "$TEST_TMP/agent.A.log"
+	fi
+	if [ -n "$tap" ]; then
+		res=$(tap_learned_then_joined "$TEST_TMP/tap.astop2.log" "$n0" "$ROUND0" "$round1")
+		check_eq "$what: back, the answer to A's parked watch for round $ROUND0 tells it the round is over" \
+			"GET /v1/jobs/astop2/watch -> 200" "${res%%|*}"
+		joined=${res#*|}
+		check "$what: then A joins again (its join answered 200, round ${joined:-none})" \
+			test -n "$joined"
+	else
+		check "$what: back, A finds its lease expired (fenced)" \
+			log_has "$TEST_TMP/agent.A.log" 'expired: this node was away'
+	fi
+	check "$what: A's log says its round $ROUND0 ended" \
+		log_has "$TEST_TMP/agent.A.log" "round $ROUND0 ended"
+	end_case "$what" astop2 A B C
 else
 	abort_case "$what" "the job did not start"
 fi
