@@ -109,13 +109,8 @@ dead_or_zombie() {
 not() { ! "$@"; }
 # scen_status ARGS...: dlaunch status against the backend (10 s at most)
 scen_status() { timeout 10 "$DL" status "${STATUS_OPTS[@]}" "$@"; }
-# leader_of JOB: (etcd) the agent that leads JOB, from the agents' logs
-leader_of() {
-	local l
-	l=$(grep -l "leading job $1 through etcd" "$TEST_TMP"/agent."$1".*.log | tail -n 1)
-	l=${l##*agent."$1".}
-	echo "${l%.log}"
-}
+# leader_of JOB: (etcd) the node its leader key names
+leader_of() { etcd_get "/t$$/$1/leader" | jq -r '.node_id // empty'; }
 # ended_ms_ago JOB: how long ago JOB ended, as the backend keeps it (the
 # server's detail; the job record in etcd); empty when it does not say
 ended_ms_ago() {

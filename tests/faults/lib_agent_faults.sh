@@ -44,7 +44,7 @@ start_three() {
 # end_case WHAT JOB AGENTS...: workers finish, the named agents exit 0, the
 # job SUCCEEDED, then the checker
 end_case() {
-	local what=$1 job=$2 n rcs= want=
+	local what=$1 job=$2 n rcs='' want=''
 	shift 2
 	all_workers_done
 	for n in "$@"; do
