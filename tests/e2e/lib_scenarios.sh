@@ -70,16 +70,19 @@ scen_start_server() {
 # (event=node_joined, node_evicted, round_ended, run_started)
 event_logs() {
 	if [ "$SCEN_BACKEND" = http ]; then
-		ls "$TEST_TMP"/rdzv.*.log
+		ls "$TEST_TMP"/rdzv.*.log 2>/dev/null
 	else
-		ls "$TEST_TMP"/agent.*.log
+		ls "$TEST_TMP"/agent.*.log 2>/dev/null
 	fi
 }
 # events_have REGEX: some event log has a line matching REGEX
+# (false without a log: a check that nothing was logged must not pass
+# for want of a log to read)
 events_have() {
 	local logs
 	mapfile -t logs < <(event_logs)
-	grep -Eq -- "$1" "${logs[@]}" 2>/dev/null
+	[ ${#logs[@]} -gt 0 ] || return 2
+	grep -Eq -- "$1" "${logs[@]}" </dev/null 2>/dev/null
 }
 
 # agent NAME JOB NNODES NPROC "OPTIONS" PROG ARGS...: one agent in the
@@ -106,7 +109,11 @@ dead_or_zombie() {
 	[ -n "$1" ] || return 1
 	! kill -0 "$1" 2>/dev/null || grep -qs '^State:.*Z' "/proc/$1/status"
 }
-not() { ! "$@"; }
+# not CMD...: CMD ran and said no (status 1); an error (2) is no answer
+not() {
+	"$@"
+	[ $? = 1 ]
+}
 # scen_status ARGS...: dlaunch status against the backend (10 s at most)
 scen_status() { timeout 10 "$DL" status "${STATUS_OPTS[@]}" "$@"; }
 # leader_of JOB: (etcd) the node its leader key names
