@@ -25,7 +25,8 @@
 # (STATUS_OPTS), where the rendezvous logs its events (event_logs: the
 # server's log, or the agents' logs where the leader runs the state
 # machine), and a few reads of the job beside `dlaunch status` (the time
-# it ended). A check that only one backend can make says so where it is.
+# it ended; over etcd its leader key). A check that only one backend can
+# make says so where it is.
 DL=$BIN/dlaunch
 
 case "$SCEN_BACKEND" in
@@ -44,8 +45,8 @@ etcd)
 	NO_JOB_SAYS="no job nosuchjob in etcd at .* under /t$$"
 	;;
 *)
-	echo "lib_scenarios.sh: SCEN_BACKEND is '${SCEN_BACKEND:-}' (http or etcd)" >&2
-	exit 2
+	not_ok "lib_scenarios.sh: SCEN_BACKEND is '${SCEN_BACKEND:-}' (http or etcd)"
+	finish
 	;;
 esac
 
