@@ -1,65 +1,31 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # agent_etcd.sh - dlaunch --rdzv-backend etcd against a real 3-member etcd
-# cluster on loopback: the multi-agent cases of agent_rdzv.sh (ranks,
-# job-wide restart, budget exhausted with the root-cause report, a late
-# joiner growing the job, a spare, completion), the takeover when the
-# agent that leads is killed, dlaunch status, and bad input (a wrong
-# endpoint, a server that is not etcd).
+# cluster on loopback: the rendezvous scenarios of lib_scenarios.sh, as
+# agent_rdzv.sh runs them against dlaunch-rdzv (ranks over 2 and 3 agents,
+# a job-wide restart, the budget exhausted with the root-cause report and
+# dlaunch status, a late joiner growing the job, a spare, kill -9 of the
+# agent that leads and the takeover, SIGTERM leaving), and what only etcd
+# has: what joining costs etcd (its request counts), bad input (a wrong
+# endpoint, a server that is not etcd), TLS with client certificates and
+# etcd's authentication.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 source "$(dirname "$0")/lib_etcd.sh"
-DL=$BIN/dlaunch
 need_bin dlaunch
 if ! etcd_available; then
 	skip "etcd backend: $ETCD_WHY"
 	finish
 fi
-CONF=heartbeat_interval=0.2,heartbeat_timeout=2,last_call_timeout=0.5,lease_ttl=2,key_prefix=/t$$
-
 if ! etcd_cluster_start 3; then
 	not_ok "a 3-member etcd cluster starts"
 	finish
 fi
+SCEN_BACKEND=etcd
+source "$(dirname "$0")/lib_scenarios.sh"
 
-# agent NAME JOB NNODES NPROC "OPTIONS" PROG ARGS...: one agent in the
-# background; LAST_PID is its pid
-agent() {
-	local name=$1 job=$2 nnodes=$3 nproc=$4 opts=$5
-	shift 5
-	# shellcheck disable=SC2086
-	spawn_bg "$TEST_TMP/agent.$job.$name.log" env DLAUNCH_NODE_ID="$name" \
-		"$DL" --rdzv-backend etcd --rdzv-endpoint "$ETCD_ENDPOINTS" \
-		--nnodes "$nnodes" --nproc-per-node "$nproc" --rdzv-id "$job" \
-		--rdzv-conf "$CONF" --shutdown-timeout 2 $opts "$@"
-}
-all_exited() { local p; for p in "$@"; do alive "$p" && return 1; done; return 0; }
-rc_of() { wait "$1" 2>/dev/null; echo $?; }
-# record_state JOB: the job's state number in its record in etcd
-record_state() { etcd_get "/t$$/$1/state" | jq -r .state; }
-
-# -- three agents, 2-3 nodes, 2/3/2 workers: one round, ranks once each
-export AGENT_OUT=$TEST_TMP/ranks.rec
-pids=()
-for i in 1 2 3; do
-	nproc=2
-	[ "$i" = 2 ] && nproc=3
-	agent "n$i" ranks 2:3 "$nproc" "" "$PROGS/agent_env.sh"
-	pids+=("$LAST_PID")
-done
-check "ranks: all three agents exit" wait_for 60 all_exited "${pids[@]}"
-check_eq "ranks: every agent exits 0" "000" \
-	"$(rc_of "${pids[0]}")$(rc_of "${pids[1]}")$(rc_of "${pids[2]}")"
-check_eq "ranks: global ranks 0..6 once each" "0 1 2 3 4 5 6" \
-	"$(awk '{print $1}' "$AGENT_OUT" | sort -n | tr '\n' ' ' | sed 's/ $//')"
-check_eq "ranks: one world size" 7 "$(awk '{print $3}' "$AGENT_OUT" | sort -u)"
-check_eq "ranks: one master everywhere" 1 \
-	"$(awk '{print $4":"$5}' "$AGENT_OUT" | sort -u | wc -l)"
-check "ranks: each node's ranks contiguous" \
-	bash -c "sort -k7,7 -k1,1n '$AGENT_OUT' | awk '\$7 == prev && \$1 != last + 1 {bad = 1} {prev = \$7; last = \$1} END {exit bad}'"
-check_eq "ranks: exactly one agent led the job" 1 \
-	"$(grep -l 'leading job ranks through etcd' "$TEST_TMP"/agent.ranks.*.log | wc -l)"
-check_eq "ranks: the job record in etcd says SUCCEEDED (3)" 3 "$(record_state ranks)"
+scen_ranks 2 2
+scen_ranks 3 2:3
 
 # -- what joining costs etcd: N agents started together make one
 # transaction each to join (their key, the campaign, the reads of their
@@ -98,93 +64,9 @@ check "cost: one transaction per join, plus the leader's few writes ($txn)" \
 check "cost: no agent reads apart from its join ($range reads)" \
 	test "$range" -le 2
 
-# -- a worker fails once: job-wide restart with count 1, then success
-export AGENT_OUT=$TEST_TMP/once.rec AGENT_SLEEP=0.5
-agent a once 2:3 1 "--max-restarts 2" "$PROGS/agent_fail.sh" once
-pa=$LAST_PID
-agent b once 2:3 1 "--max-restarts 2" "$PROGS/agent_fail.sh" once
-pb=$LAST_PID
-agent c once 2:3 1 "--max-restarts 2" "$PROGS/agent_fail.sh" once
-pc=$LAST_PID
-check "fail once: all agents exit" wait_for 60 all_exited "$pa" "$pb" "$pc"
-check_eq "fail once: the job succeeds on every node" "0 0 0" \
-	"$(rc_of "$pa") $(rc_of "$pb") $(rc_of "$pc")"
-check "fail once: ranks 0, 1, 2 ran again with restart count 1" \
-	bash -c "grep -q '^0 1 ' '$AGENT_OUT' && grep -q '^1 1 ' '$AGENT_OUT' && grep -q '^2 1 ' '$AGENT_OUT'"
-check "fail once: every node kept its node rank across the restart" \
-	bash -c "for n in a b c; do grep -o 'node rank [0-9]' '$TEST_TMP/agent.once.'\$n.log | sort -u | wc -l | grep -qx 1 || exit 1; done"
-
-# -- always failing: the job ends after --max-restarts, exit 1, report
-export AGENT_OUT=$TEST_TMP/always.rec AGENT_SLEEP=30
-agent a always 2 1 "--max-restarts 1" "$PROGS/agent_fail.sh" always
-pa=$LAST_PID
-agent b always 2 1 "--max-restarts 1" "$PROGS/agent_fail.sh" always
-pb=$LAST_PID
-check "always fails: both agents exit" wait_for 60 all_exited "$pa" "$pb"
-check_eq "always fails: both agents exit 1" "1 1" "$(rc_of "$pa") $(rc_of "$pb")"
-check_eq "always fails: rank 1 ran max-restarts+1 times" 2 \
-	"$(awk '$1 == 1' "$AGENT_OUT" | wc -l)"
-for n in a b; do
-	log=$TEST_TMP/agent.always.$n.log
-	check "always fails: node $n prints the report naming rank 1 and its error" \
-		bash -c "grep -q 'job always FAILED' '$log' && grep -Eq 'rank +: 1 ' '$log' && grep -Eq 'exitcode +: 7' '$log' && grep -q 'ValueError: rank one is broken' '$log'"
-done
-ST=(--rdzv-backend etcd --rdzv-endpoint "$ETCD_ENDPOINTS" --rdzv-conf "key_prefix=/t$$")
-check "status: the job table lists the failed job" \
-	bash -c "'$DL' status ${ST[*]} | grep -Eq '^always +FAILED'"
-check "status: one job shows its members and the root cause" \
-	bash -c "'$DL' status ${ST[*]} --rdzv-id always | grep -q 'rank 1 exit 7'"
-"$DL" status "${ST[@]}" --rdzv-id nosuchjob >"$TEST_TMP/st.out" 2>&1
-check_eq "status: an unknown job exits 1" 1 $?
-check "status: ... and says there is no such job" grep -q 'no job nosuchjob in etcd' "$TEST_TMP/st.out"
-
-# -- a late joiner grows a running job (2 -> 3), a fourth is a spare
-mkdir -p "$TEST_TMP/grow"
-unset AGENT_OUT AGENT_SLEEP
-agent a grow 2:3 1 "--max-restarts 0" "$PROGS/agent_trap.sh" "$TEST_TMP/grow"
-pa=$LAST_PID
-agent b grow 2:3 1 "--max-restarts 0" "$PROGS/agent_trap.sh" "$TEST_TMP/grow"
-pb=$LAST_PID
-check "grow: round 1 runs with two nodes" \
-	wait_for 30 bash -c "[ -e '$TEST_TMP/grow/ready.0' ] && [ -e '$TEST_TMP/grow/ready.1' ] && grep -q 'round 1: node rank . of 2' '$TEST_TMP/agent.grow.a.log'"
-rm -f "$TEST_TMP/grow"/ready.*
-agent c grow 2:3 1 "--max-restarts 0" "$PROGS/agent_trap.sh" "$TEST_TMP/grow"
-pc=$LAST_PID
-check "grow: a third node joins and round 2 runs with three" \
-	wait_for 30 bash -c "[ -e '$TEST_TMP/grow/ready.2' ] && grep -q 'round 2: node rank . of 3' '$TEST_TMP/agent.grow.c.log'"
-check "grow: the scale-up charged no restart" \
-	bash -c "grep -q 'round 2: .*restart 0' '$TEST_TMP/agent.grow.a.log'"
-agent d grow 2:3 1 "--max-restarts 0" "$PROGS/agent_trap.sh" "$TEST_TMP/grow"
-pd=$LAST_PID
-# the leader has taken its join once it logged it; only then does the
-# absence of a scale-up say something
-check "spare: the leader takes a fourth node's join as a spare" \
-	wait_for 20 bash -c "grep -q 'event=node_joined node=d .*waiting=1' '$TEST_TMP'/agent.grow.*.log"
-check "spare: the running round goes on with three nodes (no scale-up for it)" \
-	bash -c "! grep -q 'event=round_ended reason=scale_up node=d' '$TEST_TMP'/agent.grow.*.log && ! grep -q 'round 3' '$TEST_TMP/agent.grow.a.log'"
-
-# -- kill -9 of the agent that leads: another leads, the survivors re-form
-leader=$(grep -l 'leading job grow through etcd' "$TEST_TMP"/agent.grow.*.log | head -n 1)
-leader=${leader##*agent.grow.}
-leader=${leader%.log}
-check "takeover: one agent leads job grow" test -n "$leader"
-declare -A pid_of=([a]=$pa [b]=$pb [c]=$pc [d]=$pd)
-kill -KILL "${pid_of[$leader]}"
-survivor=a
-[ "$leader" = a ] && survivor=b
-check "takeover: another agent leads within a few lease TTLs" \
-	wait_for 20 bash -c "grep -l 'took over job grow' '$TEST_TMP'/agent.grow.*.log | grep -qv 'agent.grow.$leader.log'"
-check "takeover: the dead leader was evicted as its lease expired" \
-	bash -c "grep -q 'event=node_evicted node=$leader reason=lease_expired' '$TEST_TMP'/agent.grow.*.log"
-check "takeover: the survivors (with the spare) run a new round" \
-	wait_for 30 bash -c "grep -q 'round [3-9]: node rank . of 3' '$TEST_TMP/agent.grow.$survivor.log'"
-
-# -- SIGTERM: every agent leaves
-for n in a b c d; do
-	[ "$n" = "$leader" ] && continue
-	kill -TERM "${pid_of[$n]}"
-done
-check "stop: every agent exits" wait_for 30 all_exited "$pa" "$pb" "$pc" "$pd"
+scen_fail_once
+scen_budget
+scen_grow
 
 # -- bad input: one clear line within seconds, nothing written
 start=$(date +%s)

@@ -326,10 +326,39 @@ metric() {
 	rdzv_curl /metrics 2>/dev/null | awk -v m="$1" '$1 == m {print $2; f=1} END {if (!f) print 0}'
 }
 
+# FAULTS_BACKEND: the rendezvous of the cases written once for both
+# backends (lib_membership.sh, lib_agent_faults.sh): http (dlaunch-rdzv,
+# the default) or etcd (a cluster up through lib_etcd.sh, ETCD_ENDPOINTS).
+# Over etcd each case's jobs live under a key prefix of their own, which
+# the checker reads through `dlaunch status` (FAULTS_ETCD above), and
+# agent_args gives etcd's options.
+FAULTS_BACKEND=${FAULTS_BACKEND:-http}
+
+# case_rdzv_start CASE: the case's rendezvous: dlaunch-rdzv started
+# (start_rdzv), or over etcd the key prefix /cPID-CASE; 1 on failure
+case_rdzv_start() {
+	if [ "$FAULTS_BACKEND" = etcd ]; then
+		FAULTS_ETCD=$ETCD_ENDPOINTS
+		FAULTS_ETCD_CONF=key_prefix=/c$$-$1
+		return 0
+	fi
+	start_rdzv
+}
+# case_rdzv_name: what the case's rendezvous is, for a message
+case_rdzv_name() {
+	[ "$FAULTS_BACKEND" = etcd ] && echo "etcd" || echo "dlaunch-rdzv"
+}
+
 # agent_args JOB NNODES NPROC [CONF]: the usual dlaunch options of a case
-# (the worker command follows them)
+# (the worker command follows them), for the case's backend
 agent_args() {
 	local job=$1 nnodes=$2 nproc=$3 conf=${4:-$HB_CONF}
+	if [ "$FAULTS_BACKEND" = etcd ]; then
+		echo "--nnodes=$nnodes --nproc-per-node=$nproc --rdzv-backend=etcd" \
+			"--rdzv-endpoint=$ETCD_ENDPOINTS --rdzv-id=$job" \
+			"--rdzv-conf=$conf,$FAULTS_ETCD_CONF --max-restarts=${MAX_RESTARTS:-3}"
+		return
+	fi
 	echo "--nnodes=$nnodes --nproc-per-node=$nproc --rdzv-backend=c10d" \
 		"--rdzv-endpoint=$RDZV_HOST:$RDZV_PORT --rdzv-id=$job" \
 		"--rdzv-conf=$conf --max-restarts=${MAX_RESTARTS:-3}"
@@ -423,6 +452,7 @@ abort_case() {
 }
 
 # stop_rdzv: stop the server (SIGTERM, then SIGKILL after 5 s) and reap it
+# (nothing without one: over etcd a case has none)
 stop_rdzv() {
 	[ -n "$RDZV_PID" ] || return 0
 	kill -TERM "$RDZV_PID" 2>/dev/null
