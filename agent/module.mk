@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 # agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
 # worker output, rendezvous client, failure reports).
-# The keeper (agent/keeper/module.mk, $(KEEPER_LIB)) and the etcd backend
-# (agent/etcd/module.mk, $(ETCD_LIB)) are units of their own: whatever
-# links this library links $(ETCD_LIB) and $(KEEPER_LIB) after it.
+# The keeper (agent/keeper/module.mk, $(KEEPER_LIB)), the etcd backend
+# (agent/etcd/module.mk, $(ETCD_LIB)) and the backends' contract below
+# them both (agent/rdzv/module.mk, $(AGENT_RDZV_LIB)) are units of their
+# own: whatever links this library links $(ETCD_LIB), $(KEEPER_LIB) and
+# $(AGENT_RDZV_LIB) after it, in that order.
 AGENT_SRCS := $(wildcard agent/*.c)
 OBJS += $(call objs,$(AGENT_SRCS))
 $(AGENT_LIB): $(call objs,$(AGENT_SRCS))
 
-AGENT_TEST_LIBS := $(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB)
+AGENT_TEST_LIBS := $(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(AGENT_RDZV_LIB) \
+	$(COMMON_LIB)
 AGENT_TEST_LDLIBS := $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm
 $(eval $(call unit_test,test_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_spawn,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
