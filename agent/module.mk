@@ -14,14 +14,13 @@ AGENT_TEST_LIBS := $(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(AGENT_RDZV_LIB) \
 	$(COMMON_LIB)
 AGENT_TEST_LDLIBS := $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm
 $(eval $(call unit_test,test_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
-$(eval $(call unit_test,test_spawn,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_fsm,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_control_proto,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_agent_control,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 $(eval $(call unit_test,test_hang_agent,$(AGENT_TEST_LIBS),$(AGENT_TEST_LDLIBS)))
 
 .PHONY: agent
-agent: $(AGENT_LIB) $(BUILD)/tests/test_agent $(BUILD)/tests/test_spawn \
+agent: $(AGENT_LIB) $(BUILD)/tests/test_agent \
 	$(BUILD)/tests/test_agent_fsm \
 	$(BUILD)/tests/test_control_proto $(BUILD)/tests/test_agent_control \
 	$(BUILD)/tests/test_hang_agent
