@@ -22,3 +22,17 @@ $(eval $(call unit_test,test_etcd_proto,$(ETCD_LIB) $(COMMON_LIB),$(JSON_LIBS)))
 
 .PHONY: etcd
 etcd: $(ETCD_LIB) $(BUILD)/tests/test_etcd_proto
+
+# the etcd folder on the lower units alone: every object of $(ETCD_LIB)
+# (--whole-archive) linked with $(AGENT_RDZV_LIB), $(RDZV_STATE_LIB) and
+# $(COMMON_LIB), and no $(AGENT_LIB): an arrow back up to the agent makes
+# this link, and so make tests, fail (tests/unit/test_etcd_alone.c)
+UNIT_TESTS += $(BUILD)/tests/test_etcd_alone
+OBJS += $(BUILD)/obj/tests/unit/test_etcd_alone.o
+ETCD_ALONE_LIBS := $(AGENT_RDZV_LIB) $(RDZV_STATE_LIB) $(COMMON_LIB)
+$(BUILD)/tests/test_etcd_alone: $(BUILD)/obj/tests/unit/test_etcd_alone.o \
+		$(ETCD_LIB) $(ETCD_ALONE_LIBS)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive \
+		$(ETCD_LIB) -Wl,--no-whole-archive $(ETCD_ALONE_LIBS) \
+		$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(TEST_LIBS) -lm
