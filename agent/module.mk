@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# agent/: libagent.a, the per-node agent dlaunch runs (round loop, spawn,
-# worker output, rendezvous client, failure reports).
+# agent/: libagent.a, the per-node agent dlaunch runs (the round loop, the
+# static and HTTP rendezvous backends, workers and their output, failure
+# reports, hang collection, preemption).
 # The keeper (agent/keeper/module.mk, $(KEEPER_LIB)), the etcd backend
 # (agent/etcd/module.mk, $(ETCD_LIB)) and the backends' contract below
 # them both (agent/rdzv/module.mk, $(AGENT_RDZV_LIB)) are units of their
