@@ -122,6 +122,7 @@ AGENT_LIB  := $(BUILD)/lib/libagent.a
 KEEPER_LIB := $(BUILD)/lib/libkeeper.a
 RDZV_STATE_LIB := $(BUILD)/lib/librdzv_state.a
 ETCD_LIB   := $(BUILD)/lib/libetcd.a
+AGENT_RDZV_LIB := $(BUILD)/lib/libagent_rdzv.a
 DIST_LIB   := $(BUILD)/lib/libdist.a
 TRAIN_LIB  := $(BUILD)/lib/libtrain.a
 
@@ -167,6 +168,7 @@ endef
 # the lower layers first: later fragments name their sources
 include common/module.mk rendezvous/state/module.mk
 include $(sort $(wildcard rendezvous/*.mk agent/*.mk agent/keeper/*.mk agent/etcd/*.mk \
+	agent/rdzv/*.mk \
 	launcher/*.mk \
 	trainer/*.mk trainer/dist/*.mk tests/*.mk bench/*.mk))
 # after the modules: the man pages and the package need every binary

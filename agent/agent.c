@@ -3,7 +3,7 @@
  * agent.c - one node's agent: the round loop (fsm.c) wired to the world.
  *
  * The loop decides; this file gives it its effects: the workers
- * (workers.c), a rendezvous backend (rdzv.h, chosen from the table
+ * (workers.c), a rendezvous backend (rdzv/rdzv.h, chosen from the table
  * below by the agent's mode), the root-cause report and the end of the
  * event loop. Signals to the agent and child exits arrive as libevent
  * signal events and become events of the loop.
@@ -20,11 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "addr.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 #include "internal.h"
+#include "rdzv/addr.h"
 
 /* The rendezvous backends, by the agent's mode. */
 static const struct {
@@ -262,8 +262,8 @@ static int new_backend(struct agent *a, char *err, size_t err_size)
 	struct agent_rdzv_params p = {.base = a->base,
 				      .cfg = &a->cfg,
 				      .node_id = a->node_id,
-				      .incarnation = a->incarnation,
-				      .fsm = &a->fsm};
+				      .incarnation = a->incarnation};
+	agent_fsm_rdzv_loop(&a->fsm, &p.loop);
 	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
 		if (backends[i].mode == a->cfg.mode)
 			return backends[i].make(&p, &a->rdzv, err, err_size);

@@ -51,6 +51,7 @@
 #include "dlaunch/spawn.h"
 #include "fsm.h"
 #include "fsm_cells.h"
+#include "rdzv/rdzv.h"
 
 typedef void (*cell_fn)(struct agent_fsm *f, struct agent_event *ev);
 
@@ -663,4 +664,19 @@ void agent_fsm_post_kind(struct agent_fsm *f, enum agent_event_kind kind,
 	ev.kind = kind;
 	ev.round = round;
 	agent_fsm_post(f, &ev);
+}
+
+static void post_to_loop(void *ctx, struct agent_event *ev)
+{
+	agent_fsm_post(ctx, ev);
+}
+
+void agent_fsm_rdzv_loop(struct agent_fsm *f, struct agent_rdzv_loop *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->post = post_to_loop;
+	out->ctx = f;
+	out->current = &f->r;
+	out->recovery = f->recovery;
+	out->recovery_why = f->recovery_why;
 }

@@ -7,8 +7,10 @@
  * workers are gone, a signal), and what the loop decides leaves through
  * the effects table given to agent_fsm_init (start the workers, stop them,
  * join, report, leave, exit). agent.c wires the effects to the workers
- * (workers.c) and to a rendezvous backend (rdzv.h); the unit tests wire
- * them to a recorder and drive every cell.
+ * (workers.c) and to a rendezvous backend (rdzv/rdzv.h); the unit tests
+ * wire them to a recorder and drive every cell. The events themselves
+ * are rdzv/event.h's, which the backends post without knowing this
+ * loop: agent_fsm_rdzv_loop gives them this one.
  *
  * Which states have workers alive is part of the state: RUNNING, FAILING,
  * FAILING_END, RESTARTING, ENDING, SIGNALLED and the in-place states do
@@ -27,14 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a round assigned to this node. */
-struct agent_round {
-	uint64_t round;
-	int node_rank, nnodes, world_size, rank_offset;
-	int restart_count;
-	char master_addr[256];
-	unsigned master_port;
-};
+#include "rdzv/event.h"
+
+struct agent_rdzv_loop;
 
 enum agent_state {
 	AGENT_IDLE,	     /* not started */
@@ -69,39 +66,6 @@ enum agent_state {
 	AGENT_N_STATES
 };
 
-enum agent_event_kind {
-	AGENT_EV_START,		/* agent_start */
-	AGENT_EV_JOINED,	/* a join was answered: ev.assign */
-	AGENT_EV_JOIN_ENDED,	/* the job had ended: ev.job_state */
-	AGENT_EV_JOIN_FAILED,	/* the join cannot succeed (logged) */
-	AGENT_EV_WORKER_FAILED, /* ev.json: failure record(s) */
-	AGENT_EV_WORKERS_GONE,	/* no worker of the set is left */
-	AGENT_EV_RESTART,	/* round ev.round is over: rejoin */
-	AGENT_EV_STOP,		/* the job ended (ev.job_state) */
-	AGENT_EV_REPORT_DONE,	/* the report on ev.round was answered */
-	AGENT_EV_SIGNAL,	/* ev.sig reached the agent */
-	AGENT_EV_STATUS,	/* the job's record: ev.json failures or NULL */
-	AGENT_EV_LEFT,		/* the leave is over (answered or not) */
-	AGENT_EV_ABORTED,  /* every kept worker answered abort (ev.round) */
-	AGENT_EV_REFORMED, /* every kept worker answered membership */
-	AGENT_EV_REFORM_MISSED,	  /* a re-form step missed its deadline, or a
-				     kept worker exited or broke the protocol */
-	AGENT_EV_PREEMPT,	  /* the job's stop step is ev.step */
-	AGENT_EV_PREEMPT_FAILED,  /* the rendezvous refused the preemption */
-	AGENT_EV_PREEMPT_EXPIRED, /* --preempt-grace is over */
-	AGENT_N_EVENTS
-};
-
-struct agent_event {
-	enum agent_event_kind kind;
-	uint64_t round;		   /* RESTART, STOP, REPORT_DONE */
-	uint64_t step;		   /* PREEMPT */
-	int sig;		   /* SIGNAL */
-	char job_state[16];	   /* STOP, JOIN_ENDED: "SUCCEEDED", ... */
-	struct agent_round assign; /* JOINED */
-	json_t *json;		   /* WORKER_FAILED, STATUS; owned */
-};
-
 /* What the loop asks of the world; ctx is agent_fsm_init's. Effects may
  * post events (agent_fsm_post): those are handled after the current
  * one, in order. */
@@ -110,7 +74,7 @@ struct agent_fsm_ops {
 	/* signal every live worker's group with sig; WORKERS_GONE follows */
 	void (*stop_workers)(void *ctx, int sig);
 	void (*kill_workers)(void *ctx);
-	/* the rendezvous (rdzv.h): each answer comes back as an event */
+	/* the rendezvous (rdzv/rdzv.h): each answer comes back as an event */
 	void (*join)(void *ctx);
 	void (*round_begin)(void *ctx, uint64_t round); /* keep-alive, watch */
 	void (*round_end)(void *ctx);
@@ -190,6 +154,12 @@ void agent_fsm_post_kind(struct agent_fsm *f, enum agent_event_kind kind,
 /* agent_fsm_has_workers: the state is one in which workers are alive (one
  * that WORKERS_GONE ends). */
 int agent_fsm_has_workers(enum agent_state s);
+
+/* agent_fsm_rdzv_loop fills out with f as a rendezvous backend sees it
+ * (rdzv/rdzv.h): answers posted to f (agent_fsm_post), its current round
+ * and how this node's workers entered it read from f. f must outlive the
+ * backend given out. */
+void agent_fsm_rdzv_loop(struct agent_fsm *f, struct agent_rdzv_loop *out);
 
 const char *agent_state_name(enum agent_state s);
 const char *agent_event_name(enum agent_event_kind k);

@@ -4,8 +4,9 @@
  * only.
  *
  * fsm.c is the round loop (join, run, report, restart) as a table of
- * states x events; agent.c wires its effects to the world; rdzv.h is the
- * one interface to a rendezvous (rdzv_static.c, rdzv_http.c); workers.c
+ * states x events; agent.c wires its effects to the world; rdzv/rdzv.h
+ * is the one interface to a rendezvous (rdzv_static.c, rdzv_http.c,
+ * etcd/; backends.h); workers.c
  * spawns, reaps and stops one round's workers and alone keeps their
  * count; output.c moves their output; progress.c notices workers that
  * stopped making progress; report.c builds failure records and prints the
@@ -26,7 +27,7 @@
 #include "hang.h"
 #include "keeper/keeper.h"
 #include "output.h"
-#include "rdzv.h"
+#include "backends.h"
 
 #define AGENT_LINE_MAX_BYTES 16384 /* longer lines are split */
 #define AGENT_TAIL_BYTES     4096  /* stderr kept for the report */
@@ -117,7 +118,7 @@ struct agent {
 	char incarnation[17];
 	char node_id[129];
 	struct agent_fsm fsm;	 /* the round loop (fsm.c) */
-	struct agent_rdzv *rdzv; /* its rendezvous backend (rdzv.h) */
+	struct agent_rdzv *rdzv; /* its rendezvous backend (rdzv/rdzv.h) */
 	struct event *sigchld;
 	struct event **sigs;
 	int n_sigs;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_http.c - the rendezvous backend that talks to dlaunch-rdzv over
- * its HTTP API (docs/http-api.md), on the agent's loop (client.c): the
- * requests of a round and the backend's interface (rdzv.h); the hang
+ * its HTTP API (docs/http-api.md), on the agent's loop (rdzv/client.c): the
+ * requests of a round and the backend's interface (rdzv/rdzv.h); the hang
  * diagnosis calls are rdzv_http_hang.c's.
  *
  * Each request kind is an op (rdzv_http_op.c): its call in flight, its
@@ -48,11 +48,11 @@ static int post_action(struct rdzv_http *h, uint64_t round,
 		return 0;
 	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
-	if (agent_rdzv_post_action(h->base.fsm, round, action, state))
+	if (agent_rdzv_post_action(&h->base, round, action, state))
 		return 1;
 	/* a preempted job's stop step comes with every answer */
 	if (r->status == 200)
-		agent_rdzv_post_preempt(h->base.fsm, round, r->json);
+		agent_rdzv_post_preempt(&h->base, round, r->json);
 	return 0;
 }
 
@@ -91,7 +91,7 @@ json_t *http_identity(struct rdzv_http *h)
 
 static void post_join_failed(struct rdzv_http *h)
 {
-	agent_fsm_post_kind(h->base.fsm, AGENT_EV_JOIN_FAILED, 0);
+	agent_rdzv_post_kind(&h->base, AGENT_EV_JOIN_FAILED, 0);
 }
 
 /* join_ended: 410, the job has ended before this join */
@@ -108,7 +108,7 @@ static void join_ended(struct rdzv_http *h, const struct client_reply *r)
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = AGENT_EV_JOIN_ENDED;
 	snprintf(ev.job_state, sizeof(ev.job_state), "%s", state ? state : "");
-	agent_fsm_post(h->base.fsm, &ev);
+	agent_rdzv_post(&h->base, &ev);
 }
 
 static void joined(struct rdzv_http *h, const struct client_reply *r)
@@ -118,7 +118,7 @@ static void joined(struct rdzv_http *h, const struct client_reply *r)
 		post_join_failed(h);
 		return;
 	}
-	if (agent_rdzv_post_joined(h->base.fsm, r->json, h->cfg->nproc,
+	if (agent_rdzv_post_joined(&h->base, r->json, h->cfg->nproc,
 				   &h->heartbeat_interval_ms) != 0) {
 		post_join_failed(h);
 		return;
@@ -265,16 +265,16 @@ static void on_heartbeat(void *arg, const struct client_reply *r)
 
 static void send_heartbeat(struct rdzv_http *h)
 {
+	const struct agent_rdzv_loop *loop = &h->base.loop;
 	char path[512];
 	json_t *b = http_identity(h);
 	h->heartbeat.round = h->round;
 	json_object_set_new(b, "round", json_integer((json_int_t)h->round));
 	/* how this node's workers entered the round, once it is known */
-	if (h->base.fsm->recovery[0] && h->base.fsm->r.round == h->round) {
-		json_object_set_new(b, "recovery",
-				    json_string(h->base.fsm->recovery));
+	if (loop->recovery[0] && loop->current->round == h->round) {
+		json_object_set_new(b, "recovery", json_string(loop->recovery));
 		json_object_set_new(b, "recovery_why",
-				    json_string(h->base.fsm->recovery_why));
+				    json_string(loop->recovery_why));
 	}
 	http_job_path(h, path, sizeof(path), "heartbeat");
 	http_op_call(&h->heartbeat, "POST", path, b,
@@ -302,7 +302,7 @@ static void on_report(void *arg, const struct client_reply *r)
 		post_action(h, h->report.round, r);
 	else
 		log_warn("report answered %ld: %s", r->status, r->error);
-	agent_fsm_post_kind(h->base.fsm, AGENT_EV_REPORT_DONE, h->report.round);
+	agent_rdzv_post_kind(&h->base, AGENT_EV_REPORT_DONE, h->report.round);
 }
 
 /* send_report (re)sends the pending report: retries resend its body, so
@@ -329,7 +329,7 @@ static void on_leave(void *arg, const struct client_reply *r)
 		log_warn("could not leave job %s: %s", h->cfg->run_id,
 			 r->transport_failed || !*r->error ? "no answer"
 							   : r->error);
-	agent_fsm_post_kind(h->base.fsm, AGENT_EV_LEFT, 0);
+	agent_rdzv_post_kind(&h->base, AGENT_EV_LEFT, 0);
 }
 
 static void send_leave(struct rdzv_http *h)
@@ -341,7 +341,7 @@ static void send_leave(struct rdzv_http *h)
 				    LEAVE_TIMEOUT_MS, on_leave, h);
 	json_decref(b);
 	if (!h->leave.call)
-		agent_fsm_post_kind(h->base.fsm, AGENT_EV_LEFT, 0);
+		agent_rdzv_post_kind(&h->base, AGENT_EV_LEFT, 0);
 }
 
 /* on_status posts the job's failures (NULL when there is no usable
@@ -358,7 +358,7 @@ static void on_status(void *arg, const struct client_reply *r)
 	ev.kind = AGENT_EV_STATUS;
 	if (json_is_array(failures))
 		ev.json = json_incref(failures);
-	agent_fsm_post(h->base.fsm, &ev);
+	agent_rdzv_post(&h->base, &ev);
 }
 
 static void send_status(struct rdzv_http *h)
@@ -391,7 +391,7 @@ static void on_preempt(void *arg, const struct client_reply *r)
 		return;
 	log_warn("rendezvous refused the preemption (HTTP %ld): %s", r->status,
 		 *r->error ? r->error : "no reason given");
-	agent_fsm_post_kind(h->base.fsm, AGENT_EV_PREEMPT_FAILED, 0);
+	agent_rdzv_post_kind(&h->base, AGENT_EV_PREEMPT_FAILED, 0);
 }
 
 /* send_preempt (re)sends the pending preemption */
@@ -539,7 +539,7 @@ int agent_rdzv_http_new(const struct agent_rdzv_params *p,
 		return DL_ENOMEM;
 	}
 	h->base.ops = &http_ops;
-	h->base.fsm = p->fsm;
+	h->base.loop = p->loop;
 	h->evb = p->base;
 	h->cfg = cfg;
 	h->node_id = p->node_id;

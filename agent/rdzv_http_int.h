@@ -14,7 +14,7 @@
 
 #include "dlaunch/agent_client.h"
 #include "dlaunch/backoff.h"
-#include "rdzv.h"
+#include "backends.h"
 
 struct event;
 struct event_base;
@@ -94,7 +94,7 @@ void http_job_path(struct rdzv_http *h, char *out, size_t size,
 /* http_identity: a new object {node_id, incarnation} of this node. */
 json_t *http_identity(struct rdzv_http *h);
 
-/* --- rdzv_http_hang.c: the backend's hang_* functions (rdzv.h) --- */
+/* --- rdzv_http_hang.c: the backend's hang_* functions (rdzv/rdzv.h) --- */
 
 void http_hang_open(struct agent_rdzv *rr, const char *kind);
 void http_hang_post(struct agent_rdzv *rr, json_t *report);

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "addr.h"
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
-#include "rdzv.h"
+#include "backends.h"
+#include "rdzv/addr.h"
 
 struct rdzv_static {
 	struct agent_rdzv base;
@@ -46,7 +46,7 @@ static void static_join(struct agent_rdzv *r)
 	snprintf(ev.assign.master_addr, sizeof(ev.assign.master_addr), "%s",
 		 cfg->master_addr);
 	ev.assign.master_port = cfg->master_port;
-	agent_fsm_post(r->fsm, &ev);
+	agent_rdzv_post(r, &ev);
 }
 
 static void static_nothing(struct agent_rdzv *r)
@@ -66,26 +66,26 @@ static void static_report(struct agent_rdzv *r, uint64_t round, int failed,
 	struct rdzv_static *s = (struct rdzv_static *)r;
 	(void)failures;
 	if (!failed) {
-		agent_rdzv_post_action(r->fsm, round, "stop", "SUCCEEDED");
+		agent_rdzv_post_action(r, round, "stop", "SUCCEEDED");
 	} else if (s->restart_count < s->cfg->max_restarts) {
-		agent_fsm_post_kind(r->fsm, AGENT_EV_RESTART, round);
+		agent_rdzv_post_kind(r, AGENT_EV_RESTART, round);
 	} else {
 		log_error("job %s failed: no restarts left (%d)",
 			  s->cfg->run_id, s->cfg->max_restarts);
-		agent_rdzv_post_action(r->fsm, round, "stop", "FAILED");
+		agent_rdzv_post_action(r, round, "stop", "FAILED");
 	}
-	agent_fsm_post_kind(r->fsm, AGENT_EV_REPORT_DONE, round);
+	agent_rdzv_post_kind(r, AGENT_EV_REPORT_DONE, round);
 }
 
 static void static_leave(struct agent_rdzv *r)
 {
-	agent_fsm_post_kind(r->fsm, AGENT_EV_LEFT, 0);
+	agent_rdzv_post_kind(r, AGENT_EV_LEFT, 0);
 }
 
 /* the job's record is this node's own: the loop prints those failures */
 static void static_status(struct agent_rdzv *r)
 {
-	agent_fsm_post_kind(r->fsm, AGENT_EV_STATUS, 0);
+	agent_rdzv_post_kind(r, AGENT_EV_STATUS, 0);
 }
 
 static void static_free(struct agent_rdzv *r)
@@ -114,7 +114,7 @@ int agent_rdzv_static_new(const struct agent_rdzv_params *p,
 		return DL_ENOMEM;
 	}
 	s->base.ops = &static_ops;
-	s->base.fsm = p->fsm;
+	s->base.loop = p->loop;
 	s->cfg = p->cfg;
 	/* nothing is announced; the address this node reaches the master
 	 * from stands for it (the master's own when this node is it) */

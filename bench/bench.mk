@@ -45,17 +45,17 @@ $(BENCH_DIR)/rdzv_load: $(call objs,$(RDZV_LOAD_SRCS)) $(COMMON_LIB)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
 # Simulated agents of the etcd backend: each is the agent's own backend
-# and round loop (libagent.a), the leader's rules included (the state
-# machine, librdzv_state.a from rendezvous/state/). It makes the backend
-# itself, so libetcd.a comes first and libagent.a, which the backend
-# reports to, after it.
+# (libetcd.a) and round loop (libagent.a), the leader's rules included
+# (the state machine, librdzv_state.a from rendezvous/state/), in the
+# agent's link order: the backend reports to the loop only through the
+# contract below both (libagent_rdzv.a).
 # (etcd_load.h says which file holds what)
 ETCD_LOAD_SRCS := bench/etcd_load.c bench/etcd_load_sim.c \
 	bench/etcd_load_counters.c bench/etcd_load_driver.c \
 	bench/etcd_load_report.c
 OBJS += $(call objs,$(ETCD_LOAD_SRCS))
-$(BENCH_DIR)/etcd_load: $(call objs,$(ETCD_LOAD_SRCS)) $(ETCD_LIB) $(AGENT_LIB) $(KEEPER_LIB) \
-		$(RDZV_STATE_LIB) $(COMMON_LIB)
+$(BENCH_DIR)/etcd_load: $(call objs,$(ETCD_LOAD_SRCS)) $(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) \
+		$(AGENT_RDZV_LIB) $(RDZV_STATE_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) \
 		$(JSON_LIBS) -lm

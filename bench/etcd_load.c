@@ -65,7 +65,8 @@
 
 #include "../agent/etcd/etcd_client.h"
 #include "../agent/etcd/etcd_leader.h"
-#include "../agent/rdzv.h"
+#include "../agent/etcd/rdzv_etcd.h"
+#include "../agent/fsm.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"

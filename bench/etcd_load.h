@@ -20,7 +20,8 @@
 #include <sys/types.h>
 
 #include "../agent/etcd/etcd_client.h"
-#include "../agent/rdzv.h"
+#include "../agent/etcd/rdzv_etcd.h"
+#include "../agent/fsm.h"
 #include "dlaunch/log.h"
 
 #define MAX_NODES     100000

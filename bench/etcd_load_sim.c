@@ -21,7 +21,8 @@
 
 #include "../agent/etcd/etcd_client.h"
 #include "../agent/etcd/etcd_leader.h"
-#include "../agent/rdzv.h"
+#include "../agent/etcd/rdzv_etcd.h"
+#include "../agent/fsm.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/log.h"
 #include "dlaunch/parse.h"
@@ -240,7 +241,7 @@ static void sim_make(struct child *ch, struct sim *s, int idx)
 	p.cfg = &s->cfg;
 	p.node_id = s->node_id;
 	p.incarnation = s->inc;
-	p.fsm = &s->fsm;
+	agent_fsm_rdzv_loop(&s->fsm, &p.loop);
 	if (agent_rdzv_etcd_new(&p, &s->r, err, sizeof(err)) != 0) {
 		fprintf(stderr, "etcd_load: node %d: %s\n", idx, err);
 		exit(1);

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # common/: helpers several modules share (logging, errors, parsing, buffers,
-# JSON, time, files, checksums, the option engine, the /proc reader). Only
-# jsonh.c needs jansson; the trainer links this archive without jansson and
-# so must not call jsonh_*.
+# JSON, time, files, checksums, the option engine, the /proc reader, the
+# one spawn function of dlaunch/spawn.h, which the agent, its keeper and
+# the launcher use). Only jsonh.c needs jansson; the trainer links this
+# archive without jansson and so must not call jsonh_*.
 COMMON_SRCS := $(wildcard common/*.c)
 OBJS += $(call objs,$(COMMON_SRCS))
 $(COMMON_LIB): $(call objs,$(COMMON_SRCS))
@@ -19,3 +20,5 @@ OBJS += $(HANG_TEST_FIX)
 $(eval $(call unit_test,test_hang,$(HANG_TEST_FIX) $(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_hang_report,$(HANG_TEST_FIX) $(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_procfs,$(COMMON_LIB),))
+# the one spawn function (spawn.c)
+$(eval $(call unit_test,test_spawn,$(COMMON_LIB),))

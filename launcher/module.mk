@@ -6,7 +6,7 @@ BINS += $(BUILD)/bin/dlaunch
 
 # --standalone embeds the rendezvous server (librdzv.a)
 $(BUILD)/bin/dlaunch: $(call objs,$(LAUNCHER_SRCS)) $(AGENT_LIB) \
-		$(ETCD_LIB) $(KEEPER_LIB) $(RDZV_LIB) $(COMMON_LIB)
+		$(ETCD_LIB) $(KEEPER_LIB) $(AGENT_RDZV_LIB) $(RDZV_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) \
 		$(SSL_LIBS) -lm
@@ -18,12 +18,12 @@ OBJS += $(LAUNCHER_TEST_FIX)
 LAUNCHER_TEST_OBJS := $(LAUNCHER_TEST_FIX) $(call objs,launcher/options.c \
 	launcher/rdzv_conf.c launcher/etcd_options.c launcher/devices.c)
 $(eval $(call unit_test,test_launcher,$(LAUNCHER_TEST_OBJS) \
-	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
+	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(AGENT_RDZV_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 $(eval $(call unit_test,test_launcher_etcd,$(LAUNCHER_TEST_OBJS) \
-	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
+	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(AGENT_RDZV_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 
 $(eval $(call unit_test,test_devices,$(call objs,launcher/devices.c) \
-	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
+	$(AGENT_LIB) $(ETCD_LIB) $(KEEPER_LIB) $(AGENT_RDZV_LIB) $(COMMON_LIB),$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) -lm))
 
 .PHONY: launcher
 launcher: $(BUILD)/bin/dlaunch $(BUILD)/tests/test_launcher \

@@ -4,9 +4,9 @@
  * with failover and retry, outages, the login token (watches that resume:
  * etcd_watch.c; a lease kept alive: etcd_lease.c). See etcd_client.h.
  *
- * Each endpoint has its own HTTP client (client.c); a call or a watch
- * runs on the endpoint in use and, when that one fails, moves the client
- * on to the next. Stream bytes arrive inside curl's callbacks, where
+ * Each endpoint has its own HTTP client (../rdzv/client.c); a call or
+ * a watch runs on the endpoint in use and, when that one fails, moves
+ * the client on to the next. Stream bytes arrive inside curl's callbacks, where
  * nothing may start or cancel a transfer: a watch stores them and a
  * zero-delay event hands them to its owner from the loop.
  */

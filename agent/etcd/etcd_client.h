@@ -2,12 +2,13 @@
 /*
  * etcd_client.h - etcd's v3 JSON gateway on the agent's event loop.
  *
- * Calls, watches and a lease over libcurl (client.c), with the bodies and
- * parsers of etcd_proto.h. The client holds every endpoint of the cluster
- * and moves to the next one when a call gets no answer or etcd says it
- * is unavailable; it logs in (POST /v3/auth/authenticate) when a user
- * name is configured and again when etcd says the token is no longer
- * good; it speaks TLS with a CA and a client certificate when told to.
+ * Calls, watches and a lease over libcurl (../rdzv/client.c), with the
+ * bodies and parsers of etcd_proto.h. The client holds every endpoint of
+ * the cluster and moves to the next one when a call gets no answer or
+ * etcd says it is unavailable; it logs in (POST /v3/auth/authenticate)
+ * when a user name is configured and again when etcd says the token is
+ * no longer good; it speaks TLS with a CA and a client certificate when
+ * told to.
  *
  * Until etcd has answered this client once, a call that reaches no
  * endpoint in a few passes fails (DL_ETIMEDOUT): a wrong --rdzv-endpoint

@@ -308,7 +308,7 @@ static void on_fetch(void *arg, const struct etcd_answer *a)
 	struct etcd_range_response r;
 	char err[512];
 	json_t *answer = NULL, *reports;
-	int nnodes = h->base.fsm->r.nnodes;
+	int nnodes = h->base.loop.current->nnodes;
 	EH(h)->fetch = NULL;
 	if (etcd_answer_range(a, &r, err, sizeof(err)) != 0) {
 		log_warn("etcd: cannot read the hang reports: %s", err);

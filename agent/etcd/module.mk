@@ -5,13 +5,14 @@
 # node's side (rdzv_etcd), the campaign, the leader, and what dlaunch
 # status and dlaunch dump read over etcd.
 #
-# It implements ../rdzv.h (agent_rdzv_etcd_new; answers go to the round
-# loop through that interface) and otherwise includes only the public
-# dlaunch/ headers; nothing in agent/ includes a header of this folder.
-# The backend interface's helpers (rdzv.c, fsm.c) and the HTTP client
-# (client.c) are libagent.a's: a program of the agent links $(AGENT_LIB)
-# first and this after it; one that makes the backend itself
-# (bench/etcd_load.c) links this first and $(AGENT_LIB) after it.
+# It implements the backends' contract of agent/rdzv/ (rdzv_etcd.h:
+# agent_rdzv_etcd_new; answers go to whatever round loop it is given
+# through that interface) and otherwise includes only the public
+# dlaunch/ headers; the agent includes rdzv_etcd.h alone of this folder.
+# At link time it needs $(AGENT_RDZV_LIB) (the contract's helpers, the
+# HTTP client), $(RDZV_STATE_LIB) (the leader's rules) and
+# $(COMMON_LIB), never $(AGENT_LIB): link it after $(AGENT_LIB) and
+# before those. tests/e2e/layers.sh and test_etcd_alone keep it so.
 ETCD_SRCS := $(wildcard agent/etcd/*.c)
 OBJS += $(call objs,$(ETCD_SRCS))
 $(ETCD_LIB): $(call objs,$(ETCD_SRCS))
@@ -30,3 +31,17 @@ $(eval $(call unit_test,test_etcd_stream,$(ETCD_PROTO_FIX) $(ETCD_LIB) \
 .PHONY: etcd
 etcd: $(ETCD_LIB) $(BUILD)/tests/test_etcd_proto \
 	$(BUILD)/tests/test_etcd_answer $(BUILD)/tests/test_etcd_stream
+
+# the etcd folder on the lower units alone: every object of $(ETCD_LIB)
+# (--whole-archive) linked with $(AGENT_RDZV_LIB), $(RDZV_STATE_LIB) and
+# $(COMMON_LIB), and no $(AGENT_LIB): an arrow back up to the agent makes
+# this link, and so make tests, fail (tests/unit/test_etcd_alone.c)
+UNIT_TESTS += $(BUILD)/tests/test_etcd_alone
+OBJS += $(BUILD)/obj/tests/unit/test_etcd_alone.o
+ETCD_ALONE_LIBS := $(AGENT_RDZV_LIB) $(RDZV_STATE_LIB) $(COMMON_LIB)
+$(BUILD)/tests/test_etcd_alone: $(BUILD)/obj/tests/unit/test_etcd_alone.o \
+		$(ETCD_LIB) $(ETCD_ALONE_LIBS)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $< -Wl,--whole-archive \
+		$(ETCD_LIB) -Wl,--no-whole-archive $(ETCD_ALONE_LIBS) \
+		$(EVENT_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(TEST_LIBS) -lm

@@ -17,8 +17,9 @@
  * table of states x events of its own, embedded in struct rdzv_etcd
  * (etcd_campaign.h); the node's side posts it what it learns.
  *
- * This file: the inbox, the lease, and the interface of rdzv.h; the node
- * key (its writes, the first of them, the key taken by another agent) is
+ * This file: the inbox, the lease, and the interface of ../rdzv/rdzv.h
+ * (answers go to the loop it was made with); the node key (its writes,
+ * the first of them, the key taken by another agent) is
  * rdzv_etcd_nodekey.c's.
  */
 #include <event2/event.h>
@@ -32,7 +33,7 @@
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_recovery.h"
-#include "../rdzv.h"
+#include "rdzv_etcd.h"
 #include "rdzv_etcd_node.h"
 
 void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
@@ -44,7 +45,7 @@ void rdzv_etcd_key(struct rdzv_etcd *h, char *out, size_t size,
 void rdzv_etcd_post_kind(struct rdzv_etcd *h, enum agent_event_kind k,
 			 uint64_t round)
 {
-	agent_fsm_post_kind(h->base.fsm, k, round);
+	agent_rdzv_post_kind(&h->base, k, round);
 }
 
 static int is_ended(const char *state)
@@ -87,7 +88,7 @@ static void consider(struct rdzv_etcd *h)
 			ev.kind = AGENT_EV_JOIN_ENDED;
 			snprintf(ev.job_state, sizeof(ev.job_state), "%s",
 				 state);
-			agent_fsm_post(h->base.fsm, &ev);
+			agent_rdzv_post(&h->base, &ev);
 		} else if (json_is_object(a) && strcmp(state, "RUNNING") == 0) {
 			/* liveness is the lease's: no heartbeat to pace */
 			uint64_t hb = 0, run = 0;
@@ -96,8 +97,8 @@ static void consider(struct rdzv_etcd *h)
 					  NULL, 0) == 0 &&
 			    run)
 				h->run = run;
-			if (agent_rdzv_post_joined(h->base.fsm, a,
-						   h->cfg->nproc, &hb) != 0)
+			if (agent_rdzv_post_joined(&h->base, a, h->cfg->nproc,
+						   &hb) != 0)
 				rdzv_etcd_post_kind(h, AGENT_EV_JOIN_FAILED, 0);
 		} else if (json_is_true(json_object_get(v, "rejoin"))) {
 			/* the round this join was placed in ended before we
@@ -110,11 +111,11 @@ static void consider(struct rdzv_etcd *h)
 	if (!h->in_round)
 		return;
 	if (is_ended(state))
-		agent_rdzv_post_action(h->base.fsm, h->round, "stop", state);
+		agent_rdzv_post_action(&h->base, h->round, "stop", state);
 	else if (round > h->round)
-		agent_rdzv_post_action(h->base.fsm, h->round, "restart", state);
+		agent_rdzv_post_action(&h->base, h->round, "restart", state);
 	else /* the job's stop step, once the leader picked it */
-		agent_rdzv_post_preempt(h->base.fsm, h->round, v);
+		agent_rdzv_post_preempt(&h->base, h->round, v);
 }
 
 void rdzv_etcd_take_inbox(struct rdzv_etcd *h, const char *value, size_t len)
@@ -293,7 +294,7 @@ static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 	consider(h);
 }
 
-/* etcd_entered: the workers entered round f->r.round. After an in-place
+/* etcd_entered: the workers entered the loop's current round. After an in-place
  * re-form or a restart the node key says so (one write, the node's own,
  * bound to its lease as every other); the leader hands it to the state
  * machine and the job record keeps it. A first start costs no write. A
@@ -302,14 +303,14 @@ static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 static void etcd_entered(struct agent_rdzv *r)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
-	const struct agent_fsm *f = h->base.fsm;
+	const struct agent_rdzv_loop *l = &h->base.loop;
 	json_t *rec =
-	    etcd_recovery_json(f->r.round, f->recovery, f->recovery_why);
+	    etcd_recovery_json(l->current->round, l->recovery, l->recovery_why);
 	if (!rec)
 		return;
 	json_decref(h->recovery);
 	h->recovery = rec;
-	if (h->in_round && h->round == f->r.round)
+	if (h->in_round && h->round == l->current->round)
 		rdzv_etcd_put_node(h);
 }
 
@@ -435,7 +436,7 @@ static void on_status(void *arg, const struct etcd_answer *a)
 		json_decref(saved);
 		etcd_range_response_release(&r);
 	}
-	agent_fsm_post(h->base.fsm, &ev);
+	agent_rdzv_post(&h->base, &ev);
 }
 
 static void etcd_status(struct agent_rdzv *r)
@@ -513,7 +514,7 @@ int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
 		return DL_ENOMEM;
 	}
 	h->base.ops = &etcd_ops;
-	h->base.fsm = p->fsm;
+	h->base.loop = p->loop;
 	h->evb = p->base;
 	h->cfg = cfg;
 	h->node_id = p->node_id;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv_etcd_node.h - the etcd backend's state of one node, shared by
- * rdzv_etcd.c (the inbox, the lease, the interface of rdzv.h),
+ * rdzv_etcd.c (the inbox, the lease, the interface of ../rdzv/rdzv.h),
  * rdzv_etcd_nodekey.c (the node key) and etcd_hang.c (hang diagnosis). The
  * campaign for the leader key is a table of its own (etcd_campaign.h), embedded
  * here. Private to agent/etcd/.
@@ -15,7 +15,7 @@
 #include "etcd_campaign.h"
 #include "etcd_keys.h"
 #include "etcd_proto.h"
-#include "../rdzv.h"
+#include "../rdzv/rdzv.h"
 
 struct event;
 struct event_base;

@@ -44,7 +44,7 @@ static void displaced(struct rdzv_etcd *h, const char *other)
 	}
 	/* a round in hand, or this node's part of it done: the job is over
 	 * for this agent; a report it owes is never written */
-	agent_rdzv_post_action(h->base.fsm, h->round, "stop", "FAILED");
+	agent_rdzv_post_action(&h->base, h->round, "stop", "FAILED");
 	if (h->report_owed) {
 		h->report_owed = 0;
 		rdzv_etcd_post_kind(h, AGENT_EV_REPORT_DONE, h->report_round);

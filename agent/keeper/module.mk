@@ -7,7 +7,8 @@
 #
 # Nothing here includes an agent/ header: the agent's side reaches the
 # rest only through the public dlaunch/ headers (spawn.h for the one spawn
-# function, which libagent.a provides: link $(AGENT_LIB) first).
+# function, common/spawn.c), and links on $(COMMON_LIB) alone
+# (tests/e2e/layers.sh keeps it so).
 KEEPER_SRCS := agent/keeper/keeper.c agent/keeper/keeper_proc.c \
 	agent/keeper/keeper_record.c
 OBJS += $(call objs,$(KEEPER_SRCS) agent/keeper/keeper_main.c)

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../agent/addr.h"
+#include "../../agent/rdzv/addr.h"
 #include "../../agent/env.h"
 #include "../../agent/output.h"
 #include "../../agent/report.h"

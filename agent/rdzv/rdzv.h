@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdzv.h - how the agent talks with a rendezvous: one interface, one
- * implementation per backend.
+ * implementation per backend; the contract between the agent's round
+ * loop and every backend, in a unit of its own below both
+ * (libagent_rdzv.a: this folder).
  *
- * The round loop (fsm.h) asks a backend to join, to keep this node alive
- * in a round and watch it, to report the round's outcome, to leave, and
- * for the job's record (status). Every request is asynchronous on the
- * agent's event loop; every answer comes back as an event posted to the
- * loop (agent_fsm_post), never as a return value:
+ * The round loop (../fsm.h) asks a backend to join, to keep this node
+ * alive in a round and watch it, to report the round's outcome, to
+ * leave, and for the job's record (status). Every request is
+ * asynchronous on the agent's event loop; every answer comes back as an
+ * event (event.h) posted to the loop the backend was made with (struct
+ * agent_rdzv_loop: agent_fsm_rdzv_loop in the agent, a recorder in a
+ * test), never as a return value:
  *
  *   join         -> JOINED (assignment) | JOIN_ENDED | JOIN_FAILED
  *   round_begin  -> RESTART / STOP about that round, whenever they happen
@@ -20,11 +24,14 @@
  * a join (JOIN_FAILED, after one clear error line). Cancelled requests
  * post nothing.
  *
- * Backends: static (rdzv_static.c: no server; the node's place comes from
- * the command line and restarts are decided locally), the dlaunch-rdzv
- * HTTP API (rdzv_http.c) and etcd (etcd/rdzv_etcd.c, its own folder and
- * archive, which includes no agent header but this one and, through it,
- * fsm.h; docs/etcd.md).
+ * Backends: static (../rdzv_static.c: no server; the node's place comes
+ * from the command line and restarts are decided locally), the
+ * dlaunch-rdzv HTTP API (../rdzv_http.c) and etcd (../etcd/rdzv_etcd.h,
+ * its own folder and archive; docs/etcd.md). Each builds on this folder
+ * alone (and on the public dlaunch/ headers): the helpers below, the
+ * address a node announces (addr.h) and the HTTP client
+ * (dlaunch/agent_client.h, client.c). Nothing here includes a header
+ * from above this folder.
  */
 #ifndef DLAUNCH_AGENT_RDZV_H
 #define DLAUNCH_AGENT_RDZV_H
@@ -33,7 +40,7 @@
 #include <stdint.h>
 
 #include "dlaunch/agent.h"
-#include "fsm.h"
+#include "event.h"
 
 struct event_base;
 struct agent_rdzv;
@@ -56,7 +63,7 @@ struct agent_rdzv_ops {
 	void (*status)(struct agent_rdzv *r);
 	void (*free)(struct agent_rdzv *r);
 	/* optional: the node's workers entered the round begun last, as
-	 * fsm->recovery says (dlaunch-rdzv hears it with heartbeats) */
+	 * the loop's recovery says (dlaunch-rdzv hears it with heartbeats) */
 	void (*entered)(struct agent_rdzv *r);
 	/* optional, hang diagnosis (docs/hangs.md); NULL in a backend with
 	 * no job-wide store (static: the node analyses its own report).
@@ -95,10 +102,24 @@ struct agent_rdzv_hang_cb {
 	void *ctx;
 };
 
+/* The round loop as a backend sees it: where its answers go and what it
+ * may read of the loop. The pointers are borrowed from the loop, which
+ * outlives the backend; what they point at changes as the loop moves. */
+struct agent_rdzv_loop {
+	/* hand the loop an answer (agent_fsm_post); takes ev->json */
+	void (*post)(void *ctx, struct agent_event *ev);
+	void *ctx;
+	const struct agent_round *current; /* the current (or last) round */
+	/* how this node's workers entered it ("started", "in_place",
+	 * "restarted"; "" until known), and why */
+	const char *recovery;
+	const char *recovery_why;
+};
+
 /* The part every backend begins with. */
 struct agent_rdzv {
 	const struct agent_rdzv_ops *ops;
-	struct agent_fsm *fsm; /* where answers go; borrowed */
+	struct agent_rdzv_loop loop; /* where answers go */
 	/* the address this node announces to the others, known once the
 	 * backend is made; NULL or "": none (static mode, or the server
 	 * uses the address it sees) */
@@ -111,25 +132,28 @@ struct agent_rdzv_params {
 	struct event_base *base;
 	const struct agent_config *cfg;
 	const char *node_id;
-	const char *incarnation; /* this agent process, for fencing */
-	struct agent_fsm *fsm;
+	const char *incarnation;     /* this agent process, for fencing */
+	struct agent_rdzv_loop loop; /* copied into the backend's */
 };
 
+/* What each backend's constructor is (../backends.h lists them, by the
+ * agent's mode: agent_rdzv_static_new, agent_rdzv_http_new and
+ * agent_rdzv_etcd_new of ../etcd/rdzv_etcd.h): *out is the caller's
+ * (ops->free); an error says why in err. */
 typedef int (*agent_rdzv_new_fn)(const struct agent_rdzv_params *p,
 				 struct agent_rdzv **out, char *err,
 				 size_t err_size);
 
-int agent_rdzv_static_new(const struct agent_rdzv_params *p,
-			  struct agent_rdzv **out, char *err, size_t err_size);
-int agent_rdzv_http_new(const struct agent_rdzv_params *p,
-			struct agent_rdzv **out, char *err, size_t err_size);
-int agent_rdzv_etcd_new(const struct agent_rdzv_params *p,
-			struct agent_rdzv **out, char *err, size_t err_size);
+/* agent_rdzv_post hands r's loop an answer (ev->json is taken);
+ * agent_rdzv_post_kind one that carries nothing but its kind and round. */
+void agent_rdzv_post(struct agent_rdzv *r, struct agent_event *ev);
+void agent_rdzv_post_kind(struct agent_rdzv *r, enum agent_event_kind kind,
+			  uint64_t round);
 
 /* agent_rdzv_post_action posts what an answer's action says about round:
  * "restart" -> RESTART, "stop" -> STOP with job_state; anything else
  * nothing. Returns 1 when it posted. */
-int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
+int agent_rdzv_post_action(struct agent_rdzv *r, uint64_t round,
 			   const char *action, const char *job_state);
 
 /* agent_rdzv_post_joined reads an assignment (the join answer of
@@ -137,13 +161,13 @@ int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
  * JOINED; the heartbeat interval it asks for goes to
  * *heartbeat_interval_ms. DL_EPROTO (logged) when it is not one for a
  * node of nproc workers. */
-int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
+int agent_rdzv_post_joined(struct agent_rdzv *r, json_t *assignment, int nproc,
 			   uint64_t *heartbeat_interval_ms);
 
 /* agent_rdzv_post_preempt posts PREEMPT when an answer (a JSON object,
  * borrowed) carries the job's stop step ("preempt_step"). 1 when it
  * posted. */
-int agent_rdzv_post_preempt(struct agent_fsm *fsm, uint64_t round,
+int agent_rdzv_post_preempt(struct agent_rdzv *r, uint64_t round,
 			    json_t *answer);
 
 /* agent_rdzv_free_port: a TCP port free on this host now (0: none) */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rdzv.c - what every rendezvous backend shares (see rdzv.h): reading an
- * answer's action, and what a node announces when it joins (its address,
- * a free port for the master).
+ * rdzv.c - what every rendezvous backend shares (see rdzv.h): posting
+ * answers to the loop it was given, reading an answer's action, and what
+ * a node announces when it joins (its address, a free port for the
+ * master).
  */
 #include <netdb.h>
 #include <netinet/in.h>
@@ -54,7 +55,22 @@ static int parse_round(json_t *j, int nproc, struct agent_round *out,
 	return 0;
 }
 
-int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
+void agent_rdzv_post(struct agent_rdzv *r, struct agent_event *ev)
+{
+	r->loop.post(r->loop.ctx, ev);
+}
+
+void agent_rdzv_post_kind(struct agent_rdzv *r, enum agent_event_kind kind,
+			  uint64_t round)
+{
+	struct agent_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = kind;
+	ev.round = round;
+	agent_rdzv_post(r, &ev);
+}
+
+int agent_rdzv_post_joined(struct agent_rdzv *r, json_t *assignment, int nproc,
 			   uint64_t *heartbeat_interval_ms)
 {
 	struct agent_event ev;
@@ -81,11 +97,11 @@ int agent_rdzv_post_joined(struct agent_fsm *fsm, json_t *assignment, int nproc,
 		 mnode ? " (node " : "", mnode ? mnode : "", mnode ? ")" : "",
 		 ev.assign.restart_count);
 	ev.kind = AGENT_EV_JOINED;
-	agent_fsm_post(fsm, &ev);
+	agent_rdzv_post(r, &ev);
 	return 0;
 }
 
-int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
+int agent_rdzv_post_action(struct agent_rdzv *r, uint64_t round,
 			   const char *action, const char *job_state)
 {
 	struct agent_event ev;
@@ -101,11 +117,11 @@ int agent_rdzv_post_action(struct agent_fsm *fsm, uint64_t round,
 	ev.round = round;
 	snprintf(ev.job_state, sizeof(ev.job_state), "%s",
 		 job_state ? job_state : "");
-	agent_fsm_post(fsm, &ev);
+	agent_rdzv_post(r, &ev);
 	return 1;
 }
 
-int agent_rdzv_post_preempt(struct agent_fsm *fsm, uint64_t round,
+int agent_rdzv_post_preempt(struct agent_rdzv *r, uint64_t round,
 			    json_t *answer)
 {
 	struct agent_event ev;
@@ -119,7 +135,7 @@ int agent_rdzv_post_preempt(struct agent_fsm *fsm, uint64_t round,
 	ev.kind = AGENT_EV_PREEMPT;
 	ev.round = round;
 	ev.step = step;
-	agent_fsm_post(fsm, &ev);
+	agent_rdzv_post(r, &ev);
 	return 1;
 }
 
