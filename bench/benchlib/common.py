@@ -180,20 +180,32 @@ def listening_port(logpath):
     return None
 
 
-def start_rdzv(b, logname, cpu=None):
-    """Start dlaunch-rdzv on 127.0.0.1, port 0, and read back the port it
-    bound from its log; returns (Popen, port)."""
+def start_listener(b, name, logname, port_of, cpu=None):
+    """Start the server b.bin(name) on 127.0.0.1, port 0 (pinned to cpu
+    when given), and read back the port it bound from its log with
+    port_of(logpath); returns (Popen, port, logpath)."""
     logpath = os.path.join(b.tmp, f"{logname}-{time.monotonic_ns()}.log")
-    cmd = [b.bin("dlaunch-rdzv"), "--listen", "127.0.0.1:0"]
+    cmd = [b.bin(name), "--listen", "127.0.0.1:0"]
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
     logf = open(logpath, "ab")
     p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL, start_new_session=True)
     logf.close()
-    port = wait_until(lambda: p.poll() is None and listening_port(logpath),
+    port = wait_until(lambda: p.poll() is None and port_of(logpath),
                       20, 0.01)
-    if not port or not wait_until(lambda: healthz(port), 20, 0.02):
+    if not port:
+        kill_group(p)
+        raise BenchError(f"{name} did not come up (see {logpath})")
+    return p, port, logpath
+
+
+def start_rdzv(b, logname, cpu=None):
+    """Start dlaunch-rdzv on 127.0.0.1, port 0, and read back the port it
+    bound from its log; returns (Popen, port)."""
+    p, port, logpath = start_listener(b, "dlaunch-rdzv", logname,
+                                      listening_port, cpu)
+    if not wait_until(lambda: healthz(port), 20, 0.02):
         kill_group(p)
         raise BenchError(f"dlaunch-rdzv did not come up (see {logpath})")
     return p, port

@@ -6,39 +6,30 @@ import json
 import os
 import signal
 import subprocess
-import time
 
-from .common import (BenchError, kill_group, log, raise_nofile, start_rdzv,
-                     summary_stats, wait_until)
+from .common import (BenchError, kill_group, log, raise_nofile,
+                     start_listener, start_rdzv, summary_stats)
+
+
+def bare_http_port(logpath):
+    """The port in bare_http's "listening on HOST:PORT" line."""
+    try:
+        with open(logpath) as f:
+            for line in f:
+                if line.startswith("listening on "):
+                    return int(line.rsplit(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def start_bare_http(b, cpu=None):
     """Start bench/bare_http (a libevent HTTP server that answers every
     request with a fixed body: the limit of the heartbeat path) on
     127.0.0.1, port 0; returns (Popen, port)."""
-    logpath = os.path.join(b.tmp, f"bare-http-{time.monotonic_ns()}.log")
-    cmd = [b.bin("bare_http"), "--listen", "127.0.0.1:0"]
-    if cpu is not None:
-        cmd = ["taskset", "-c", str(cpu)] + cmd
-    logf = open(logpath, "ab")
-    p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL, start_new_session=True)
-    logf.close()
-
-    def port():
-        try:
-            with open(logpath) as f:
-                for line in f:
-                    if line.startswith("listening on "):
-                        return int(line.rsplit(":", 1)[1])
-        except (OSError, ValueError):
-            pass
-        return None
-    got = wait_until(lambda: p.poll() is None and port(), 20, 0.01)
-    if not got:
-        kill_group(p)
-        raise BenchError(f"bare_http did not come up (see {logpath})")
-    return p, got
+    p, port, _ = start_listener(b, "bare_http", "bare-http", bare_http_port,
+                                cpu)
+    return p, port
 
 
 def proc_cpu_ns(pid):
