@@ -46,6 +46,20 @@ static int post_action(struct rdzv_http *h, uint64_t round,
 	const char *action = NULL, *state = NULL;
 	if (!r->json || !with_action(r))
 		return 0;
+	if (r->status == 409 &&
+	    json_is_true(json_object_get(r->json, "replaced"))) {
+		/* a later join took this node's id: another agent runs
+		 * with it now; joining again would take it back, and the
+		 * two would end each other's rounds in turn */
+		if (!h->displaced)
+			log_error("rendezvous: %s; this agent (incarnation "
+				  "%s) stops",
+				  *r->error ? r->error : "node id taken",
+				  h->incarnation);
+		h->displaced = 1;
+		agent_rdzv_post_action(&h->base, round, "stop", "FAILED");
+		return 1;
+	}
 	jsonh_get_str(r->json, "action", 0, 32, &action, NULL, 0);
 	jsonh_get_str(r->json, "state", 0, 32, &state, NULL, 0);
 	if (agent_rdzv_post_action(&h->base, round, action, state))

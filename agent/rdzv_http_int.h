@@ -47,6 +47,7 @@ struct rdzv_http {
 	uint64_t round; /* of round_begin */
 	uint64_t run;	/* of the job, from our last assignment (0: none) */
 	int announced;	/* "joining" logged */
+	int displaced;	/* a later join took this node's id (409 "replaced") */
 	int leave_attempts;
 	struct client *client;
 	struct http_op join, watch, heartbeat, report, leave, status, preempt;

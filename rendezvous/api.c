@@ -106,6 +106,8 @@ static void reply_error(struct rdzv_response *resp, int status, const char *msg,
 				    json_string(rdzv_action_name(r->action)));
 		json_object_set_new(v, "restart_count",
 				    json_integer(r->restart_count));
+		if (r->replaced)
+			json_object_set_new(v, "replaced", json_true());
 	}
 	reply_json(resp, status, v);
 }

@@ -127,6 +127,10 @@ struct rdzv_reply {
 	/* the job's preemption step (rdzv_preempt): every worker stops after
 	 * completing it and saves it; 0 while the job is not preempted */
 	uint64_t preempt_step;
+	/* the asking node's incarnation was replaced: a later join took its
+	 * node id (another agent of that id, or the agent restarted), and
+	 * this one must stop, not join again (409 with "replaced") */
+	int replaced;
 };
 
 /* How a member's workers entered its round (docs/worker-protocol.md):

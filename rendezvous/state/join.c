@@ -87,17 +87,51 @@ static int check_config(const struct rdzv_state *st,
 	return 0;
 }
 
+void job_note_replaced(struct job *j, const char *node_id,
+		       const char *incarnation)
+{
+	struct replaced_inc *r = &j->replaced[j->nreplaced++ % REPLACED_KEPT];
+	snprintf(r->node_id, sizeof(r->node_id), "%s", node_id);
+	snprintf(r->incarnation, sizeof(r->incarnation), "%s", incarnation);
+}
+
+int job_replaced(const struct job *j, const char *node_id,
+		 const char *incarnation, struct rdzv_reply *reply, char *err,
+		 size_t err_size)
+{
+	uint64_t kept =
+	    j->nreplaced < REPLACED_KEPT ? j->nreplaced : REPLACED_KEPT;
+	for (uint64_t i = 0; i < kept; i++) {
+		const struct replaced_inc *r = &j->replaced[i];
+		if (strcmp(r->node_id, node_id) != 0 ||
+		    strcmp(r->incarnation, incarnation) != 0)
+			continue;
+		job_fill_reply(j, RDZV_ACTION_STOP, reply);
+		if (reply)
+			reply->replaced = 1;
+		return ERR(DL_ESTALE,
+			   "node id %s was taken: another agent joined job %s "
+			   "with it after this one (incarnation %s); give "
+			   "every agent a node id of its own",
+			   node_id, j->name, incarnation);
+	}
+	return 0;
+}
+
 static int add_waiter(struct rdzv_state *st, struct job *j,
 		      const struct rdzv_node_info *node, int hold,
 		      uint64_t now_ms, char *err, size_t err_size)
 {
 	struct waiter *w = job_find_waiter(j, node->node_id);
 	if (w) {
-		if (strcmp(w->info.incarnation, node->incarnation) != 0)
+		if (strcmp(w->info.incarnation, node->incarnation) != 0) {
+			job_note_replaced(j, node->node_id,
+					  w->info.incarnation);
 			log_info("job=%s round=%" PRIu64
 				 " event=node_restarted "
 				 "node=%s",
 				 j->name, j->round, node->node_id);
+		}
 		if (memcmp(&w->info, node, sizeof(*node)) != 0)
 			job_mark(j, RDZV_CHANGED_JOB);
 		w->info = *node;
@@ -236,6 +270,10 @@ int rdzv_join(struct rdzv_state *st, const char *job,
 				 err_size);
 	if (rc)
 		return rc;
+	rc = job_replaced(j, node->node_id, node->incarnation, reply, err,
+			  err_size);
+	if (rc)
+		return rc;
 	m = job_find_member(j, node->node_id);
 	if (m && strcmp(m->info.incarnation, node->incarnation) == 0) {
 		/* a repeated join of a member: the same answer again */
@@ -244,7 +282,10 @@ int rdzv_join(struct rdzv_state *st, const char *job,
 		return RDZV_DONE;
 	}
 	if (m) {
-		/* the node's agent restarted: its old incarnation is gone */
+		/* the node's agent restarted: its old incarnation is gone
+		 * (or another agent took the id: the old one is refused
+		 * from now on, so the two do not take turns) */
+		job_note_replaced(j, node->node_id, m->info.incarnation);
 		m->gone = 1;
 		job_end_round(st, j, now_ms, "node_restarted", node->node_id);
 	}
@@ -263,6 +304,7 @@ int rdzv_join_check(struct rdzv_state *st, const char *job, const char *node_id,
 	struct job *j = state_find_job(st, job);
 	struct member *m;
 	struct waiter *w;
+	int rc;
 
 	if (!j)
 		return ERR(DL_EGONE, "job %s no longer exists", job);
@@ -271,6 +313,9 @@ int rdzv_join_check(struct rdzv_state *st, const char *job, const char *node_id,
 		return ERR(DL_EGONE, "job %s has ended (%s)", j->name,
 			   rdzv_job_state_name(j->state));
 	}
+	rc = job_replaced(j, node_id, incarnation, reply, err, err_size);
+	if (rc)
+		return rc;
 	m = job_find_member(j, node_id);
 	w = job_find_waiter(j, node_id);
 	job_fill_reply(j, job_action_for(j, node_id), reply);

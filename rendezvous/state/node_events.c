@@ -23,6 +23,9 @@ static int fence(struct job *j, const char *node_id, const char *incarnation,
 		 char *err, size_t err_size)
 {
 	struct member *m = job_find_member(j, node_id);
+	int rc = job_replaced(j, node_id, incarnation, reply, err, err_size);
+	if (rc)
+		return rc;
 	job_fill_reply(j, RDZV_ACTION_RESTART, reply);
 	if (m && strcmp(m->info.incarnation, incarnation) != 0)
 		return ERR(DL_ESTALE,

@@ -36,6 +36,7 @@ void job_fill_reply(const struct job *j, enum rdzv_action action,
 	reply->restart_count = j->restart_count;
 	reply->preempt_step = j->preempt_step;
 	reply->action = job_is_ended(j) ? RDZV_ACTION_STOP : action;
+	reply->replaced = 0;
 }
 
 /* The action for node_id right now: continue for a member of a running

@@ -65,6 +65,13 @@ struct round_rec {
 
 /* the newest rounds a job remembers for its timeline */
 #define ROUND_HISTORY 32
+/* incarnations of a node id replaced by a later join, kept per job */
+#define REPLACED_KEPT 16
+
+struct replaced_inc {
+	char node_id[RDZV_NAME_MAX + 1];
+	char incarnation[RDZV_INCARNATION_MAX + 1];
+};
 
 struct job {
 	char name[RDZV_NAME_MAX + 1];
@@ -109,6 +116,12 @@ struct job {
 	/* hang triggers and their reports (hangs.c); NULL until the first
 	 * trigger; in memory only */
 	struct job_hangs *hangs;
+	/* the incarnations later joins replaced, a ring of REPLACED_KEPT
+	 * (the newest at (nreplaced - 1) % REPLACED_KEPT): a request of one
+	 * is refused with reply->replaced, so two agents given one node id
+	 * do not take it from each other in turn; in memory only */
+	struct replaced_inc replaced[REPLACED_KEPT];
+	uint64_t nreplaced;
 	unsigned changed;
 };
 
@@ -222,6 +235,14 @@ json_t *job_run_summary(const struct job *j);
  * RDZV_RUNS_KEPT), everything else starts afresh, the KV store too;
  * rounds go on counting, so nothing addressed to a round of the ended
  * run is taken for one of the new run. DL_ENOMEM leaves j as it was. */
+/* job_note_replaced: incarnation of node_id was replaced by a later join */
+void job_note_replaced(struct job *j, const char *node_id,
+		       const char *incarnation);
+/* job_replaced: DL_ESTALE with reply->replaced and a message in err when
+ * incarnation of node_id was replaced in j, else 0 */
+int job_replaced(const struct job *j, const char *node_id,
+		 const char *incarnation, struct rdzv_reply *reply, char *err,
+		 size_t err_size);
 int job_new_run(struct job *j, const struct rdzv_job_config *cfg,
 		uint64_t now_ms, char *err, size_t err_size);
 

@@ -12,11 +12,8 @@
 #     then all that is expected back and re-form within a lease TTL or so,
 #     not after the heartbeat timeout or the last call (30 s each here, the
 #     lease TTL 3 s).
-#   two agents with the same node id: a second agent started as node A
-#     while A runs writes A's key; the first one sees its key taken by
-#     another incarnation, says so and exits 1 (it used to wait silently
-#     forever, even after the job ended); the job re-forms with the
-#     newcomer and succeeds.
+#   (two agents with the same node id: written once for both backends
+#     in lib_membership.sh, run over etcd by faults_membership_etcd.sh)
 #   a second agent A with another configuration: the rendezvous would
 #     refuse it; it exits 1 saying so and puts A's key back, so the first
 #     agent A keeps its key and the job its round (its leave used to delete
@@ -165,41 +162,6 @@ if running_after 0 3 && wait_for 10 has_leader; then
 	fi
 else
 	not_ok "$what: the job did not start on three nodes with a leader (record: $(record))"
-	show_log "$(agent_log A)"
-fi
-end_case "$what"
-
-# ---- two agents with the same node id -----------------------------------------
-what="two agents with node id A"
-begin_case dup 3 0.5
-for n in A B C; do start_node "$n"; done
-if running_after 0 3; then
-	R0=$RUN
-	# agent A2 runs as node A too (its workers record themselves as A)
-	start_agent A2 env DLAUNCH_NODE_ID=A FAULT_NODE=A "$BIN/dlaunch" --nnodes=2:3 \
-		--nproc-per-node=1 --rdzv-backend=etcd \
-		--rdzv-endpoint="$ETCD_ENDPOINTS" --rdzv-id="$JOB" \
-		--rdzv-conf="$CONF" --max-restarts=3 --shutdown-timeout=3 \
-		--no-python "$WORKER"
-	if wait_agent A 20; then
-		check_eq "$what: the first agent A, displaced, exits 1" 1 "${AGENT_RC[A]}"
-		check "$what: it says its node id was taken by another agent" \
-			log_has "$(agent_log A)" "node id A was taken: another agent .* wrote this node's key"
-	else
-		not_ok "$what: the first agent A still runs 20 s after another agent took its id"
-		show_log "$(agent_log A)" 20
-	fi
-	if running_after "$R0" 3 20; then
-		check_eq "$what: round $RUN runs on A (the newcomer), B and C" "A B C" "$(nodes_of "$RUN")"
-		check "$what: A's worker in round $RUN is the newcomer's" \
-			bash -c "ps -o ppid= -p '$(worker_pid A 0)' | grep -qw '${AGENT_PID[A2]}'"
-	else
-		not_ok "$what: no round of three with the newcomer (record: $(record))"
-		show_log "$(agent_log A2)" 20
-	fi
-	finish_nodes "$what" A2 B C
-else
-	not_ok "$what: the job did not start on three nodes (record: $(record))"
 	show_log "$(agent_log A)"
 fi
 end_case "$what"

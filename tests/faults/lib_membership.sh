@@ -2,8 +2,12 @@
 # lib_membership.sh - the membership faults, written once and run against
 # dlaunch-rdzv by faults_membership.sh and against etcd by
 # faults_membership_etcd.sh: a node joining a running job (it grows at
-# the next round, the others keep their ranks), and fewer than min nodes
-# left (or ever there): the job fails after the join timeout, saying why.
+# the next round, the others keep their ranks), fewer than min nodes
+# left (or ever there): the job fails after the join timeout, saying why;
+# and two agents given one node id: the later one takes the id, the
+# first says so and exits 1 (it does not join again and take it back:
+# over dlaunch-rdzv the two used to end each other's rounds in turn),
+# and the job runs on with the newcomer.
 #
 # Sourced after lib_faults.sh (and, for etcd, lib_etcd.sh with a cluster
 # up) with FAULTS_BACKEND set (lib_faults.sh: a case's rendezvous is a
@@ -109,6 +113,52 @@ if case_rdzv_start lonely; then
 	fi
 	# the round never formed: no worker was meant to start
 	check_case "$what" --no-workers
+	stop_rdzv
+else
+	not_ok "$what: $(case_rdzv_name) did not start"
+fi
+
+# ---- two agents with one node id ----------------------------------------------
+what="two agents with node id A"
+new_case
+# a_is_newcomers: node A's latest worker is a child of the second agent A
+a_is_newcomers() { ps -o ppid= -p "$(worker_pid A 0)" 2>/dev/null | grep -qw "${AGENT_PID[A2]}"; }
+if case_rdzv_start dup; then
+	start_agents dup 2:3 "$HB_CONF" A B C
+	if wait_for 30 job_running_with dup 3; then
+		r0=$(job_round dup)
+		# agent A2 runs as node A too (its workers record themselves as A)
+		# shellcheck disable=SC2046
+		start_agent A2 env FAULT_NODE=A DLAUNCH_NODE_ID=A "$BIN/dlaunch" \
+			$(agent_args dup 2:3 1 "$HB_CONF") --no-python "$WORKER"
+		if wait_agent A 20; then
+			check_eq "$what: the first agent A, displaced, exits 1" 1 "${AGENT_RC[A]}"
+			check "$what: it says its node id was taken by another agent" \
+				log_has "$TEST_TMP/agent.A.log" "node id A was taken: another agent"
+		else
+			not_ok "$what: the first agent A still runs 20 s after another agent took its id"
+			show_log "$TEST_TMP/agent.A.log" 20
+		fi
+		if wait_for 30 job_running_after dup "$r0" 3; then
+			ok "$what: the job runs again on three nodes"
+			check "$what: node A's worker is the newcomer's" wait_for 20 a_is_newcomers
+			# one change of round, the newcomer's join: the first A
+			# never took the id back (each taking ends a round)
+			check_eq "$what: the job is in round $((r0 + 1)), the one after the newcomer's join" \
+				"$((r0 + 1))" "$(job_round dup)"
+		else
+			not_ok "$what: no round of three with the newcomer"
+			show_log "$TEST_TMP/agent.A2.log" 20
+		fi
+		all_workers_done
+		wait_agent A2 30 && wait_agent B 30 && wait_agent C 30
+		check_eq "$what: the newcomer, B and C exit 0" "0 0 0" \
+			"${AGENT_RC[A2]:-running} ${AGENT_RC[B]:-running} ${AGENT_RC[C]:-running}"
+		check_eq "$what: job state" SUCCEEDED "$(job_field dup .state)"
+	else
+		not_ok "$what: the job did not start on three nodes"
+	fi
+	check_case "$what"
 	stop_rdzv
 else
 	not_ok "$what: $(case_rdzv_name) did not start"

@@ -356,6 +356,59 @@ static void test_new_incarnation(void **state)
 	rdzv_state_free(st);
 }
 
+/* Two agents given one node id: the later join takes it (as a restart
+ * would), and the incarnation it replaced is refused from then on with
+ * "replaced" and action stop, whatever it sends (heartbeat, join, join
+ * check, report), so the two do not take the id from each other in turn
+ * (each taking would end the round of every node). */
+static void test_replaced_incarnation(void **state)
+{
+	struct rdzv_state *st = running(2, 2, 1, 2);
+	struct rdzv_job_config c = config(2, 2, 1);
+	struct rdzv_node_info fresh = node("n2", 2), old = node("n2", 2);
+	struct rdzv_reply r;
+	(void)state;
+	snprintf(fresh.incarnation, sizeof(fresh.incarnation), "fresh");
+	assert_int_equal(
+	    rdzv_join(st, "job1", &fresh, &c, 1, 1100, &r, err, sizeof(err)),
+	    RDZV_WAIT);
+	assert_int_equal(r.replaced, 0);
+	/* the old incarnation's heartbeat: refused, told it was replaced */
+	assert_int_equal(hb(st, "n2", 1, 1101, &r), DL_ESTALE);
+	assert_int_equal(r.replaced, 1);
+	assert_int_equal(r.action, RDZV_ACTION_STOP);
+	assert_non_null(strstr(err, "node id n2 was taken"));
+	/* its join again: refused, the fresh one keeps its place */
+	assert_int_equal(
+	    rdzv_join(st, "job1", &old, &c, 1, 1102, &r, err, sizeof(err)),
+	    DL_ESTALE);
+	assert_int_equal(r.replaced, 1);
+	assert_int_equal(rdzv_join_check(st, "job1", "n2", old.incarnation, &r,
+					 err, sizeof(err)),
+			 DL_ESTALE);
+	assert_int_equal(r.replaced, 1);
+	assert_int_equal(rdzv_report(st, "job1", "n2", old.incarnation, 1, 0,
+				     NULL, 1103, &r, err, sizeof(err)),
+			 DL_ESTALE);
+	assert_int_equal(
+	    rdzv_join_check(st, "job1", "n2", "fresh", &r, err, sizeof(err)),
+	    RDZV_WAIT);
+	assert_int_equal(r.replaced, 0);
+	/* the round forms with the fresh incarnation and n1 */
+	assert_int_equal(join(st, &c, "n1", 2, 1104), RDZV_DONE);
+	assert_int_equal(
+	    rdzv_join_check(st, "job1", "n2", "fresh", &r, err, sizeof(err)),
+	    RDZV_DONE);
+	assert_int_equal(r.round, 2);
+	assert_int_equal(rdzv_heartbeat(st, "job1", "n2", "fresh", 2, 1105, &r,
+					err, sizeof(err)),
+			 DL_OK);
+	assert_int_equal(hb(st, "n2", 2, 1105, &r), DL_ESTALE);
+	assert_int_equal(r.replaced, 1);
+	assert_string_equal(state_of(st), "RUNNING");
+	rdzv_state_free(st);
+}
+
 /* Later joins must agree with the job's configuration. */
 static void test_config_mismatch(void **state)
 {
@@ -542,6 +595,7 @@ int main(void)
 	    cmocka_unit_test(test_scale_up_and_spares),
 	    cmocka_unit_test(test_fencing),
 	    cmocka_unit_test(test_new_incarnation),
+	    cmocka_unit_test(test_replaced_incarnation),
 	    cmocka_unit_test(test_config_mismatch),
 	    cmocka_unit_test(test_limits_and_names),
 	    cmocka_unit_test(test_straggler_left_behind),
