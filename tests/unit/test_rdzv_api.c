@@ -217,7 +217,9 @@ static void test_status_bytes(void **state)
 						    rounds[i],
 						    (enum rdzv_job_state)s,
 						    (enum rdzv_action)act,
-						    restarts[k], steps[p], 0};
+						    restarts[k],
+						    steps[p],
+						    0};
 						struct rdzv_response fast, slow;
 						rdzv_response_init(&fast);
 						rdzv_response_init(&slow);
