@@ -64,16 +64,6 @@ rank0_log() {
 	done
 	return 1
 }
-# round_trains JOB R: rank 0 logged its second epoch in round R (on
-# either node: node ranks follow the order of the joins)
-round_trains() {
-	local h
-	for h in 0 1; do
-		sed -n "/round $2:/,\$p" "$(agent_log "$1.$h")" 2>/dev/null |
-			grep -q '^\[rank0\]: epoch 2/' && return 0
-	done
-	return 1
-}
 stop_agents() {
 	local h
 	for h in 0 1; do
@@ -84,8 +74,9 @@ stop_agents() {
 
 # ---- dlaunch-train, rank k hangs ----------------------------------------------
 # train_case K KIND DETECT: rank K hangs by KIND in round 1 only (the
-# restart's workers, TORCHELASTIC_RESTART_COUNT 1, train on), found by
-# DETECT (--progress-timeout, or --hang-timeout: a stall)
+# restart's workers, TORCHELASTIC_RESTART_COUNT 1, have no fault, so that
+# stop_agents' SIGTERM ends them), found by DETECT (--progress-timeout,
+# or --hang-timeout: a stall)
 train_case() {
 	local k=$1 kind=$2 detect=$3 job=tr$1$2 h n t0 stuck
 	what="dlaunch-train on two hosts, rank $k hangs ($kind) before an all-reduce, ${detect%%=*}"
@@ -140,8 +131,6 @@ train_case() {
 			bash -c "! grep -q 'control channel: abort of round 1: a worker of this node failed' '$(agent_log "${stuck:-none}")'"
 		;;
 	esac
-	check "$what: round 2 trains on (no second hang)" \
-		wait_for 60 round_trains "$job" 2
 	stop_agents "$job"
 	check_case "$what" --no-workers
 }
