@@ -517,6 +517,20 @@ void hang_diagnose(struct agent *a, const char *kind, json_t *failures)
 	}
 	if (h->phase != HP_IDLE)
 		return; /* its end posts the failures */
+	if (hang_round_hung(a)) {
+		/* this node printed the verdict of this round's hang already
+		 * (another node's trigger, heard first): its own finding of
+		 * the same hang a moment later is no new one. A second
+		 * diagnosis would collect from workers that are being
+		 * killed and name them as gone; the failures go with the
+		 * verdict there is. */
+		log_info("%s on this node: round %llu's hang has its verdict "
+			 "already; reporting the failure without a new "
+			 "diagnosis",
+			 kind, (unsigned long long)a->fsm.r.round);
+		fail_with_verdict(h);
+		return;
+	}
 	snprintf(h->kind, sizeof(h->kind), "%s", kind);
 	if (!a->rdzv->ops->hang_open) {
 		local_trigger(h);

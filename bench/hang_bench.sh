@@ -28,8 +28,11 @@
 # after it) has covered every size and kind alike. Per trial one JSON
 # line on stdout:
 #   {"worker", "kind", "world", "nodes", "netns", "rank",
-#    "named": [the stuck ranks each node printed],
-#    "correct": every node named exactly that rank,
+#    "named": [the stuck ranks each node printed, "|" between its
+#    verdicts when it printed more than one],
+#    "correct": every node printed a verdict, and each verdict any node
+#    printed (to the agent's exit) named exactly that rank,
+#    "verdicts": how many verdicts the nodes printed in all (one each),
 #    "latency_s": from the trigger's time to the last node's verdict,
 #    "nodes_reported": how many nodes printed a verdict,
 #    "ended_by_itself": every agent exited within 20 s of the verdicts
@@ -216,8 +219,8 @@ trial() {
 	n=0
 	for ((h = 0; h < HOSTS; h++)); do
 		log=$TEST_TMP/agent.$job.$h.log
-		named+=("$(grep -E "^  stuck +: " "$log" | tail -n 1 | sed 's/.*: //')")
-		t=$(grep "event=hang_diagnosed" "$log" | tail -n 1 | cut -d' ' -f1)
+		# the node's first verdict: that of the trigger
+		t=$(grep -m 1 "event=hang_diagnosed" "$log" | cut -d' ' -f1)
 		if [ -n "$t" ]; then
 			n=$((n + 1))
 			t=$(ms_of "$t")
@@ -242,9 +245,18 @@ trial() {
 		wait_agent "$job.$h" 60
 	done
 	t_end_ms=$(date +%s%3N)
-	local correct=true
-	for h in "${named[@]}"; do
-		[ "$h" = "$k" ] || correct=false
+	# every verdict a node printed, to its end, must name exactly rank
+	# k: a second diagnosis of the same hang that names another rank
+	# (once the workers are being killed) is a wrong answer too
+	local correct=true verdicts=0 v s
+	for ((h = 0; h < HOSTS; h++)); do
+		log=$TEST_TMP/agent.$job.$h.log
+		v=$(grep -c "event=hang_diagnosed" "$log")
+		verdicts=$((verdicts + v))
+		s=$(grep -E "^  stuck +: " "$log" | sed 's/.*: //' | paste -sd'|')
+		named+=("$s")
+		[ "$(grep -cE "^  stuck +: $k\$" "$log")" -eq "$v" ] || correct=false
+		[ "$s" = "$(yes "$k" | head -n "$v" | paste -sd'|')" ] || correct=false
 	done
 	[ "$n" -eq "$HOSTS" ] || correct=false
 	if [ "$correct" = false ]; then
@@ -254,14 +266,14 @@ trial() {
 		cp "$TEST_TMP"/rdzv.*.log "$KEEP/$job"/ 2>/dev/null
 		echo "hang_bench: trial $job did not name rank $k on every node: logs kept in $KEEP/$job" >&2
 	fi
-	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "ended_by_itself": %s, "trial_s": %s, "to_trigger_s": %s, "load1": %s, "reason": %s%s}\n' \
+	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "verdicts": %d, "ended_by_itself": %s, "trial_s": %s, "to_trigger_s": %s, "load1": %s, "reason": %s%s}\n' \
 		"$HANG_WORKER" "$kind" "$world" "$HOSTS" "$NETNS" "$k" \
 		"$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
 		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
 			printf '%d.%03d' $(((t_last - t_trig) / 1000)) \
 				$(((t_last - t_trig) % 1000)) || echo null)" \
-		"$n" "$ended" "$(secs $((t_end_ms - t0_ms)))" \
+		"$n" "$verdicts" "$ended" "$(secs $((t_end_ms - t0_ms)))" \
 		"$([ "${t_trig:-0}" -gt 0 ] && secs $((t_trig - t0_ms)) || echo null)" \
 		"$(cut -d' ' -f1 /proc/loadavg)" \
 		"${reason:-\"\"}" "$extra" >&3
