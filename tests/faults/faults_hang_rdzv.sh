@@ -123,6 +123,13 @@ train_case() {
 		log_has "$(agent_log "${stuck:-none}")" "rank $k \\(pid [0-9]+\\) killed by SIGKILL"
 	check "$what: node ${stuck:-?} says why it killed at once" \
 		log_has "$(agent_log "${stuck:-none}")" "stopping this node's workers with SIGKILL: the hang diagnosis|hang diagnosis .* is done: killing"
+	# one hang, one diagnosis: a node that heard the other's trigger and
+	# then found the same hang itself starts no second one (which would
+	# collect from workers being killed and name them)
+	for h in 0 1; do
+		check_eq "$what: node $job.$h collected for one diagnosis in round 1" 1 \
+			"$(sed -n '/round 2:/q;p' "$(agent_log "$job.$h")" | grep -c 'collecting the stacks')"
+	done
 	case $detect in
 	--hang-timeout*)
 		# a stalled node's stuck rank would never answer an abort: no
