@@ -46,6 +46,19 @@ static void fx_start_workers(void *ctx, const struct agent_round *r)
 
 static void fx_stop_workers(void *ctx, int sig)
 {
+	struct agent *a = ctx;
+	/* after a hang's verdict in this round nothing graceful can happen:
+	 * ranks stuck in a collective never reach the step boundary that a
+	 * SIGTERM (a notice of preemption to dlaunch-train) waits for, and
+	 * the stacks are taken; SIGKILL at once, not --shutdown-timeout
+	 * later (docs/hangs.md) */
+	if (sig == SIGTERM && hang_round_hung(a)) {
+		log_info("stopping this node's workers with SIGKILL: the hang "
+			 "diagnosis of round %llu is done, and ranks stuck in "
+			 "a collective cannot end gracefully",
+			 (unsigned long long)a->fsm.r.round);
+		sig = SIGKILL;
+	}
 	/* a worker that took a SIGTERM as a notice of preemption takes
 	 * this one as its end: its channel is closed first */
 	control_hang_up(ctx);

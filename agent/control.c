@@ -523,6 +523,10 @@ int control_in_place(struct agent *a)
 	uint64_t now = clock_now_ms();
 	struct procfs_stat pi;
 	int n = 0;
+	/* nor would the ranks of a node that stalled (--hang-timeout) this
+	 * round: the stuck one never reaches its channel's abort */
+	if (a->stall_round == a->fsm.r.round + 1)
+		return 0;
 	for (int i = 0; i < a->n_workers; i++) {
 		struct agent_worker *w = &a->workers[i];
 		if (!worker_alive(w))

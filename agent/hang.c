@@ -68,6 +68,8 @@ struct agent_hang {
 	void (*on_timer)(struct agent_hang *h);
 	uint64_t deadline; /* of the phase */
 	char last_reason[1024];
+	uint64_t round;	     /* the round collected in, + 1 */
+	uint64_t hung_round; /* the last round with a hang's verdict, + 1 */
 };
 
 static struct agent_hang *H(const struct agent *a)
@@ -223,6 +225,31 @@ static void fail_with_verdict(struct agent_hang *h)
 	agent_fsm_post(&a->fsm, &ev);
 }
 
+/* kill_after_verdict: the verdict of a hang (any trigger but a dump) is
+ * out, so this round's workers are stopped with SIGKILL from now on
+ * (hang_round_hung); a stop already under way (the job ended, or the
+ * round, while this node was still collecting) is made a SIGKILL now:
+ * ranks stuck in a collective never reach the step boundary a SIGTERM
+ * waits for, and the stacks are taken */
+static void kill_after_verdict(struct agent_hang *h)
+{
+	struct agent *a = h->a;
+	const char *kind =
+	    json_string_value(json_object_get(h->trigger, "kind"));
+	if (!kind || strcmp(kind, "dump") == 0 ||
+	    h->round != a->fsm.r.round + 1)
+		return;
+	h->hung_round = h->round;
+	if (a->n_live > 0 && a->kill_timer &&
+	    evtimer_pending(a->kill_timer, NULL)) {
+		log_info("hang diagnosis %s is done: killing this node's %d "
+			 "worker(s) being stopped (SIGKILL; a rank stuck in "
+			 "a collective never reaches a graceful end)",
+			 h->id, a->n_live);
+		workers_kill_all(a);
+	}
+}
+
 /* keep: the backend keeps the verdict for `dlaunch status`, in the form
  * dlaunch-rdzv's job detail gives it ("hang", docs/http-api.md) */
 static void keep(struct agent_hang *h, json_t *reports, json_t *analysis,
@@ -270,6 +297,7 @@ static void finish(struct agent_hang *h, json_t *reports, int complete)
 	json_decref(analysis);
 	json_decref(h->own);
 	h->own = NULL;
+	kill_after_verdict(h);
 	json_decref(h->trigger);
 	h->trigger = NULL;
 	h->phase = HP_IDLE;
@@ -380,6 +408,7 @@ static void collect(struct agent_hang *h, json_t *trigger)
 	h->seen_next = (h->seen_next + 1) % SEEN_IDS;
 	evtimer_del(h->timer);
 	h->phase = HP_COLLECTING;
+	h->round = h->a->fsm.r.round + 1;
 	log_info("hang diagnosis %s (%s by %s): collecting the stacks of this "
 		 "node's %d worker(s)",
 		 id, json_string_value(json_object_get(trigger, "kind")),
@@ -488,6 +517,20 @@ void hang_diagnose(struct agent *a, const char *kind, json_t *failures)
 	}
 	if (h->phase != HP_IDLE)
 		return; /* its end posts the failures */
+	if (hang_round_hung(a)) {
+		/* this node printed the verdict of this round's hang already
+		 * (another node's trigger, heard first): its own finding of
+		 * the same hang a moment later is no new one. A second
+		 * diagnosis would collect from workers that are being
+		 * killed and name them as gone; the failures go with the
+		 * verdict there is. */
+		log_info("%s on this node: round %llu's hang has its verdict "
+			 "already; reporting the failure without a new "
+			 "diagnosis",
+			 kind, (unsigned long long)a->fsm.r.round);
+		fail_with_verdict(h);
+		return;
+	}
 	snprintf(h->kind, sizeof(h->kind), "%s", kind);
 	if (!a->rdzv->ops->hang_open) {
 		local_trigger(h);
@@ -512,6 +555,12 @@ int hang_busy(const struct agent *a)
 int hang_failing(const struct agent *a)
 {
 	return H(a) && H(a)->failures != NULL;
+}
+
+int hang_round_hung(const struct agent *a)
+{
+	return H(a) && H(a)->hung_round != 0 &&
+	       H(a)->hung_round == a->fsm.r.round + 1;
 }
 
 const char *hang_last_reason(const struct agent *a)

@@ -143,6 +143,12 @@ void hang_on_trigger(struct agent *a, json_t *trigger);
 int hang_busy(const struct agent *a);
 int hang_failing(const struct agent *a);
 
+/* hang_round_hung: this node printed the verdict of a hang (a trigger
+ * of --progress-timeout or a stall, this node's or another's) in the
+ * round now running: its workers are stopped with SIGKILL, not SIGTERM
+ * (docs/hangs.md, "After the verdict") */
+int hang_round_hung(const struct agent *a);
+
 /* hang_last_reason: the last verdict's sentence, or NULL */
 const char *hang_last_reason(const struct agent *a);
 

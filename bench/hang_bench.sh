@@ -28,10 +28,18 @@
 # after it) has covered every size and kind alike. Per trial one JSON
 # line on stdout:
 #   {"worker", "kind", "world", "nodes", "netns", "rank",
-#    "named": [the stuck ranks each node printed],
-#    "correct": every node named exactly that rank,
+#    "named": [the stuck ranks each node printed, "|" between its
+#    verdicts when it printed more than one],
+#    "correct": every node printed a verdict, and each verdict any node
+#    printed (to the agent's exit) named exactly that rank,
+#    "verdicts": how many verdicts the nodes printed in all (one each),
 #    "latency_s": from the trigger's time to the last node's verdict,
-#    "nodes_reported": how many nodes printed a verdict, "reason",
+#    "nodes_reported": how many nodes printed a verdict,
+#    "ended_by_itself": every agent exited within 20 s of the verdicts
+#    without a signal from here (the job failed, its workers killed at
+#    once), "trial_s": the trial's time, from the agents' start to the
+#    last one's exit, "to_trigger_s": from the agents' start to the
+#    trigger, "load1": the machine's 1-minute load average then, "reason",
 #    torch only: "stack_line": every node's report shows rank k's Python
 #    stack on the hang's line (null for SIGSTOP), "expect": that line,
 #    "stack": rank k's innermost frame of the script in node 0's report
@@ -39,7 +47,9 @@
 #
 #   bench/hang_bench.sh BUILD_DIR [TRIALS [KINDS [SIZES [WORKER]]]]
 # TRIALS per kind and size (default 20), KINDS default "sleep loop read
-# stop", SIZES default "2 4 8 16", WORKER default train. Needs root for
+# stop", SIZES default "2 4 8 16", WORKER default train. A trial that did
+# not name the rank on every node keeps its agents' logs and reports in
+# HANG_KEEP/JOB (default BUILD_DIR/hang-failed). Needs root for
 # the namespaces, like tests/faults; reuses their helpers
 # (tests/faults/lib_faults.sh, lib_netns.sh).
 BUILD=$(cd "${1:-build}" && pwd)
@@ -52,6 +62,8 @@ train | torch) ;;
 	exit 2
 	;;
 esac
+# a trial that did not name the rank on every node keeps its logs here
+KEEP=${HANG_KEEP:-$BUILD/hang-failed}
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 TORCH_PT=${TORCH_PT:-40}
 TORCH_SCRIPT=$(cd "$(dirname "$0")" && pwd)/workers/gloo_hang.py
@@ -80,7 +92,11 @@ else
 	start_rdzv || exit 1
 fi
 EP=$RDZV_HOST:$RDZV_PORT
-PT=5
+# dlaunch-train's --hang-timeout (HANG_PT, default 3 s): the time from the
+# hang to the trigger, no part of what is measured (the trigger to every
+# node's verdict); the ranks step thousands of times a second, so no
+# node of a loaded machine goes 3 s without a step before the fault
+PT=${HANG_PT:-3}
 
 # rank_pid R: the marked worker (dlaunch-train or the torch script) with
 # RANK=R
@@ -95,6 +111,9 @@ rank_pid() {
 	done
 	return 1
 }
+
+# secs MS: MS milliseconds as seconds, "1.234"
+secs() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
 
 # ms_of "2026-11-27T22:06:34.664Z": unix ms
 ms_of() { date -d "$1" +%s%3N; }
@@ -171,6 +190,8 @@ torch_stack() {
 trial() {
 	local kind=$1 world=$2 k=$3 job=$4 h n log named=() t_trig t_last=0 t reason
 	local HOSTS NPROC ns=() PRE POST mark="step +20/" extra=
+	local t0_ms t_end_ms
+	t0_ms=$(date +%s%3N)
 	HOSTS=$((world >= 8 ? MAX_NODES : 2))
 	NPROC=$((world / HOSTS))
 	job_args "$kind" "$k"
@@ -198,8 +219,8 @@ trial() {
 	n=0
 	for ((h = 0; h < HOSTS; h++)); do
 		log=$TEST_TMP/agent.$job.$h.log
-		named+=("$(grep -E "^  stuck +: " "$log" | tail -n 1 | sed 's/.*: //')")
-		t=$(grep "event=hang_diagnosed" "$log" | tail -n 1 | cut -d' ' -f1)
+		# the node's first verdict: that of the trigger
+		t=$(grep -m 1 "event=hang_diagnosed" "$log" | cut -d' ' -f1)
 		if [ -n "$t" ]; then
 			n=$((n + 1))
 			t=$(ms_of "$t")
@@ -213,25 +234,49 @@ trial() {
 			"$(jq -Rn --arg s "$EXPECT" '$s')" "$(jq -Rn --arg s "$STACK" '$s')")
 		[ "$kind" = stop ] && extra+=$(printf ', "stopped_noted": %s' "$STACK_LINE")
 	fi
+	# --max-restarts=0: the job fails with the verdict, and after it
+	# the agents kill their workers at once (no --shutdown-timeout) and
+	# exit by themselves; a SIGTERM only for one that did not
+	local ended=true
 	for ((h = 0; h < HOSTS; h++)); do
+		wait_agent "$job.$h" 20 && continue
+		ended=false
 		kill -TERM "${AGENT_PID[$job.$h]}" 2>/dev/null
-	done
-	for ((h = 0; h < HOSTS; h++)); do
 		wait_agent "$job.$h" 60
 	done
-	local correct=true
-	for h in "${named[@]}"; do
-		[ "$h" = "$k" ] || correct=false
+	t_end_ms=$(date +%s%3N)
+	# every verdict a node printed, to its end, must name exactly rank
+	# k: a second diagnosis of the same hang that names another rank
+	# (once the workers are being killed) is a wrong answer too
+	local correct=true verdicts=0 v s
+	for ((h = 0; h < HOSTS; h++)); do
+		log=$TEST_TMP/agent.$job.$h.log
+		v=$(grep -c "event=hang_diagnosed" "$log")
+		verdicts=$((verdicts + v))
+		s=$(grep -E "^  stuck +: " "$log" | sed 's/.*: //' | paste -sd'|')
+		named+=("$s")
+		[ "$(grep -cE "^  stuck +: $k\$" "$log")" -eq "$v" ] || correct=false
+		[ "$s" = "$(yes "$k" | head -n "$v" | paste -sd'|')" ] || correct=false
 	done
 	[ "$n" -eq "$HOSTS" ] || correct=false
-	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "reason": %s%s}\n' \
+	if [ "$correct" = false ]; then
+		# the interesting case: its logs and reports are kept
+		mkdir -p "$KEEP/$job"
+		cp -r "$TEST_TMP/agent.$job".*.log "$TEST_TMP/$job".* "$KEEP/$job"/ 2>/dev/null
+		cp "$TEST_TMP"/rdzv.*.log "$KEEP/$job"/ 2>/dev/null
+		echo "hang_bench: trial $job did not name rank $k on every node: logs kept in $KEEP/$job" >&2
+	fi
+	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "verdicts": %d, "ended_by_itself": %s, "trial_s": %s, "to_trigger_s": %s, "load1": %s, "reason": %s%s}\n' \
 		"$HANG_WORKER" "$kind" "$world" "$HOSTS" "$NETNS" "$k" \
 		"$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
 		"$([ "${t_trig:-0}" -gt 0 ] && [ "$t_last" -gt 0 ] &&
 			printf '%d.%03d' $(((t_last - t_trig) / 1000)) \
 				$(((t_last - t_trig) % 1000)) || echo null)" \
-		"$n" "${reason:-\"\"}" "$extra" >&3
+		"$n" "$verdicts" "$ended" "$(secs $((t_end_ms - t0_ms)))" \
+		"$([ "${t_trig:-0}" -gt 0 ] && secs $((t_trig - t0_ms)) || echo null)" \
+		"$(cut -d' ' -f1 /proc/loadavg)" \
+		"${reason:-\"\"}" "$extra" >&3
 }
 
 # round by round, so that a run HANG_DEADLINE cuts short has covered

@@ -348,7 +348,8 @@ static const struct opt_spec launcher_specs[] = {
      .max = 86400000,
      .env = "PET_SHUTDOWN_TIMEOUT",
      .metavar = "DURATION",
-     .help = "grace between SIGTERM and SIGKILL when stopping workers"},
+     .help = "grace between SIGTERM and SIGKILL when stopping workers; "
+	     "none after a hang diagnosis' verdict: SIGKILL at once"},
     {.name = "progress-timeout",
      .type = OPT_DURATION,
      LO(cfg.progress_timeout_ms),
@@ -360,7 +361,8 @@ static const struct opt_spec launcher_specs[] = {
 	     "it is reported as failed, its group stopped and restarted; "
 	     "progress is any output on stdout/stderr, a touch of "
 	     "$DLAUNCH_PROGRESS_FILE or a step on the control channel; "
-	     "the stacks of every rank are collected first "
+	     "the stacks of every rank are collected first, and the group "
+	     "is then killed at once (SIGKILL, no --shutdown-timeout) "
 	     "(docs/hangs.md)"},
     {.name = "hang-timeout",
      .type = OPT_DURATION,
@@ -373,7 +375,8 @@ static const struct opt_spec launcher_specs[] = {
 	     "(control channel) or touched $DLAUNCH_PROGRESS_FILE for this "
 	     "long, after one did: every node collects its ranks' stacks, "
 	     "the report names the stuck rank, then the workers are "
-	     "restarted as for --progress-timeout (docs/hangs.md)"},
+	     "killed and restarted as for --progress-timeout "
+	     "(docs/hangs.md)"},
     {.name = "straggler-steps",
      .type = OPT_INT,
      LO(cfg.straggler_steps),

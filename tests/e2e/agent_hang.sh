@@ -7,7 +7,8 @@
 #     directory is not on its sys.path;
 #   --hang-timeout: ranks that stop stepping (control channel) while they
 #     keep printing are a stall: the diagnosis (kind "stall"), then the
-#     failure; ranks that step all the way are no stall, even with a
+#     failure, and the ranks (which ignore SIGTERM) killed at once with
+#     SIGKILL, not --shutdown-timeout (600 s) later; ranks that step all the way are no stall, even with a
 #     timeout shorter than the run;
 #   --straggler-steps: a rank stepping ten times slower than the others is
 #     logged as a straggler and left running;
@@ -32,9 +33,12 @@ UNDUMP=$BIN/../tests/progs/undumpable
 
 # stepper.py: speaks the control channel, steps every STEP_MS_<local rank>
 # (default 50) ms; after STOP_AFTER steps (if set) stops stepping but
-# prints a line every 100 ms; exits 0 after RUN_S seconds
+# prints a line every 100 ms; exits 0 after RUN_S seconds; IGNORE_TERM=1:
+# ignores SIGTERM, as a rank stuck in a collective in effect does
 cat >"$TEST_TMP/stepper.py" <<'EOF'
-import json, os, socket, sys, time
+import json, os, signal, socket, sys, time
+if os.environ.get("IGNORE_TERM") == "1":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 s = socket.socket(fileno=int(os.environ["DLAUNCH_CONTROL_FD"]))
 s.sendall(b'{"type":"hello","version":1,"handles":[]}\n')
 local = os.environ["LOCAL_RANK"]
@@ -77,12 +81,26 @@ check "sitecustomize: an unset PYTHONPATH stays unset for the script" \
 	grep -q "PYTHONPATH=<unset>" <<<"$out"
 
 # ---- a stall --------------------------------------------------------------------
+# The ranks ignore SIGTERM and would run for 10 minutes, the grace is 10
+# minutes too: after the verdict the agent kills them at once (SIGKILL),
+# so dlaunch ends long before either (timeout's 124 would say it did not)
 log=$TEST_TMP/stall.log
-STOP_AFTER=20 RUN_S=30 "$BIN/dlaunch" --standalone --nproc-per-node=2 \
-	--max-restarts=0 --hang-timeout=2 --log-dir "$TEST_TMP/stall" \
+STOP_AFTER=20 RUN_S=600 IGNORE_TERM=1 timeout -k 5 120 "$BIN/dlaunch" \
+	--standalone --nproc-per-node=2 --max-restarts=0 --hang-timeout=2 \
+	--shutdown-timeout=600 --log-dir "$TEST_TMP/stall" \
 	--python "$PY" "$TEST_TMP/stepper.py" >"$log" 2>&1
 rc=$?
-check_eq "stall: dlaunch fails the job (no restarts left)" 1 "$rc"
+check_eq "stall: dlaunch fails the job (no restarts left), long before the 600 s grace" 1 "$rc"
+check "stall: after the verdict the workers are stopped with SIGKILL" \
+	file_has "$log" "stopping this node's workers with SIGKILL: the hang diagnosis of round 1 is done"
+check "stall: the verdict came before the kill" \
+	bash -c "grep -n -e 'event=hang_diagnosed' -e 'with SIGKILL: the hang' '$log' | head -n 1 | grep -q hang_diagnosed"
+for r in 0 1; do
+	check "stall: rank $r (ignoring SIGTERM) was killed by SIGKILL" \
+		file_has "$log" "rank $r \\(pid [0-9]+\\) killed by SIGKILL"
+done
+check "stall: no grace was waited out" \
+	bash -c "! grep -q 'still running .* after SIGTERM' '$log'"
 check "stall: found (no rank moved its step for 2 s)" \
 	file_has "$log" "no rank of this node moved its step for 2 s"
 check "stall: a hang diagnosis of kind stall came first" \

@@ -27,7 +27,7 @@ check_eq "dlaunch --help exits 0" 0 $?
 help_has dlaunch "$TEST_TMP/dlaunch" \
 	"--nnodes N|MIN:MAX number of nodes, or the range the job may run with (default: 1:1)" \
 	"(default: join_timeout=600s,last_call_timeout=5s,heartbeat_interval=1s,heartbeat_timeout=5s,read_timeout=60s)" \
-	"--shutdown-timeout DURATION grace between SIGTERM and SIGKILL when stopping workers (default: 30s)" \
+	"--shutdown-timeout DURATION grace between SIGTERM and SIGKILL when stopping workers; none after a hang diagnosis' verdict: SIGKILL at once (default: 30s)" \
 	"(default: 30s)" "--reform-timeout DURATION" \
 	"--preempt-grace DURATION" "(default: 60s)" \
 	"--progress-timeout DURATION" "(default: 0: off)" \

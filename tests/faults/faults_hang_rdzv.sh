@@ -33,12 +33,13 @@ TRAIN=("$BIN/dlaunch-train" --device cpu --threads 1 --data synthetic:4096
 	--timeout 120s --log-every 50)
 
 # agents JOB NPROC PT ARGS...: one agent per host (0, 1) for job JOB.
-# --shutdown-timeout 3: ranks that wait in a collective for the hung one
-# do not end on SIGTERM (dlaunch-train takes it as a preemption notice),
-# so the restart after a verdict takes the whole grace (30 s by default).
-# --preempt-grace 0: stop_agents' SIGTERM stops the workers at once; with
-# the default a round 2 that hung again waited 60 s for a stop step that
-# the hung rank never reaches
+# --shutdown-timeout 600: after a hang's verdict the agent kills the
+# workers at once (SIGKILL): ranks stuck in a collective never end on
+# SIGTERM (dlaunch-train takes it as a preemption notice and waits for a
+# step boundary), so a restart that waited for this grace would come ten
+# minutes late, past every deadline here.
+# --preempt-grace 0: stop_agents' SIGTERM stops the healthy round 2's
+# workers at once
 agents() {
 	local job=$1 nproc=$2 pt=$3 h
 	shift 3
@@ -46,7 +47,7 @@ agents() {
 		start_agent "$job.$h" --ns "$h" "$BIN/dlaunch" --nnodes=2 \
 			--nproc-per-node="$nproc" --rdzv-backend=c10d \
 			--rdzv-endpoint="$EP" --rdzv-id="$job" --rdzv-conf="$HB_CONF" \
-			--max-restarts=1 --shutdown-timeout=3 --preempt-grace=0 $pt \
+			--max-restarts=1 --shutdown-timeout=600 --preempt-grace=0 $pt \
 			--log-dir "$TEST_TMP/$job.$h" "$@"
 	done
 }
@@ -72,13 +73,17 @@ stop_agents() {
 }
 
 # ---- dlaunch-train, rank k hangs ----------------------------------------------
+# train_case K KIND DETECT: rank K hangs by KIND in round 1 only (the
+# restart's workers, TORCHELASTIC_RESTART_COUNT 1, have no fault, so that
+# stop_agents' SIGTERM ends them), found by DETECT (--progress-timeout,
+# or --hang-timeout: a stall)
 train_case() {
-	local k=$1 kind=$2 job=tr$1$2 h n t0
-	what="dlaunch-train on two hosts, rank $k hangs ($kind) before an all-reduce"
+	local k=$1 kind=$2 detect=$3 job=tr$1$2 h n t0 stuck
+	what="dlaunch-train on two hosts, rank $k hangs ($kind) before an all-reduce, ${detect%%=*}"
 	new_case
-	agents "$job" 2 --progress-timeout=8 --no-python \
-		env DLAUNCH_DIST_FAULT="40:$kind" DLAUNCH_DIST_FAULT_RANK="$k" \
-		"${TRAIN[@]}"
+	agents "$job" 2 "$detect" --no-python sh -c \
+		'[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && export DLAUNCH_DIST_FAULT="$0"; exec "$@"' \
+		"40:$kind" env DLAUNCH_DIST_FAULT_RANK="$k" "${TRAIN[@]}"
 	if ! wait_for 90 log_has "$(agent_log "$job.0")" "event=hang_diagnosed"; then
 		not_ok "$what: no diagnosis on node $job.0 within 90 s"
 		show_log "$(agent_log "$job.0")" 30
@@ -108,14 +113,37 @@ train_case() {
 		>"$TEST_TMP/status.$job" 2>&1
 	check "$what: dlaunch status shows the verdict" \
 		grep -q "verdict hang: .*rank $k" "$TEST_TMP/status.$job"
-	check "$what: then the workers restart (round 2)" \
-		wait_for 60 log_has "$(agent_log "$job.0")" "round 2:"
+	# the stuck rank ignores SIGTERM: only the kill after the verdict
+	# ends it, and the restart comes long before --shutdown-timeout
+	check "$what: then the workers restart (round 2), well before the 600 s grace" \
+		wait_for 90 log_has "$(agent_log "$job.0")" "round 2:"
+	stuck=$(sed -n "s/.*reason .*rank $k (node \($job\.[01]\)).*/\1/p" \
+		"$(agent_log "$job.0")" | head -n 1)
+	check "$what: node ${stuck:-?} killed rank $k after the verdict (SIGKILL, no grace)" \
+		log_has "$(agent_log "${stuck:-none}")" "rank $k \\(pid [0-9]+\\) killed by SIGKILL"
+	check "$what: node ${stuck:-?} says why it killed at once" \
+		log_has "$(agent_log "${stuck:-none}")" "stopping this node's workers with SIGKILL: the hang diagnosis|hang diagnosis .* is done: killing"
+	# one hang, one diagnosis: a node that heard the other's trigger and
+	# then found the same hang itself starts no second one (which would
+	# collect from workers being killed and name them)
+	for h in 0 1; do
+		check_eq "$what: node $job.$h collected for one diagnosis in round 1" 1 \
+			"$(sed -n '/round 2:/q;p' "$(agent_log "$job.$h")" | grep -c 'collecting the stacks')"
+	done
+	case $detect in
+	--hang-timeout*)
+		# a stalled node's stuck rank would never answer an abort: no
+		# in-place re-form is tried there (its workers get no abort)
+		check "$what: node ${stuck:-?} tried no in-place re-form with its stuck rank" \
+			bash -c "! grep -q 'control channel: abort of round 1: a worker of this node failed' '$(agent_log "${stuck:-none}")'"
+		;;
+	esac
 	stop_agents "$job"
 	check_case "$what" --no-workers
 }
-train_case 1 sleep
-train_case 2 sleep
-train_case 3 loop
+train_case 1 sleep --progress-timeout=8
+train_case 2 sleep --progress-timeout=8
+train_case 3 loop --hang-timeout=5
 
 # ---- a PyTorch gloo script ------------------------------------------------------
 what="PyTorch gloo on two hosts, rank 1 sleeps before its all_reduce"
