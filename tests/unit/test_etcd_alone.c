@@ -189,6 +189,19 @@ static void etcd_config(struct agent_config *cfg, const char *endpoint)
 	cfg->etcd.lease_ttl_s = 5;
 }
 
+/* etcd_params: the backend's parameters for node n0 (incarnation i0),
+ * reporting to rec's loop */
+static void etcd_params(struct agent_rdzv_params *p, struct event_base *base,
+			const struct agent_config *cfg, struct recorder *rec)
+{
+	memset(p, 0, sizeof(*p));
+	p->base = base;
+	p->cfg = cfg;
+	p->node_id = "n0";
+	p->incarnation = "i0";
+	p->loop = rec->loop;
+}
+
 /* The etcd backend made with the recorder as its loop: a leave before
  * any join (no lease yet: nothing to revoke) is answered at once, to
  * that loop. */
@@ -204,12 +217,7 @@ static void test_etcd_backend_posts_to_its_loop(void **state)
 	assert_non_null(base);
 	recorder_init(&rec);
 	etcd_config(&cfg, "127.0.0.1:2379");
-	memset(&p, 0, sizeof(p));
-	p.base = base;
-	p.cfg = &cfg;
-	p.node_id = "n0";
-	p.incarnation = "i0";
-	p.loop = rec.loop;
+	etcd_params(&p, base, &cfg, &rec);
 	assert_int_equal(agent_rdzv_etcd_new(&p, &r, err, sizeof(err)), 0);
 	assert_non_null(r);
 	assert_ptr_equal(r->loop.ctx, &rec);
@@ -235,12 +243,7 @@ static void test_etcd_backend_refuses_a_bad_endpoint(void **state)
 	assert_non_null(base);
 	recorder_init(&rec);
 	etcd_config(&cfg, "127.0.0.1:notaport");
-	memset(&p, 0, sizeof(p));
-	p.base = base;
-	p.cfg = &cfg;
-	p.node_id = "n0";
-	p.incarnation = "i0";
-	p.loop = rec.loop;
+	etcd_params(&p, base, &cfg, &rec);
 	assert_int_not_equal(agent_rdzv_etcd_new(&p, &r, err, sizeof(err)), 0);
 	assert_null(r);
 	assert_non_null(strstr(err, "notaport"));
