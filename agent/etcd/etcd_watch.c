@@ -81,8 +81,10 @@ static void stream_again(struct etcd_client *c, uint64_t ms)
 void etcd_watches_leave(struct etcd_client *c, size_t ep)
 {
 	struct etcd_wstream *s = &c->ws;
-	if (s->hc && s->ep == ep && !s->parked)
+	if (s->hc && s->ep == ep && !s->parked) {
+		log_debug("etcd watch stream leaves %s", c->eps.url[ep]);
 		stream_again(c, 0);
+	}
 }
 
 /* watch_over: w ends for its owner (it stays allocated until
@@ -144,6 +146,7 @@ static void stream_retry(struct etcd_client *c, const char *why)
 {
 	struct etcd_wstream *s = &c->ws;
 	size_t ep = s->ep;
+	log_debug("etcd watch stream from %s ends: %s", c->eps.url[ep], why);
 	stream_stop(c);
 	/* the stream's own end says the member is away or has no leader:
 	 * no doubt about it to wait for */
@@ -236,6 +239,10 @@ static int stream_object(struct etcd_client *c, const char *obj, size_t len)
 			s->auth_retries = 0;
 			w->id = r.watch_id;
 			w->created = 1;
+			log_debug("etcd watch stream: %s created as %lld from "
+				  "revision %lld",
+				  w->what, (long long)w->id,
+				  (long long)w->next_rev);
 			/* "from now on" is from this revision on, wherever
 			 * the watch resumes */
 			if (w->next_rev == 0)
@@ -246,6 +253,11 @@ static int stream_object(struct etcd_client *c, const char *obj, size_t len)
 	}
 	if (!live(w)) {
 		/* a freed or ended watch's */
+		if (r.n_events)
+			log_debug("etcd watch stream: %zu event(s) of watch "
+				  "%lld dropped (%s)",
+				  r.n_events, (long long)r.watch_id,
+				  w ? "ended" : "freed or unknown");
 	} else if (r.canceled) {
 		stop = canceled(c, w, &r);
 	} else if (r.n_events > 0) {
@@ -407,6 +419,8 @@ static void stream_connect(struct etcd_client *c)
 		s->sent[s->n_sent++] = w;
 	}
 	s->ep = c->cur;
+	log_debug("etcd watch stream: %zu watch(es) from %s", s->n_sent,
+		  c->eps.url[s->ep]);
 	s->hc = client_stream_raw(c->http[s->ep], "/v3/watch", &body, on_chunk,
 				  on_stream_end, c);
 	buf_release(&body);
