@@ -32,15 +32,21 @@ scen_ranks 3 2:3
 # inbox and the leader key in one), never a read apart, never a herd of
 # campaigns; counted by etcd itself (its gRPC counters, which the JSON
 # gateway's requests go through), summed over the members
-# etcd_calls METHOD: the member's count of unary calls of METHOD, summed
-etcd_calls() {
-	local port sum=0 n
+# etcd_metric_sum AWK-PROGRAM ARGS...: what the awk program (given the
+# ARGS, e.g. -v m=...) prints for each member's /metrics, summed
+etcd_metric_sum() {
+	local prog=$1 port sum=0 n
+	shift
 	for port in "${ETCD_CLIENT_PORTS[@]}"; do
-		n=$(curl -s -m 5 "http://127.0.0.1:$port/metrics" |
-			awk -v m="grpc_method=\"$1\"" 'index($0, "grpc_server_started_total{") == 1 && index($0, m) {s += $2} END {printf "%d", s}')
+		n=$(curl -s -m 5 "http://127.0.0.1:$port/metrics" | awk "$@" "$prog")
 		sum=$((sum + ${n:-0}))
 	done
 	echo "$sum"
+}
+# etcd_calls METHOD: the members' count of unary calls of METHOD, summed
+etcd_calls() {
+	etcd_metric_sum 'index($0, "grpc_server_started_total{") == 1 && index($0, m) {s += $2} END {printf "%d", s}' \
+		-v m="grpc_method=\"$1\""
 }
 unset AGENT_OUT
 txn0=$(etcd_calls Txn) range0=$(etcd_calls Range) grant0=$(etcd_calls LeaseGrant)
@@ -70,15 +76,7 @@ check "cost: no agent reads apart from its join ($range reads)" \
 # counted by etcd itself (the streams and watchers it holds, summed over
 # the members), while four agents are in their round
 # etcd_gauge NAME: the members' value of gauge NAME, summed
-etcd_gauge() {
-	local port sum=0 n
-	for port in "${ETCD_CLIENT_PORTS[@]}"; do
-		n=$(curl -s -m 5 "http://127.0.0.1:$port/metrics" |
-			awk -v m="$1" '$1 == m {printf "%d", $2}')
-		sum=$((sum + ${n:-0}))
-	done
-	echo "$sum"
-}
+etcd_gauge() { etcd_metric_sum '$1 == m {printf "%d", $2}' -v m="$1"; }
 gauge_is() { [ "$(etcd_gauge "$1")" = "$2" ]; }
 cat >"$TEST_TMP/ws_wait.sh" <<EOF
 #!/bin/sh
