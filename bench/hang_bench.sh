@@ -358,5 +358,6 @@ for ((t = 0; t < TRIALS; t++)); do
 		done
 	done
 done
-wait
+# the lanes' trials (a bare wait would wait for the rdzv server too)
+for p in "${LANE_PID[@]}"; do wait "$p"; done
 FAILED=0
