@@ -43,7 +43,18 @@
 #    torch only: "stack_line": every node's report shows rank k's Python
 #    stack on the hang's line (null for SIGSTOP), "expect": that line,
 #    "stack": rank k's innermost frame of the script in node 0's report
-#    (for SIGSTOP, its note)}
+#    (for SIGSTOP, its note)},
+#    and where it stands in the sweep: "round" (t), "index" (i, the job
+#    hb<i>), "lane"
+#
+# HANG_SKIP (a resumed sweep: bench.py --hang-resume) lists the trials a
+# previous run made, "ROUND/WORLD/KIND" apart by spaces: they are not run
+# again. HANG_LANES (default 1) runs that many trials at once, each lane
+# on hosts of its own (only at 2 and 4 ranks: 2 hosts a trial): a trial
+# starts only once no other is still starting (its "step 20" line
+# printed, or it ended), so a start-up never competes with another, and
+# the lanes overlap only the trials' waits (the detection's timeout, the
+# verdicts, the teardown).
 #
 #   bench/hang_bench.sh BUILD_DIR [TRIALS [KINDS [SIZES [WORKER]]]]
 # TRIALS per kind and size (default 20), KINDS default "sleep loop read
@@ -83,11 +94,28 @@ if [ "$HANG_WORKER" = torch ] && ! "$TORCH_PY" -c "import torch.distributed" 2>/
 fi
 
 MAX_NODES=4
+LANES=${HANG_LANES:-1}
+if ! [ "$LANES" -ge 1 ] 2>/dev/null; then
+	echo "hang_bench.sh: HANG_LANES=$LANES: want a count >= 1" >&2
+	exit 2
+fi
+for world in $SIZES; do
+	if [ "$LANES" -gt 1 ] && [ "$world" -gt 4 ]; then
+		echo "hang_bench.sh: HANG_LANES=$LANES: lanes only at 2 and 4 ranks (2 hosts a trial), not $world" >&2
+		exit 2
+	fi
+done
+# agent hosts: the largest trial's, or 2 a lane; the rdzv on the next
+NHOSTS=$((LANES * 2 > MAX_NODES ? LANES * 2 : MAX_NODES))
 NETNS=false
-if netns_available && netns_setup $((MAX_NODES + 1)); then
+if netns_available && netns_setup $((NHOSTS + 1)); then
 	NETNS=true
-	start_rdzv --ns "$MAX_NODES" || exit 1
+	start_rdzv --ns "$NHOSTS" || exit 1
 else
+	if [ "$LANES" -gt 1 ]; then
+		echo "hang_bench.sh: HANG_LANES=$LANES: lanes need namespace hosts (${NETNS_WHY:-netns_setup failed})" >&2
+		exit 2
+	fi
 	echo "hang_bench: no namespace hosts (${NETNS_WHY:-netns_setup failed}): every node on the loopback" >&2
 	start_rdzv || exit 1
 fi
@@ -98,13 +126,14 @@ EP=$RDZV_HOST:$RDZV_PORT
 # node of a loaded machine goes 3 s without a step before the fault
 PT=${HANG_PT:-3}
 
-# rank_pid R: the marked worker (dlaunch-train or the torch script) with
-# RANK=R
+# rank_pid JOB R: the marked worker (dlaunch-train or the torch script)
+# of JOB (its agent's FAULT_NODE is JOB.H) with RANK=R
 rank_pid() {
 	local p what=dlaunch-train
 	[ "$HANG_WORKER" = torch ] && what=gloo_hang.py
 	for p in $(marked_pids); do
-		grep -qzx "RANK=$1" "/proc/$p/environ" 2>/dev/null || continue
+		grep -qzx "RANK=$2" "/proc/$p/environ" 2>/dev/null || continue
+		grep -qzx "FAULT_NODE=$1\.[0-9]*" "/proc/$p/environ" 2>/dev/null || continue
 		grep -q "$what" "/proc/$p/cmdline" 2>/dev/null || continue
 		echo "$p"
 		return 0
@@ -129,6 +158,9 @@ position() {
 		echo $(($2 - 1))
 	fi
 }
+
+# mark_of: the line of rank 0's step 20 (the SIGSTOP comes then)
+mark_of() { [ "$HANG_WORKER" = torch ] && echo "step 20 loss" || echo "step +20/"; }
 
 # any_log_has JOB REGEX: some node's log of JOB has a line matching REGEX
 any_log_has() { grep -Eqs -- "$2" "$TEST_TMP/agent.$1".*.log; }
@@ -186,19 +218,20 @@ torch_stack() {
 	done
 }
 
-# trial KIND W K JOB: W ranks, rank K hangs so
+# trial KIND W K JOB ROUND INDEX LANE: W ranks, rank K hangs so; the
+# nodes on the hosts of LANE
 trial() {
-	local kind=$1 world=$2 k=$3 job=$4 h n log named=() t_trig t_last=0 t reason
-	local HOSTS NPROC ns=() PRE POST mark="step +20/" extra=
+	local kind=$1 world=$2 k=$3 job=$4 round=$5 index=$6 lane=$7
+	local h n log named=() t_trig t_last=0 t reason
+	local HOSTS NPROC ns=() PRE POST extra=
 	local t0_ms t_end_ms
 	t0_ms=$(date +%s%3N)
 	HOSTS=$((world >= 8 ? MAX_NODES : 2))
 	NPROC=$((world / HOSTS))
 	job_args "$kind" "$k"
-	[ "$HANG_WORKER" = torch ] && mark="step 20 loss"
 	for ((h = 0; h < HOSTS; h++)); do
 		ns=()
-		$NETNS && ns=(--ns "$h")
+		$NETNS && ns=(--ns "$((lane * HOSTS + h))")
 		start_agent "$job.$h" "${ns[@]}" "${PRE[@]}" "$BIN/dlaunch" \
 			--nnodes="$HOSTS" --nproc-per-node="$NPROC" \
 			--rdzv-backend=c10d --rdzv-endpoint="$EP" --rdzv-id="$job" \
@@ -208,8 +241,8 @@ trial() {
 	if [ "$kind" = stop ]; then
 		# rank 0's lines are in the log of the node that holds it, and
 		# node ranks follow the join order: any node's log
-		wait_for 180 any_log_has "$job" "$mark" &&
-			kill -STOP "$(rank_pid "$k")"
+		wait_for 180 any_log_has "$job" "$(mark_of)" &&
+			kill -STOP "$(rank_pid "$job" "$k")"
 	fi
 	for ((h = 0; h < HOSTS; h++)); do
 		wait_for 240 log_has "$TEST_TMP/agent.$job.$h.log" "event=hang_diagnosed"
@@ -266,7 +299,7 @@ trial() {
 		cp "$TEST_TMP"/rdzv.*.log "$KEEP/$job"/ 2>/dev/null
 		echo "hang_bench: trial $job did not name rank $k on every node: logs kept in $KEEP/$job" >&2
 	fi
-	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "verdicts": %d, "ended_by_itself": %s, "trial_s": %s, "to_trigger_s": %s, "load1": %s, "reason": %s%s}\n' \
+	printf '{"worker": "%s", "kind": "%s", "world": %d, "nodes": %d, "netns": %s, "rank": %d, "named": [%s], "correct": %s, "latency_s": %s, "nodes_reported": %d, "verdicts": %d, "ended_by_itself": %s, "trial_s": %s, "to_trigger_s": %s, "load1": %s, "reason": %s%s, "round": %d, "index": %d, "lane": %d}\n' \
 		"$HANG_WORKER" "$kind" "$world" "$HOSTS" "$NETNS" "$k" \
 		"$(printf '"%s",' "${named[@]}" | sed 's/,$//')" \
 		"$correct" \
@@ -276,22 +309,55 @@ trial() {
 		"$n" "$verdicts" "$ended" "$(secs $((t_end_ms - t0_ms)))" \
 		"$([ "${t_trig:-0}" -gt 0 ] && secs $((t_trig - t0_ms)) || echo null)" \
 		"$(cut -d' ' -f1 /proc/loadavg)" \
-		"${reason:-\"\"}" "$extra" >&3
+		"${reason:-\"\"}" "$extra" "$round" "$index" "$lane" >&3
+}
+
+# starting JOB PID: JOB's start-up is not over: no "step 20" line yet,
+# and its trial (PID: its lane's subshell) has not ended; waited for up to
+# 300 s, twice a second (it takes seconds to minutes)
+starting() { alive "$2" && ! any_log_has "$1" "$(mark_of)"; }
+wait_started() {
+	local end=$((SECONDS + 300))
+	while starting "$1" "$2" && [ "$SECONDS" -lt "$end" ]; do
+		sleep 0.5
+	done
 }
 
 # round by round, so that a run HANG_DEADLINE cuts short has covered
-# every size and kind alike
+# every size and kind alike; a trial HANG_SKIP names was made before
+declare -A SKIP=()
+for s in ${HANG_SKIP:-}; do SKIP[$s]=1; done
+declare -a LANE_PID=()
 i=0
 for ((t = 0; t < TRIALS; t++)); do
 	for world in $SIZES; do
 		for kind in $KINDS; do
+			i=$((i + 1))
+			[ -n "${SKIP[$t/$world/$kind]:-}" ] && continue
+			# a free lane (one at a time: the lane is this shell)
+			lane=0
+			while [ "$LANES" -gt 1 ]; do
+				for ((lane = 0; lane < LANES; lane++)); do
+					[ -z "${LANE_PID[$lane]:-}" ] && break 2
+					alive "${LANE_PID[$lane]}" || break 2
+				done
+				sleep 0.2
+			done
 			if [ -n "${HANG_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$HANG_DEADLINE" ]; then
 				echo "hang_bench: the deadline passed: trial $t of $TRIALS not started" >&2
 				break 3
 			fi
-			trial "$kind" "$world" "$(position "$t" "$world")" "hb$i"
-			i=$((i + 1))
+			if [ "$LANES" -eq 1 ]; then
+				trial "$kind" "$world" "$(position "$t" "$world")" "hb$((i - 1))" "$t" "$((i - 1))" 0
+				continue
+			fi
+			trial "$kind" "$world" "$(position "$t" "$world")" "hb$((i - 1))" "$t" "$((i - 1))" "$lane" &
+			LANE_PID[$lane]=$!
+			# the next trial starts once this one's start-up is over
+			wait_started "hb$((i - 1))" "${LANE_PID[$lane]}"
 		done
 	done
 done
+# the lanes' trials (a bare wait would wait for the rdzv server too)
+for p in "${LANE_PID[@]}"; do wait "$p"; done
 FAILED=0
