@@ -70,24 +70,14 @@ uint64_t etcd_next_pause(struct backoff *b)
 
 /* moved_on: an attempt on endpoint ep got no answer, or the member said
  * it has no leader; the client moves to the next endpoint (unless another
- * attempt already moved it). The watch stream there moves with it when
- * the member is away or said it has no leader (waited_ms 0); after a
- * timeout it moves only once another member answers in half the time
- * (etcd_heard): under a burst every member answers late, and moving
- * every node's watches then would add a burst of watch requests to an
- * etcd already behind. */
+ * attempt already moved it), and so do the watches there. */
 void etcd_moved_on(struct etcd_client *c, size_t ep, const char *what,
-		   const char *why, uint64_t waited_ms)
+		   const char *why)
 {
 	if (c->cur != ep || c->eps.n < 2)
 		return;
 	c->cur = (ep + 1) % c->eps.n;
-	if (waited_ms == 0 || strstr(why, "no leader")) {
-		etcd_watches_leave(c, ep);
-	} else if (!c->suspect) {
-		c->suspect = ep + 1;
-		c->suspect_waited_ms = waited_ms;
-	}
+	etcd_watches_leave(c, ep);
 	/* said when a working endpoint fails, not on every retry */
 	if (c->answered && !c->outage && !c->move_said) {
 		c->move_said = 1;
@@ -121,19 +111,6 @@ void etcd_slow(struct etcd_client *c, const char *what, uint64_t waited_ms,
 			 "waiting longer",
 			 c->list, what, (unsigned long long)waited_ms, why);
 		c->slow_said = 1;
-	}
-}
-
-void etcd_heard(struct etcd_client *c, size_t ep, uint64_t took_ms)
-{
-	size_t sus = c->suspect - 1;
-	if (!c->suspect)
-		return;
-	if (ep == sus) {
-		c->suspect = 0; /* it answers after all */
-	} else if (took_ms * 2 <= c->suspect_waited_ms) {
-		c->suspect = 0;
-		etcd_watches_leave(c, sus);
 	}
 }
 
@@ -282,11 +259,7 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 static void retry_call(struct etcd_call *call, const char *why)
 {
 	struct etcd_client *c = call->c;
-	/* a try refused at once is a member away; one that waited (no
-	 * answer in time, or etcd's own "try later") may be etcd busy */
-	etcd_moved_on(
-	    c, call->ep, call->what, why,
-	    call->last_slow ? clock_now_ms() - call->try_started_ms + 1 : 0);
+	etcd_moved_on(c, call->ep, call->what, why);
 	call->failures++;
 	if (!c->answered || (call->flags & ETCD_CALL_ONCE)) {
 		size_t limit = (call->flags & ETCD_CALL_ONCE)
@@ -336,10 +309,8 @@ static void on_reply(void *arg, const struct client_reply *r)
 	    call->timeout_cap_ms ? call->timeout_cap_ms : CALL_TIMEOUT_MAX_MS;
 	call->hc = NULL;
 	v = etcd_judge(c, r, &rc, msg, sizeof(msg));
-	if (v != V_RETRY) {
+	if (v != V_RETRY)
 		c->answer_try_ms = clock_now_ms() - call->try_started_ms;
-		etcd_heard(c, call->ep, c->answer_try_ms);
-	}
 	switch (v) {
 	case V_OK: call_end(call, 0, r->body, r->body_len, NULL); return;
 	case V_RETRY:
@@ -511,12 +482,15 @@ void etcd_login(struct etcd_client *c)
 static void resume_parked(struct etcd_client *c)
 {
 	struct etcd_call *call, *next;
+	struct etcd_watch *w;
 	for (call = c->calls; call; call = next) {
 		next = call->next;
 		if (call->parked)
 			etcd_call_attempt(call);
 	}
-	etcd_watches_resume(c);
+	for (w = c->watches; w; w = w->next)
+		if (w->parked)
+			etcd_watch_connect(w);
 }
 
 /* fail_parked ends whatever waited for a login that cannot succeed;
@@ -525,13 +499,20 @@ static void fail_parked(struct etcd_client *c, int rc, const char *msg)
 {
 	for (;;) {
 		struct etcd_call *call;
+		struct etcd_watch *w;
 		for (call = c->calls; call && !call->parked; call = call->next)
 			;
-		if (!call)
-			break;
-		call_end(call, rc, NULL, 0, msg);
+		if (call) {
+			call_end(call, rc, NULL, 0, msg);
+			continue;
+		}
+		for (w = c->watches; w && !w->parked; w = w->next)
+			;
+		if (!w)
+			return;
+		w->parked = 0;
+		etcd_watch_over(w, ETCD_WATCH_FAILED, msg);
 	}
-	etcd_watches_fail(c, msg);
 }
 
 /* --------------------------------------------------------------- client */
@@ -546,16 +527,9 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		return DL_ENOMEM;
 	}
 	c->base = base;
-	if (etcd_wstream_init(c) != 0) {
-		etcd_wstream_release(c);
-		free(c);
-		snprintf(err, err_size, "out of memory");
-		return DL_ENOMEM;
-	}
 	rc = agent_etcd_endpoints_parse(cfg->endpoint, cfg->etcd.protocol,
 					&c->eps, err, err_size);
 	if (rc) {
-		etcd_wstream_release(c);
 		free(c);
 		return rc;
 	}
@@ -599,8 +573,6 @@ void etcd_client_free(struct etcd_client *c)
 		call_free(c->calls);
 	while (c->watches)
 		etcd_watch_free(c->watches);
-	if (etcd_wstream_release(c))
-		return; /* its stream frees it when it has handed over */
 	for (size_t i = 0; i < c->eps.n; i++)
 		client_free(c->http[i]);
 	free(c);

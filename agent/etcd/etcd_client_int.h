@@ -27,44 +27,6 @@ struct client_reply;
 /* logins tried again for one call or watch whose token was refused */
 #define AUTH_RETRIES 2
 
-struct etcd_watch {
-	struct etcd_client *c;
-	const char *what;
-	char *key, *end;
-	size_t key_len, end_len;
-	int64_t next_rev; /* 0: from when etcd creates it */
-	int prev_kv;
-	etcd_watch_cb cb;
-	void *arg;
-	int64_t id;  /* its id on the stream, once created there */
-	int created; /* etcd answered its create request on this stream */
-	int over;    /* ended for its owner (it still has to free it) */
-	int freed;   /* freed while the stream hands over answers */
-	struct etcd_watch *next;
-};
-
-/* The one stream of POST /v3/watch that carries every watch of a client
- * (etcd_watch.c): its body is a create request per watch, and etcd
- * answers each with a "created" in that order. */
-struct etcd_wstream {
-	struct client_call *hc;
-	size_t ep;
-	struct etcd_watch **sent; /* in the body's order; NULL once freed */
-	size_t n_sent, cap_sent;
-	size_t n_created; /* "created" answers read */
-	unsigned gen;	  /* streams stopped so far */
-	int parked;	  /* waits for the login */
-	int auth_retries;
-	int dispatching;  /* answers being handed over: frees wait */
-	int client_freed; /* etcd_client_free came meanwhile */
-	struct etcd_watch *graveyard;	/* freed meanwhile */
-	struct backoff backoff;		/* set up at its first pause */
-	struct event *retry, *dispatch; /* dispatch: bytes to hand over */
-	struct buf in;			/* stream bytes not yet handed over */
-	int in_failed;
-	struct etcd_splitter sp;
-};
-
 struct etcd_client {
 	struct event_base *base;
 	struct agent_etcd_endpoints eps;
@@ -84,12 +46,6 @@ struct etcd_client {
 	struct etcd_call *auth; /* the login in flight */
 	struct etcd_call *calls;
 	struct etcd_watch *watches;
-	struct etcd_wstream ws;
-	/* the endpoint (+1; 0: none) a call timed out on, the watches still
-	 * there, and how long that call waited: the watches leave it when
-	 * another member answers in half that time (etcd_heard) */
-	size_t suspect;
-	uint64_t suspect_waited_ms;
 };
 
 struct etcd_call {
@@ -123,6 +79,27 @@ struct etcd_call {
 	struct etcd_call *next;
 };
 
+struct etcd_watch {
+	struct etcd_client *c;
+	const char *what;
+	char *key, *end;
+	size_t key_len, end_len;
+	int64_t next_rev;
+	int prev_kv;
+	etcd_watch_cb cb;
+	void *arg;
+	struct client_call *hc;
+	size_t ep;
+	int parked, auth_retries, over;
+	int in_cb, freed;	/* freed inside its own callback: later */
+	struct backoff backoff; /* set up at its first pause */
+	struct event *retry, *dispatch;
+	struct buf in; /* stream bytes not yet handed over */
+	int in_failed;
+	struct etcd_splitter sp;
+	struct etcd_watch *next;
+};
+
 /* What an answer of etcd (HTTP status, body) amounts to. */
 enum verdict {
 	V_OK,	 /* an answer */
@@ -136,15 +113,9 @@ void etcd_arm(struct event *ev, uint64_t ms);
 /* etcd_next_pause: the next pause of schedule b, set up at its first use */
 uint64_t etcd_next_pause(struct backoff *b);
 /* etcd_moved_on: an attempt on endpoint ep got no answer (why): the
- * client moves to the next endpoint. The watch stream there moves with it
- * when the member is known to be away or without a leader (waited_ms 0),
- * or later on evidence (etcd_heard) when the attempt only timed out after
- * waited_ms: an etcd slow as a whole must not get every watch again. */
+ * client, and its watches there, move to the next endpoint */
 void etcd_moved_on(struct etcd_client *c, size_t ep, const char *what,
-		   const char *why, uint64_t waited_ms);
-/* etcd_heard: endpoint ep answered a call in took_ms: a suspect member
- * that it is not, and that took more than twice as long, is left */
-void etcd_heard(struct etcd_client *c, size_t ep, uint64_t took_ms);
+		   const char *why);
 /* etcd_outage: every endpoint failed in a row (logged once) */
 void etcd_outage(struct etcd_client *c, const char *why);
 /* etcd_slow: every endpoint took the call and none answered in time, or
@@ -167,17 +138,13 @@ struct etcd_call *etcd_call_new(struct etcd_client *c, const char *what,
 void etcd_call_attempt(struct etcd_call *call);
 
 /* etcd_watch.c */
-int etcd_wstream_init(struct etcd_client *c);
-/* etcd_wstream_release: 1 when the client must stay (its stream hands
- * over answers; that frees it when done) */
-int etcd_wstream_release(struct etcd_client *c);
-/* etcd_watches_leave: the watch stream, when on endpoint ep, resumes on
+/* etcd_watches_leave: every watch streaming from endpoint ep resumes on
  * the endpoint now in use */
 void etcd_watches_leave(struct etcd_client *c, size_t ep);
-/* etcd_watches_resume: the login the stream waited for is done */
-void etcd_watches_resume(struct etcd_client *c);
-/* etcd_watches_fail: the login cannot be done: every watch waiting for
- * it ends (ETCD_WATCH_FAILED, msg) */
-void etcd_watches_fail(struct etcd_client *c, const char *msg);
+/* etcd_watch_connect: (re)start w's stream from its next revision */
+void etcd_watch_connect(struct etcd_watch *w);
+/* etcd_watch_over: w ends for its owner (what, error) */
+void etcd_watch_over(struct etcd_watch *w, enum etcd_watch_what what,
+		     const char *error);
 
 #endif

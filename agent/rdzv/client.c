@@ -297,8 +297,8 @@ nomem:
 
 static struct client_call *start(struct client *c, const char *method,
 				 const char *path, json_t *body,
-				 const struct buf *raw, uint64_t timeout_ms,
-				 client_cb cb, client_chunk_cb chunk, void *arg)
+				 uint64_t timeout_ms, client_cb cb,
+				 client_chunk_cb chunk, void *arg)
 {
 	struct client_call *call = calloc(1, sizeof(*call));
 	struct buf url;
@@ -316,13 +316,11 @@ static struct client_call *start(struct client *c, const char *method,
 		ok = 0;
 	if (ok && body && jsonh_dump(body, &call->req_body) != 0)
 		ok = 0;
-	if (ok && raw && buf_append(&call->req_body, raw->data, raw->len) != 0)
-		ok = 0;
 	call->easy = curl_easy_init();
 	if (!ok || !call->easy)
 		goto fail;
 	call->headers = curl_slist_append(NULL, "Accept: application/json");
-	if (body || raw)
+	if (body)
 		call->headers = curl_slist_append(
 		    call->headers, "Content-Type: application/json");
 	for (size_t i = 0; i < CLIENT_MAX_HEADERS; i++)
@@ -333,8 +331,7 @@ static struct client_call *start(struct client *c, const char *method,
 	call->headers = curl_slist_append(call->headers, "Expect:");
 	curl_easy_setopt(call->easy, CURLOPT_URL, buf_cstr(&url));
 	curl_easy_setopt(call->easy, CURLOPT_CUSTOMREQUEST, method);
-	if (body || raw || strcmp(method, "POST") == 0 ||
-	    strcmp(method, "PUT") == 0) {
+	if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
 		curl_easy_setopt(call->easy, CURLOPT_POSTFIELDS,
 				 buf_cstr(&call->req_body));
 		curl_easy_setopt(call->easy, CURLOPT_POSTFIELDSIZE,
@@ -386,22 +383,14 @@ struct client_call *client_call(struct client *c, const char *method,
 				const char *path, json_t *body,
 				uint64_t timeout_ms, client_cb cb, void *arg)
 {
-	return start(c, method, path, body, NULL, timeout_ms, cb, NULL, arg);
+	return start(c, method, path, body, timeout_ms, cb, NULL, arg);
 }
 
 struct client_call *client_stream(struct client *c, const char *path,
 				  json_t *body, client_chunk_cb chunk,
 				  client_cb cb, void *arg)
 {
-	return start(c, "POST", path, body, NULL, 0, cb, chunk, arg);
-}
-
-struct client_call *client_stream_raw(struct client *c, const char *path,
-				      const struct buf *body,
-				      client_chunk_cb chunk, client_cb cb,
-				      void *arg)
-{
-	return start(c, "POST", path, NULL, body, 0, cb, chunk, arg);
+	return start(c, "POST", path, body, 0, cb, chunk, arg);
 }
 
 /* set_str replaces *at with "a" or "a: b" (a NULL: nothing). */

@@ -14,7 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct buf;
 struct event_base;
 struct client;
 struct client_call;
@@ -64,13 +63,6 @@ struct client_call *client_call(struct client *c, const char *method,
 struct client_call *client_stream(struct client *c, const char *path,
 				  json_t *body, client_chunk_cb chunk,
 				  client_cb cb, void *arg);
-/* client_stream_raw: the same with a body of bytes as they are (copied),
- * sent as JSON: several objects one after another, for a server that
- * reads a stream of them (etcd's watch) */
-struct client_call *client_stream_raw(struct client *c, const char *path,
-				      const struct buf *body,
-				      client_chunk_cb chunk, client_cb cb,
-				      void *arg);
 
 /* client_set_header sets the header name: value that every later call
  * sends, in place of an earlier value of that name (value NULL: none of

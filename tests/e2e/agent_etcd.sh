@@ -70,43 +70,6 @@ check "cost: one transaction per join, plus the leader's few writes ($txn)" \
 check "cost: no agent reads apart from its join ($range reads)" \
 	test "$range" -le 2
 
-# -- one watch stream per agent: an agent's watches (its inbox, its node
-# key, the leader key or, on the leader, the node keys, the hang trigger)
-# share one POST /v3/watch, as etcd's own client shares one gRPC stream;
-# counted by etcd itself (the streams and watchers it holds, summed over
-# the members), while four agents are in their round
-# etcd_gauge NAME: the members' value of gauge NAME, summed
-etcd_gauge() { etcd_metric_sum '$1 == m {printf "%d", $2}' -v m="$1"; }
-gauge_is() { [ "$(etcd_gauge "$1")" = "$2" ]; }
-cat >"$TEST_TMP/ws_wait.sh" <<EOF
-#!/bin/sh
-touch "$TEST_TMP/ws.in.\$DLAUNCH_NODE_ID"
-while [ ! -e "$TEST_TMP/ws.go" ]; do sleep 0.1; done
-EOF
-chmod +x "$TEST_TMP/ws_wait.sh"
-check_eq "streams: etcd holds no watch stream before the agents start" 0 \
-	"$(etcd_gauge etcd_debugging_mvcc_watch_stream_total)"
-pids=()
-for i in 1 2 3 4; do
-	agent "w$i" ws 4 1 "" "$TEST_TMP/ws_wait.sh"
-	pids+=("$LAST_PID")
-done
-check "streams: the four agents' workers run" \
-	wait_for 60 test -e "$TEST_TMP/ws.in.w1" -a -e "$TEST_TMP/ws.in.w2" \
-	-a -e "$TEST_TMP/ws.in.w3" -a -e "$TEST_TMP/ws.in.w4"
-# the hang trigger's watch joins the stream when the round begins: the
-# stream starts again once with it
-check "streams: etcd holds one watch stream per agent (4)" \
-	wait_for 30 gauge_is etcd_debugging_mvcc_watch_stream_total 4
-watchers=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
-check "streams: ... carrying every watch of each ($watchers watchers, at least 4 each)" \
-	test "$watchers" -ge 16
-touch "$TEST_TMP/ws.go"
-check "streams: the agents exit" wait_for 60 all_exited "${pids[@]}"
-check_eq "streams: ... with exit status 0" 0000 "$(rcs_of "${pids[@]}")"
-check "streams: and etcd holds none of their streams" \
-	wait_for 30 gauge_is etcd_debugging_mvcc_watch_stream_total 0
-
 scen_fail_once
 scen_budget
 scen_grow
