@@ -476,6 +476,7 @@ int main(int argc, char **argv)
 		if (v && *v && parse_u64(v, 0, INT64_MAX, &round) == 0)
 			r.round = round;
 	}
+	r.stopping = stopping;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop_signal;
 	sigaction(SIGTERM, &sa, NULL);

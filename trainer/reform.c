@@ -20,6 +20,15 @@
 #include "dlaunch/error.h"
 #include "dlaunch/log.h"
 
+/* stop_asked: dist_config.stop, asked while the group forms: a stopping
+ * signal ends the wait for peers that may never come (a round torn down
+ * while its workers start) instead of running to --timeout */
+static int stop_asked(void *arg)
+{
+	struct run *r = arg;
+	return r->stopping != NULL && r->stopping(r);
+}
+
 /* setup_dist forms the group from the environment, or (m != NULL) from
  * the agent's membership of a new round, which replaces it. */
 static int setup_dist(struct run *r, const struct control_membership *m)
@@ -54,9 +63,15 @@ static int setup_dist(struct run *r, const struct control_membership *m)
 	if (r->o.timeout_ms)
 		cfg.timeout_ms = r->o.timeout_ms;
 	cfg.cancel = control_abort_flag(r->ctl); /* a newer round */
+	cfg.stop = stop_asked;			 /* a SIGTERM */
+	cfg.stop_arg = r;
 	rc = dist_init(&cfg, &r->dist, err, sizeof(err));
 	if (rc != 0 && cfg.cancel && atomic_load(cfg.cancel))
 		log_info("rank %d: %s (an abort came)", r->rank, err);
+	else if (rc != 0 && stop_asked(r))
+		log_warn("rank %d: stopped by a signal while forming the "
+			 "process group",
+			 r->rank);
 	else if (rc != 0)
 		log_error("rank %d: cannot form the process group: %s", r->rank,
 			  err);

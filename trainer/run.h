@@ -55,7 +55,10 @@ struct run {
 	char ckpt_file[PATH_MAX];
 	double last_loss, last_accuracy, last_test_loss;
 	int evaluated_at_end;
-	int preempted;	     /* stopped at the agent's preempt step (main.c) */
+	int preempted; /* stopped at the agent's preempt step (main.c) */
+	/* a signal says stop now (main.c's rule: a notice of preemption is
+	 * not a stop until its grace is over); forming a group asks it */
+	int (*stopping)(struct run *r);
 	struct control *ctl; /* the agent's control channel, or NULL */
 	/* the collective flight recorder and where the loop stands, shown
 	 * in the answer to the agent's dump (never NULL after setup) */

@@ -115,4 +115,30 @@ check "unreachable master: names the address" \
 check "unreachable master: says where it came from" \
 	grep -q "node rank 0 announced to the rendezvous" "$TEST_TMP/err"
 
+# SIGTERM while rank 0 waits for a peer that never comes (a round torn
+# down as its workers start): it stops at once, not at --timeout (300 s)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+spawn_bg "$TEST_TMP/lone.log" env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 \
+	MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$TRAIN" --data synthetic:100 \
+	--model 16-8-3 --device cpu --backend tcp --timeout 300s
+pid=$LAST_PID
+if wait_for 30 bash -c "ss -Hltn 'sport = :$port' | grep -q ."; then
+	kill -TERM "$pid"
+	if wait_for 30 bash -c "! kill -0 $pid 2>/dev/null"; then
+		wait "$pid"
+		check_eq "SIGTERM while forming the group: exits 1" 1 $?
+		check "SIGTERM while forming the group: says so" \
+			grep -q "rank 0: stopped by a signal while forming the process group" "$TEST_TMP/lone.log"
+	else
+		not_ok "SIGTERM while forming the group: rank 0 still waits for its peer 30 s later"
+		kill -KILL "$pid"
+		wait "$pid"
+	fi
+else
+	not_ok "SIGTERM while forming the group: rank 0 never listened on port $port"
+	cat "$TEST_TMP/lone.log" >&2
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid"
+fi
+
 finish

@@ -256,7 +256,7 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 	if (rc != 0)
 		goto fail;
 	if (d->world > 1) {
-		dist_sock_set_cancel(cfg->cancel);
+		dist_sock_set_cancel(cfg->cancel, cfg->stop, cfg->stop_arg);
 		rc = dist_net_connect(d, listen_fd, err, err_size);
 		listen_fd = -1; /* owned by dist_net_connect */
 		if (rc != 0 && dist_sock_cancelled()) {
@@ -265,7 +265,7 @@ int dist_init_listener(const struct dist_config *cfg, int listen_fd,
 				"rank %d: forming the group was cancelled",
 				cfg->rank);
 		}
-		dist_sock_set_cancel(NULL);
+		dist_sock_set_cancel(NULL, NULL, NULL);
 		if (rc != 0)
 			goto fail;
 	}

@@ -102,6 +102,11 @@ struct dist_config {
 	 * (within about 50 ms) with DL_ECLOSED: another thread raises it to
 	 * cancel the forming of a group no longer wanted. NULL: none. */
 	const atomic_int *cancel;
+	/* when not NULL, asked on the thread that called dist_init at least
+	 * every 50 ms while the group forms: a non-zero answer (the process
+	 * was told to stop, by a signal) gives up as a raised cancel does */
+	int (*stop)(void *arg);
+	void *stop_arg;
 	/* the flight recorder (dist_flight.h) this group records its
 	 * collectives in, or NULL: none; owned by the caller, and must
 	 * outlive the group. dist_config_from_env leaves it NULL. */

@@ -26,17 +26,23 @@
 
 /* the bootstrap runs on the thread that called dist_init */
 static _Thread_local const atomic_int *thread_cancel;
+static _Thread_local int (*thread_stop)(void *arg);
+static _Thread_local void *thread_stop_arg;
 
 #define CANCEL_SLICE_MS 50
 
-void dist_sock_set_cancel(const atomic_int *cancel)
+void dist_sock_set_cancel(const atomic_int *cancel, int (*stop)(void *arg),
+			  void *stop_arg)
 {
 	thread_cancel = cancel;
+	thread_stop = stop;
+	thread_stop_arg = stop_arg;
 }
 
 int dist_sock_cancelled(void)
 {
-	return thread_cancel != NULL && atomic_load(thread_cancel) != 0;
+	return (thread_cancel != NULL && atomic_load(thread_cancel) != 0) ||
+	       (thread_stop != NULL && thread_stop(thread_stop_arg));
 }
 
 int dist_sock_remaining_ms(uint64_t deadline_ms)
@@ -44,7 +50,8 @@ int dist_sock_remaining_ms(uint64_t deadline_ms)
 	uint64_t now = clock_now_ms();
 	if (now >= deadline_ms || dist_sock_cancelled())
 		return 0;
-	if (thread_cancel != NULL && deadline_ms - now > CANCEL_SLICE_MS)
+	if ((thread_cancel != NULL || thread_stop != NULL) &&
+	    deadline_ms - now > CANCEL_SLICE_MS)
 		return CANCEL_SLICE_MS;
 	return deadline_ms - now > 1000000000 ? 1000000000
 					      : (int)(deadline_ms - now);

@@ -16,13 +16,17 @@
 #include <sys/socket.h>
 
 /* dist_sock_remaining_ms: milliseconds left until deadline_ms, 0 when
- * past, capped to fit poll's int. While a cancel flag is set for this
- * thread (dist_sock_set_cancel), at most 50 ms, and 0 once it is raised:
- * every bootstrap wait then ends as at its deadline. */
+ * past, capped to fit poll's int. While a cancel flag or a stop question
+ * is set for this thread (dist_sock_set_cancel), at most 50 ms, and 0
+ * once the flag is raised or the question answered yes: every bootstrap
+ * wait then ends as at its deadline. */
 int dist_sock_remaining_ms(uint64_t deadline_ms);
-/* dist_sock_set_cancel: the calling thread's cancel flag (NULL: none). */
-void dist_sock_set_cancel(const atomic_int *cancel);
-/* dist_sock_cancelled: the calling thread's flag is raised */
+/* dist_sock_set_cancel: the calling thread's cancel flag and stop
+ * question (stop(stop_arg), asked on this thread; NULL: none). */
+void dist_sock_set_cancel(const atomic_int *cancel, int (*stop)(void *arg),
+			  void *stop_arg);
+/* dist_sock_cancelled: the calling thread's flag is raised, or its stop
+ * question says yes */
 int dist_sock_cancelled(void);
 
 /* dist_sock_addr_pack/unpack: a socket address as (family 4 or 6, 16
