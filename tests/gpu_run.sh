@@ -127,7 +127,8 @@ run() {
 	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 	if [ $bench -eq 1 ]; then
-		BUILD=$PACK bench/gpu_bench.sh $quick ${python:+--python "$python"} \
+		FASHION_MNIST_DIR=$PWD/$PACK/data BUILD=$PACK \
+			bench/gpu_bench.sh $quick ${python:+--python "$python"} \
 			>"$out/gpu_bench.log" 2>&1
 		echo "gpu_bench: exit $? (log: $out/gpu_bench.log)"
 		cp bench/results/gpu.json "$out/" 2>/dev/null

@@ -48,6 +48,10 @@ def bench_gpu(b):
                          "and CUDA_VISIBLE_DEVICES)")
     trainer = b.bin("dlaunch-train")
     dist_bench = b.bin("dist_bench")
+    # where the Debian package is not installed (a GPU machine that has
+    # no Debian archive): the IDX files tests/gpu_run.sh carries
+    fm = os.environ.get("FASHION_MNIST_DIR")
+    data = ["--data-dir", fm] if fm else []
     has_torch = torch_has_cuda()
     reps = b.nreps(2, 5)
     epochs = 2 if b.quick else 10
@@ -85,13 +89,13 @@ def bench_gpu(b):
 
     train = {"dlaunch": [], "ddp": []}
     ddp = [common.PY, os.path.join(ROOT, "bench", "ddp_mlp.py"), "--device",
-           "cuda", "--epochs", str(epochs)]
+           "cuda", "--epochs", str(epochs)] + data
     for r in range(b.nreps(1, 2)):
         for tool in ("dlaunch", "ddp"):
             if tool == "ddp" and not has_torch:
                 continue
             cmd = ([trainer, "--device", "cuda", "--epochs", str(epochs)]
-                   if tool == "dlaunch" else ddp)
+                   + data if tool == "dlaunch" else ddp)
             try:
                 train[tool].append(parse_summary(run_ranks(
                     lambda rank: cmd, ngpu, b.logfile(f"gpu-train-{tool}"),
@@ -105,12 +109,12 @@ def bench_gpu(b):
     first = {"dlaunch": [], "torchrun": []}
     cmds = {"dlaunch": [b.bin("dlaunch"), "--standalone", "--nproc-per-node",
                         "1", "--no-python", trainer, "--device", "cuda",
-                        "--max-steps", "1"],
+                        "--max-steps", "1"] + data,
             "torchrun": b.torchrun() + [
              "--standalone", "--nproc_per_node", "1",
              "--monitor_interval", "0.1", "--no_python", common.PY,
              os.path.join(ROOT, "bench", "ddp_mlp.py"), "--device", "cuda",
-             "--max-steps", "1"]}
+             "--max-steps", "1"] + data}
     for r in range(reps):
         for tool in ("dlaunch", "torchrun"):
             if tool == "torchrun" and not has_torch:

@@ -421,17 +421,27 @@ def run_note(results):
                        for w in d.get("workers", {}).values())))
     modes = sorted({"quick" if m.get("quick") else "full" for m in metas}
                    | ({"quick"} if quick else set()))
-    loads = [m.get("loadavg_at_start", 0) for m in metas]
-    m = max(metas, key=lambda x: x["date"])
+    # the GPU rows come from a machine of their own (bench/gpu_bench.sh):
+    # the line describes the other runs' machine, and that one apart
+    gpu = results.get("gpu")
+    gm = gpu.get("meta") if isinstance(gpu, dict) else None
+    here = [x for x in metas if x is not gm] or metas
+    loads = [x.get("loadavg_at_start", 0) for x in here]
+    m = max(here, key=lambda x: x["date"])
     note = (f"Runs from {dates[0]} to {dates[-1]}, commit {m['commit']}, "
             f"{'/'.join(modes)} mode, {m['host_cpus']} CPUs ({m['cpu']}), "
             f"kernel {m['kernel']}; 1-minute load average when the first "
-            f"benchmark started: {first_load(metas):.1f} (later ones include "
+            f"benchmark started: {first_load(here):.1f} (later ones include "
             f"their predecessors': {min(loads):.1f} to {max(loads):.1f}).")
+    if gm in metas and len(here) < len(metas):
+        names = ", ".join(gpu.get("gpu_names") or []) or "GPUs"
+        note += (f" The gpu rows: {gm['date']}, commit {gm['commit']}, on "
+                 f"another machine ({gm['host_cpus']} CPUs, {gm['cpu']}, "
+                 f"{names}).")
     # the load average decays over a minute, so a benchmark started after
     # another sees its predecessor's processes: only the first one tells
     # whether something else was running
-    first = min(metas, key=lambda x: x["date"])
+    first = min(here, key=lambda x: x["date"])
     busy = first.get("loadavg_at_start", 0) > 0.5 * (m["host_cpus"] or 1)
     if "quick" in modes or busy:
         note += (" **Preliminary:** " +
