@@ -517,6 +517,21 @@ static void fail_parked(struct etcd_client *c, int rc, const char *msg)
 
 /* --------------------------------------------------------------- client */
 
+struct client *etcd_grpc_client(struct etcd_client *c, size_t ep)
+{
+	char err[256];
+	if (c->grpc[ep])
+		return c->grpc[ep];
+	if (client_new(c->base, c->eps.url[ep], NULL, c->cacert, &c->grpc[ep],
+		       err, sizeof(err)) != 0)
+		return NULL;
+	if (c->cert && client_set_cert(c->grpc[ep], c->cert, c->key) != 0) {
+		client_free(c->grpc[ep]);
+		c->grpc[ep] = NULL;
+	}
+	return c->grpc[ep];
+}
+
 int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		    struct etcd_client **out, char *err, size_t err_size)
 {
@@ -559,6 +574,9 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		}
 	}
 	c->has_cert = cfg->etcd.cert != NULL;
+	c->cacert = cfg->etcd.cacert;
+	c->cert = cfg->etcd.cert;
+	c->key = cfg->etcd.key;
 	c->username = cfg->etcd.username;
 	c->password = cfg->etcd.password ? cfg->etcd.password : "";
 	*out = c;
@@ -573,8 +591,10 @@ void etcd_client_free(struct etcd_client *c)
 		call_free(c->calls);
 	while (c->watches)
 		etcd_watch_free(c->watches);
-	for (size_t i = 0; i < c->eps.n; i++)
+	for (size_t i = 0; i < c->eps.n; i++) {
 		client_free(c->http[i]);
+		client_free(c->grpc[i]);
+	}
 	free(c);
 }
 

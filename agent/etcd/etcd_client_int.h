@@ -31,6 +31,11 @@ struct etcd_client {
 	struct event_base *base;
 	struct agent_etcd_endpoints eps;
 	struct client *http[AGENT_ETCD_MAX_ENDPOINTS];
+	/* the gRPC streams' clients (etcd_grpc_client): a connection cache
+	 * of their own, so that no HTTP/1.1 call is sent on a stream's
+	 * HTTP/2 connection, nor a stream on a call's connection */
+	struct client *grpc[AGENT_ETCD_MAX_ENDPOINTS];
+	const char *cacert, *cert, *key; /* TLS files, for those clients */
 	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
 	size_t cur;
 	int answered;  /* etcd answered this client once */
@@ -40,6 +45,11 @@ struct etcd_client {
 	 * reads it in its callback to size its next keep-alive's try) */
 	uint64_t answer_try_ms;
 	int move_said; /* a failover was logged since the last answer */
+	/* until when an endpoint's lease keep-alives go through the gateway
+	 * (it did not take a gRPC stream: etcd_lease.c), and whether that
+	 * was said */
+	uint64_t stream_off_until[AGENT_ETCD_MAX_ENDPOINTS];
+	int stream_off_said;
 	const char *username, *password;
 	int has_cert;
 	int have_token;
@@ -129,6 +139,9 @@ void etcd_answered(struct etcd_client *c);
  * V_RETRY */
 enum verdict etcd_judge(struct etcd_client *c, const struct client_reply *r,
 			int *rc, char *msg, size_t size);
+/* etcd_grpc_client: endpoint ep's client for gRPC streams, made at its
+ * first use; NULL when out of memory */
+struct client *etcd_grpc_client(struct etcd_client *c, size_t ep);
 /* etcd_login: log in (once at a time); what waits for it is parked */
 void etcd_login(struct etcd_client *c);
 /* etcd_call_new: a call not yet tried (etcd_call_attempt tries it) */

@@ -27,10 +27,13 @@ $(eval $(call unit_test,test_etcd_answer,$(ETCD_PROTO_FIX) $(ETCD_LIB) \
 	$(COMMON_LIB),$(JSON_LIBS)))
 $(eval $(call unit_test,test_etcd_stream,$(ETCD_PROTO_FIX) $(ETCD_LIB) \
 	$(COMMON_LIB),$(JSON_LIBS)))
+# the keep-alive stream's gRPC messages (etcd_grpc)
+$(eval $(call unit_test,test_etcd_grpc,$(ETCD_LIB) $(COMMON_LIB),))
 
 .PHONY: etcd
 etcd: $(ETCD_LIB) $(BUILD)/tests/test_etcd_proto \
-	$(BUILD)/tests/test_etcd_answer $(BUILD)/tests/test_etcd_stream
+	$(BUILD)/tests/test_etcd_answer $(BUILD)/tests/test_etcd_stream \
+	$(BUILD)/tests/test_etcd_grpc
 
 # the etcd folder on the lower units alone: every object of $(ETCD_LIB)
 # (--whole-archive) linked with $(AGENT_RDZV_LIB), $(RDZV_STATE_LIB) and

@@ -37,6 +37,13 @@ struct client_call {
 	client_cb cb;
 	client_chunk_cb chunk; /* a stream: bytes of a 200 answer go here */
 	void *arg;
+	/* a duplex call (client_duplex): what is queued to send, from out_off;
+	 * paused: curl was told there is nothing more for now */
+	int duplex, paused;
+	unsigned char *out;
+	size_t out_len, out_off, out_cap;
+	int grpc_status; /* -1 until a grpc-status header or trailer */
+	char grpc_message[256];
 	struct client_call *next;
 };
 
@@ -136,13 +143,62 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *arg)
 	size_t n = size * nmemb;
 	if (call->chunk) {
 		long status = 0;
+		const char *type = NULL;
 		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
-		if (status == 200)
+		if (call->duplex)
+			curl_easy_getinfo(call->easy, CURLINFO_CONTENT_TYPE,
+					  &type);
+		if (status == 200 &&
+		    (!call->duplex ||
+		     (type && strncasecmp(type, "application/grpc", 16) == 0)))
 			return call->chunk(call->arg, data, n) == 0 ? n : 0;
 	}
 	if (buf_append(&call->resp, data, n) != 0)
 		return 0; /* over the limit: curl aborts the transfer */
 	return n;
+}
+
+/* header_cb keeps a duplex call's gRPC status, which comes in the
+ * answer's headers (an answer of headers alone) or in its trailers */
+static size_t header_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct client_call *call = arg;
+	size_t n = size * nmemb, k;
+	if (n > 12 && strncasecmp(data, "grpc-status:", 12) == 0) {
+		call->grpc_status = atoi(data + 12);
+	} else if (n > 13 && strncasecmp(data, "grpc-message:", 13) == 0) {
+		data += 13;
+		n -= 13;
+		while (n && (*data == ' ' || *data == '\t'))
+			data++, n--;
+		while (n && (data[n - 1] == '\r' || data[n - 1] == '\n'))
+			n--;
+		k = n < sizeof(call->grpc_message) - 1
+			? n
+			: sizeof(call->grpc_message) - 1;
+		memcpy(call->grpc_message, data, k);
+		call->grpc_message[k] = '\0';
+	}
+	return size * nmemb;
+}
+
+/* read_cb gives curl what a duplex call has queued, or pauses the upload
+ * until client_duplex_send queues more */
+static size_t read_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct client_call *call = arg;
+	size_t room = size * nmemb, k = call->out_len - call->out_off;
+	if (k == 0) {
+		call->paused = 1;
+		return CURL_READFUNC_PAUSE;
+	}
+	if (k > room)
+		k = room;
+	memcpy(data, call->out + call->out_off, k);
+	call->out_off += k;
+	if (call->out_off == call->out_len)
+		call->out_off = call->out_len = 0;
+	return k;
 }
 
 static void call_free(struct client_call *call)
@@ -160,6 +216,7 @@ static void call_free(struct client_call *call)
 	curl_slist_free_all(call->headers);
 	buf_release(&call->req_body);
 	buf_release(&call->resp);
+	free(call->out);
 	free(call);
 }
 
@@ -170,6 +227,8 @@ static void finish(struct client_call *call, CURLcode code)
 	char msg[512];
 	memset(&r, 0, sizeof(r));
 	r.error = "";
+	r.grpc_status = call->grpc_status;
+	r.grpc_message = call->grpc_message;
 	r.body = buf_cstr(&call->resp);
 	r.body_len = call->resp.len;
 	if (code != CURLE_OK) {
@@ -295,10 +354,14 @@ nomem:
 	return DL_ENOMEM;
 }
 
+/* start: a call of method path; a stream's bytes go to chunk; with
+ * duplex_headers (NULL-terminated, maybe empty), a gRPC call
+ * (client_duplex) */
 static struct client_call *start(struct client *c, const char *method,
 				 const char *path, json_t *body,
 				 uint64_t timeout_ms, client_cb cb,
-				 client_chunk_cb chunk, void *arg)
+				 client_chunk_cb chunk,
+				 const char *const *duplex_headers, void *arg)
 {
 	struct client_call *call = calloc(1, sizeof(*call));
 	struct buf url;
@@ -309,6 +372,8 @@ static struct client_call *start(struct client *c, const char *method,
 	call->cb = cb;
 	call->chunk = chunk;
 	call->arg = arg;
+	call->duplex = duplex_headers != NULL;
+	call->grpc_status = -1;
 	buf_init(&call->req_body, CLIENT_MAX_BODY_BYTES);
 	buf_init(&call->resp, CLIENT_MAX_BODY_BYTES);
 	buf_init(&url, 8192);
@@ -319,19 +384,48 @@ static struct client_call *start(struct client *c, const char *method,
 	call->easy = curl_easy_init();
 	if (!ok || !call->easy)
 		goto fail;
-	call->headers = curl_slist_append(NULL, "Accept: application/json");
-	if (body)
-		call->headers = curl_slist_append(
-		    call->headers, "Content-Type: application/json");
-	for (size_t i = 0; i < CLIENT_MAX_HEADERS; i++)
-		if (c->headers[i])
+	if (call->duplex) {
+		/* gRPC's own headers; the client's (a gateway's token, its
+		 * require-leader) are not gRPC metadata */
+		call->headers =
+		    curl_slist_append(NULL, "Content-Type: application/grpc");
+		call->headers =
+		    curl_slist_append(call->headers, "TE: trailers");
+		for (size_t i = 0; duplex_headers[i]; i++)
 			call->headers =
-			    curl_slist_append(call->headers, c->headers[i]);
+			    curl_slist_append(call->headers, duplex_headers[i]);
+	} else {
+		call->headers =
+		    curl_slist_append(NULL, "Accept: application/json");
+		if (body)
+			call->headers = curl_slist_append(
+			    call->headers, "Content-Type: application/json");
+		for (size_t i = 0; i < CLIENT_MAX_HEADERS; i++)
+			if (c->headers[i])
+				call->headers = curl_slist_append(
+				    call->headers, c->headers[i]);
+	}
 	/* no "Expect: 100-continue" round trip for small bodies */
 	call->headers = curl_slist_append(call->headers, "Expect:");
 	curl_easy_setopt(call->easy, CURLOPT_URL, buf_cstr(&url));
 	curl_easy_setopt(call->easy, CURLOPT_CUSTOMREQUEST, method);
-	if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+	if (call->duplex) {
+		/* HTTP/2 on a connection of its own: with prior knowledge on
+		 * http (etcd takes HTTP/2 there as gRPC), by ALPN on https;
+		 * the body is what client_duplex_send queues, for as long as
+		 * the call lasts */
+		curl_easy_setopt(
+		    call->easy, CURLOPT_HTTP_VERSION,
+		    strncmp(c->base_url, "https:", 6) == 0
+			? (long)CURL_HTTP_VERSION_2TLS
+			: (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+		curl_easy_setopt(call->easy, CURLOPT_POST, 1L);
+		curl_easy_setopt(call->easy, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(call->easy, CURLOPT_READDATA, call);
+		curl_easy_setopt(call->easy, CURLOPT_HEADERFUNCTION, header_cb);
+		curl_easy_setopt(call->easy, CURLOPT_HEADERDATA, call);
+	} else if (body || strcmp(method, "POST") == 0 ||
+		   strcmp(method, "PUT") == 0) {
 		curl_easy_setopt(call->easy, CURLOPT_POSTFIELDS,
 				 buf_cstr(&call->req_body));
 		curl_easy_setopt(call->easy, CURLOPT_POSTFIELDSIZE,
@@ -383,14 +477,50 @@ struct client_call *client_call(struct client *c, const char *method,
 				const char *path, json_t *body,
 				uint64_t timeout_ms, client_cb cb, void *arg)
 {
-	return start(c, method, path, body, timeout_ms, cb, NULL, arg);
+	return start(c, method, path, body, timeout_ms, cb, NULL, NULL, arg);
 }
 
 struct client_call *client_stream(struct client *c, const char *path,
 				  json_t *body, client_chunk_cb chunk,
 				  client_cb cb, void *arg)
 {
-	return start(c, "POST", path, body, 0, cb, chunk, arg);
+	return start(c, "POST", path, body, 0, cb, chunk, NULL, arg);
+}
+
+struct client_call *client_duplex(struct client *c, const char *path,
+				  const char *const *headers,
+				  client_chunk_cb chunk, client_cb cb,
+				  void *arg)
+{
+	static const char *const none[] = {NULL};
+	return start(c, "POST", path, NULL, 0, cb, chunk,
+		     headers ? headers : none, arg);
+}
+
+int client_duplex_send(struct client_call *call, const void *data, size_t n)
+{
+	if (!call->duplex)
+		return DL_EINVAL;
+	if (call->out_len + n > call->out_cap) {
+		size_t cap = call->out_cap ? call->out_cap : 256;
+		unsigned char *p;
+		while (cap < call->out_len + n)
+			cap *= 2;
+		if (cap > CLIENT_MAX_BODY_BYTES)
+			return DL_ELIMIT;
+		p = realloc(call->out, cap);
+		if (!p)
+			return DL_ENOMEM;
+		call->out = p;
+		call->out_cap = cap;
+	}
+	memcpy(call->out + call->out_len, data, n);
+	call->out_len += n;
+	if (call->paused) {
+		call->paused = 0;
+		curl_easy_pause(call->easy, CURLPAUSE_CONT);
+	}
+	return 0;
 }
 
 /* set_str replaces *at with "a" or "a: b" (a NULL: nothing). */

@@ -398,7 +398,12 @@ def etcd_load_once(b, n, tag, timeout, idle_ms, ttl_s=LOAD_TTL_S):
         res["requests_per_join"] = sum(
             v for k, v in d.items() if k.startswith("started.")
             and k != "started.LeaseKeepAlive") / n
-        res["keepalives_per_join"] = d.get("started.LeaseKeepAlive", 0) / n
+        # a keep-alive is one message, on a stream of its own (through the
+        # gateway) or on the lease's stream (gRPC)
+        res["keepalives_per_join"] = \
+            d.get("msg_received.LeaseKeepAlive", 0) / n
+        res["keepalive_streams_per_join"] = \
+            d.get("started.LeaseKeepAlive", 0) / n
         res["proposals_per_join"] = d.get("proposals_committed", 0) / n
         res["join_etcd_cpu_ms_per_node"] = \
             1000 * res.get("join_etcd_cpu_s", 0) / n
@@ -406,7 +411,7 @@ def etcd_load_once(b, n, tag, timeout, idle_ms, ttl_s=LOAD_TTL_S):
         if idle and idle["seconds"] > 0:
             # what a running job of n nodes costs etcd: the keep-alives
             idle["keepalives_per_s"] = idle["etcd_delta"].get(
-                "started.LeaseKeepAlive", 0) / idle["seconds"]
+                "msg_received.LeaseKeepAlive", 0) / idle["seconds"]
             idle["etcd_cores"] = idle.get("etcd_cpu_s", 0) / idle["seconds"]
             idle["etcd_cores_per_1000_nodes"] = \
                 1000 * idle["etcd_cores"] / n

@@ -35,6 +35,8 @@ struct client_reply {
 				 borrowed, may be NULL */
 	const char *body;     /* raw body (NUL-terminated); borrowed */
 	size_t body_len;
+	int grpc_status;	  /* a duplex call's gRPC status; -1: none */
+	const char *grpc_message; /* ... and its message, or "" */
 };
 
 typedef void (*client_cb)(void *arg, const struct client_reply *r);
@@ -63,6 +65,22 @@ struct client_call *client_call(struct client *c, const char *method,
 struct client_call *client_stream(struct client *c, const char *path,
 				  json_t *body, client_chunk_cb chunk,
 				  client_cb cb, void *arg);
+
+/* client_duplex opens a gRPC call: an HTTP/2 POST of path (prior
+ * knowledge on http://, ALPN on https://) with gRPC's headers and the
+ * given ones ("Name: value", NULL-terminated; the client's own headers
+ * are not sent), on a connection of its own. Its request body is what
+ * client_duplex_send queues, for as long as the call lasts; each piece of
+ * a 200 gRPC answer goes to chunk as it comes (no time limit; TCP
+ * keep-alive finds a dead peer). cb ends it as for client_call, with the
+ * gRPC status of the answer's headers or trailers (any other answer: its
+ * body). client_duplex_send queues n bytes to send (0, DL_ENOMEM, or
+ * DL_ELIMIT past 4 MiB queued); it must not be called from chunk. */
+struct client_call *client_duplex(struct client *c, const char *path,
+				  const char *const *headers,
+				  client_chunk_cb chunk, client_cb cb,
+				  void *arg);
+int client_duplex_send(struct client_call *call, const void *data, size_t n);
 
 /* client_set_header sets the header name: value that every later call
  * sends, in place of an earlier value of that name (value NULL: none of

@@ -18,6 +18,11 @@ the application:
     a random moment within its first seconds: what an application sees when
     loss outlasts its own timeouts or a middlebox gives up.
 
+With --http1-only it is also a front that speaks HTTP/1.1 only, as many
+load balancers and proxies do: a connection that opens with HTTP/2's
+preface (prior knowledge, as gRPC over plain TCP does) is answered "505
+HTTP Version Not Supported" and closed; anything else is relayed.
+
 It listens on 127.0.0.1 (port 0: any; the port is printed on stdout as
 "listening on PORT") and forwards to TARGET_HOST:TARGET_PORT. The seed makes
 the random choices repeatable. Statistics go to stderr at exit.
@@ -34,7 +39,9 @@ import sys
 
 from proxy_util import rst
 
-stats = {"connections": 0, "chunks": 0, "retransmits": 0, "resets": 0}
+stats = {"connections": 0, "chunks": 0, "retransmits": 0, "resets": 0,
+         "h2_refused": 0}
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 async def pump(reader, writer, args, rng, rto, stop):
@@ -89,14 +96,48 @@ async def pump(reader, writer, args, rng, rto, stop):
         t.cancel()
 
 
+async def refuse_h2(creader, cwriter):
+    """The first bytes of a connection (the part of HTTP/2's preface they
+    match); answers and closes it when they are the whole preface."""
+    head = b""
+    while len(head) < len(H2_PREFACE) and H2_PREFACE.startswith(head):
+        try:
+            data = await creader.read(len(H2_PREFACE) - len(head))
+        except (ConnectionError, OSError):
+            data = b""
+        if not data:
+            break
+        head += data
+    if head == H2_PREFACE:
+        stats["h2_refused"] += 1
+        print(f"netem_proxy: HTTP/2 refused ({stats['h2_refused']})",
+              file=sys.stderr, flush=True)
+        cwriter.write(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"
+                      b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        try:
+            await cwriter.drain()
+        except (ConnectionError, OSError):
+            pass
+        cwriter.close()
+        return None
+    return head
+
+
 async def handle(creader, cwriter, args, rng):
     stats["connections"] += 1
     host, port = args.target.rsplit(":", 1)
+    head = b""
+    if args.http1_only:
+        head = await refuse_h2(creader, cwriter)
+        if head is None:
+            return
     try:
         sreader, swriter = await asyncio.open_connection(host, int(port))
     except OSError:
         rst(cwriter)
         return
+    if head:
+        swriter.write(head)
     rto = max(0.2, 2 * args.delay_ms / 1000.0)
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
@@ -126,6 +167,7 @@ async def main():
     ap.add_argument("--loss", type=float, default=0.2)
     ap.add_argument("--reset", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--http1-only", action="store_true")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     server = await asyncio.start_server(
