@@ -29,6 +29,14 @@ $(BENCH_DIR)/bare_http: $(call objs,bench/bare_http.c) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(EVENT_LIBS) -lm
 
+# What a lease keep-alive costs etcd on a gRPC stream and through its JSON
+# gateway (bench.py's etcd benchmark, its "keepalive" part).
+BENCH_BINS += $(BENCH_DIR)/etcd_keepalive
+OBJS += $(call objs,bench/etcd_keepalive.c)
+$(BENCH_DIR)/etcd_keepalive: $(call objs,bench/etcd_keepalive.c) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $^ $(CURL_LIBS)
+
 # The floor of launch and restart: N workers exec'd by a minimal spawner
 # (libc only, so its own start costs next to nothing).
 OBJS += $(call objs,bench/floor_spawn.c)

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """benchlib.etcd - the etcd backend against torchrun's: the first round,
 a killed node and, with etcd_load's simulated agents, what N joins and
-a running job cost etcd, and the leader's takeover."""
+a running job cost etcd, and the leader's takeover; what a lease
+keep-alive costs etcd on a gRPC stream (dlaunch's) and through etcd's
+JSON gateway."""
 import base64
 import json
 import os
@@ -33,7 +35,13 @@ TORCH_KEEP_ALIVE = "1,2"
 # TTL); the takeover phase is given the TTL on top of its timeout.
 LOAD_TTL_S = 5
 LOAD_CASES = [(256, LOAD_TTL_S), (1024, LOAD_TTL_S), (4096, LOAD_TTL_S)]
-ETCD_PARTS = ("first", "kill", "load")
+ETCD_PARTS = ("first", "kill", "load", "keepalive")
+# The keep-alive part: connections to one member renewing a lease every
+# third of the default TTL, the load of that many agents; etcd's CPU over
+# a window after a warm-up (the connections made), less what the idle
+# cluster takes in as long
+KEEPALIVE_CONNS = 500
+KEEPALIVE_WARMUP_S = 5
 # what one torchrun agent (python3 + torch) takes, to see how many the
 # machine holds: its VmRSS with Debian 12's torch 1.13 CPU is 241 MiB, part
 # of it the shared libraries' pages
@@ -462,6 +470,7 @@ def bench_etcd(b):
     out["torchrun_agents_memory_holds"] = int(0.8 * mem_available()
                                               / TORCHRUN_AGENT_BYTES)
 
+    out["keepalive"] = {}
     parts = b.etcd_parts
     old = load("etcd") or {}
     carried = [p for p in ETCD_PARTS if p not in parts]
@@ -550,7 +559,16 @@ def bench_etcd(b):
     if d and t and d["start_s"] and t["start_s"]:
         out["kill"]["ratio"] = t["start_s"]["median"] / d["start_s"]["median"]
 
-    # 3. simulated agents
+    # 3. a keep-alive's cost, stream against gateway
+    if "keepalive" in parts:
+        try:
+            out["keepalive"] = keepalive_cost(b)
+        except (BenchError, subprocess.TimeoutExpired, OSError,
+                ValueError) as e:
+            out["keepalive"] = {"error": str(e)}
+            out["failures"].append(f"keepalive: {e}")
+
+    # 4. simulated agents
     timeout = 60 if b.quick else 120
     idle_ms = 3000 if b.quick else 5000
     if "load" not in parts:
@@ -612,4 +630,104 @@ def bench_etcd(b):
            and c.get("lease_ttl_s", LOAD_TTL_S) == LOAD_TTL_S]
     if per:
         out["requests_per_join_growth"] = max(per) / min(per)
+    return out
+
+
+def _post(port, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+
+
+def _keepalives(cluster):
+    """LeaseKeepAlive messages the members have received (one a renewal,
+    on a stream or through the gateway), summed."""
+    total = 0.0
+    for c in cluster.client:
+        with urllib.request.urlopen(f"http://127.0.0.1:{c}/metrics",
+                                    timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("grpc_server_msg_received_total{") \
+                        and 'grpc_method="LeaseKeepAlive"' in line:
+                    total += float(line.split()[-1])
+    return total
+
+
+def keepalive_once(b, cluster, port, mode, seconds, idle_cores):
+    """etcd_keepalive against member port: etcd's CPU per renewal."""
+    lease = _post(port, "/v3/lease/grant", {"TTL": 3600})["ID"]
+    cmd = [b.bin("etcd_keepalive"), "--mode", mode,
+           "--url", f"http://127.0.0.1:{port}", "--lease", str(lease),
+           "--conns", str(KEEPALIVE_CONNS),
+           "--interval-ms", str(LOAD_TTL_S * 1000 // 3),
+           "--seconds", str(KEEPALIVE_WARMUP_S + seconds + 1)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(KEEPALIVE_WARMUP_S)
+        c0, k0, t0 = cluster.cpu_seconds(), _keepalives(cluster), \
+            time.monotonic()
+        time.sleep(seconds)
+        c1, k1, t1 = cluster.cpu_seconds(), _keepalives(cluster), \
+            time.monotonic()
+        stdout, _ = p.communicate(timeout=seconds + 60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    res = json.loads(stdout) if stdout.strip() else {}
+    res["exit"] = p.returncode
+    res["command"] = " ".join(cmd)
+    res["keepalives"] = k1 - k0
+    res["etcd_cpu_s"] = c1 - c0
+    res["window_s"] = t1 - t0
+    if p.returncode != 0 or res["keepalives"] <= 0:
+        raise BenchError(f"etcd_keepalive {mode} failed: {res}")
+    res["etcd_ms_per_keepalive"] = 1000 * (
+        res["etcd_cpu_s"] - idle_cores * res["window_s"]) / res["keepalives"]
+    return res
+
+
+def keepalive_cost(b):
+    """etcd's CPU per lease keep-alive: KEEPALIVE_CONNS connections to a
+    follower, then to the leader, each renewing every third of the TTL, on
+    a gRPC stream each (as dlaunch's agents) and through the JSON gateway
+    (as they did before), taking turns on one fresh 3-member cluster."""
+    b.bin("etcd_keepalive")
+    seconds = 10 if b.quick else 20
+    reps = b.nreps(1, 3)
+    out = {"conns": KEEPALIVE_CONNS, "interval_ms": LOAD_TTL_S * 1000 // 3,
+           "window_s": seconds, "warmup_s": KEEPALIVE_WARMUP_S,
+           "reps": reps, "runs": []}
+    with EtcdCluster(b, "keepalive") as cluster:
+        leader = None
+        for port in cluster.client:
+            st = _post(port, "/v3/maintenance/status", {})
+            if st["header"]["member_id"] == st["leader"]:
+                leader = port
+        if leader is None:
+            raise BenchError("no etcd member says it leads")
+        follower = next(p for p in cluster.client if p != leader)
+        c0, t0 = cluster.cpu_seconds(), time.monotonic()
+        time.sleep(seconds)
+        idle = (cluster.cpu_seconds() - c0) / (time.monotonic() - t0)
+        out["idle_etcd_cores"] = idle
+        for where, port in (("follower", follower), ("leader", leader)):
+            for r in range(reps):
+                for mode in ("gateway", "stream"):
+                    res = keepalive_once(b, cluster, port, mode, seconds,
+                                         idle)
+                    res["member"] = where
+                    out["runs"].append(res)
+                    log(f"etcd keep-alive at the {where}, {mode}: "
+                        f"{res['etcd_ms_per_keepalive']:.3f} ms of etcd "
+                        f"CPU each ({res['keepalives']:.0f} in "
+                        f"{res['window_s']:.1f} s)")
+            for mode in ("gateway", "stream"):
+                out[f"{where}_{mode}_ms"] = summary_stats(
+                    [x["etcd_ms_per_keepalive"] for x in out["runs"]
+                     if x["member"] == where and x["mode"] == mode])
+            out[f"{where}_ratio"] = (out[f"{where}_gateway_ms"]["median"]
+                                     / out[f"{where}_stream_ms"]["median"])
     return out

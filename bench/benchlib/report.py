@@ -371,6 +371,21 @@ def etcd_rows(d):
                          ref, None, f"<= {tk_goal:.0f} s in every run",
                          bool(vals) and not tk_failed
                          and max(vals) <= tk_goal))
+    ka = d.get("keepalive") or {}
+    for where in ("follower", "leader"):
+        st, gw = ka.get(f"{where}_stream_ms"), ka.get(f"{where}_gateway_ms")
+        if st and gw:
+            rows.append(("etcd keep-alive", f"{ka['conns']} agents' leases "
+                         f"renewed every {ka['interval_ms'] / 1000:.2f} s at "
+                         + ("a follower" if where == "follower"
+                            else "the leader")
+                         + ", etcd's CPU each (all members)",
+                         f"{st['median']:.2f} ms on a gRPC stream",
+                         f"JSON gateway {gw['median']:.2f} ms",
+                         ka[f"{where}_ratio"], "", None))
+    if ka.get("error"):
+        rows.append(("etcd keep-alive", "stream against gateway", "failed",
+                     ka["error"][:120], None, "", None))
     sizes = [c["nodes"] for c in d.get("load", [])
              if c.get("requests_per_join")
              and c.get("lease_ttl_s", LOAD_TTL_S) == LOAD_TTL_S]
