@@ -116,9 +116,9 @@ int main(int argc, char **argv)
 	/* a connection each, never shared */
 	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
 	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 2 * conns);
-	struct curl_slist *hdrs = curl_slist_append(
-	    NULL, stream ? "Content-Type: application/grpc"
-			 : "Content-Type: application/json");
+	struct curl_slist *hdrs =
+	    curl_slist_append(NULL, stream ? "Content-Type: application/grpc"
+					   : "Content-Type: application/json");
 	struct conn *cs = calloc((size_t)conns, sizeof(*cs));
 	if (!multi || !hdrs || !cs)
 		return 1;
@@ -131,8 +131,9 @@ int main(int argc, char **argv)
 		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 		curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 		if (stream) {
-			curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-					 (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+			curl_easy_setopt(
+			    e, CURLOPT_HTTP_VERSION,
+			    (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
 			curl_easy_setopt(e, CURLOPT_POST, 1L);
 			curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
 			curl_easy_setopt(e, CURLOPT_READDATA, &cs[i]);
@@ -153,7 +154,8 @@ int main(int argc, char **argv)
 				c->want = 1;
 				if (c->paused) {
 					c->paused = 0;
-					curl_easy_pause(c->easy, CURLPAUSE_CONT);
+					curl_easy_pause(c->easy,
+							CURLPAUSE_CONT);
 				}
 			} else if (!stream && !c->busy) {
 				c->busy = 1;

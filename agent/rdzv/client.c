@@ -37,11 +37,10 @@ struct client_call {
 	client_cb cb;
 	client_chunk_cb chunk; /* a stream: bytes of a 200 answer go here */
 	void *arg;
-	/* a duplex call (client_duplex): what is queued to send, from out_off;
-	 * paused: curl was told there is nothing more for now */
+	/* a duplex call (client_duplex): what is queued to send; paused:
+	 * curl was told there is nothing more for now */
 	int duplex, paused;
-	unsigned char *out;
-	size_t out_len, out_off, out_cap;
+	struct buf out;
 	int grpc_status; /* -1 until a grpc-status header or trailer */
 	char grpc_message[256];
 	struct client_call *next;
@@ -187,17 +186,15 @@ static size_t header_cb(char *data, size_t size, size_t nmemb, void *arg)
 static size_t read_cb(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct client_call *call = arg;
-	size_t room = size * nmemb, k = call->out_len - call->out_off;
+	size_t room = size * nmemb, k = call->out.len;
 	if (k == 0) {
 		call->paused = 1;
 		return CURL_READFUNC_PAUSE;
 	}
 	if (k > room)
 		k = room;
-	memcpy(data, call->out + call->out_off, k);
-	call->out_off += k;
-	if (call->out_off == call->out_len)
-		call->out_off = call->out_len = 0;
+	memcpy(data, call->out.data, k);
+	buf_consume(&call->out, k);
 	return k;
 }
 
@@ -216,7 +213,7 @@ static void call_free(struct client_call *call)
 	curl_slist_free_all(call->headers);
 	buf_release(&call->req_body);
 	buf_release(&call->resp);
-	free(call->out);
+	buf_release(&call->out);
 	free(call);
 }
 
@@ -376,6 +373,7 @@ static struct client_call *start(struct client *c, const char *method,
 	call->grpc_status = -1;
 	buf_init(&call->req_body, CLIENT_MAX_BODY_BYTES);
 	buf_init(&call->resp, CLIENT_MAX_BODY_BYTES);
+	buf_init(&call->out, CLIENT_MAX_BODY_BYTES);
 	buf_init(&url, 8192);
 	if (buf_printf(&url, "%s%s", c->base_url, path) != 0)
 		ok = 0;
@@ -499,28 +497,15 @@ struct client_call *client_duplex(struct client *c, const char *path,
 
 int client_duplex_send(struct client_call *call, const void *data, size_t n)
 {
+	int rc;
 	if (!call->duplex)
 		return DL_EINVAL;
-	if (call->out_len + n > call->out_cap) {
-		size_t cap = call->out_cap ? call->out_cap : 256;
-		unsigned char *p;
-		while (cap < call->out_len + n)
-			cap *= 2;
-		if (cap > CLIENT_MAX_BODY_BYTES)
-			return DL_ELIMIT;
-		p = realloc(call->out, cap);
-		if (!p)
-			return DL_ENOMEM;
-		call->out = p;
-		call->out_cap = cap;
-	}
-	memcpy(call->out + call->out_len, data, n);
-	call->out_len += n;
-	if (call->paused) {
+	rc = buf_append(&call->out, data, n);
+	if (rc == 0 && call->paused) {
 		call->paused = 0;
 		curl_easy_pause(call->easy, CURLPAUSE_CONT);
 	}
-	return 0;
+	return rc;
 }
 
 /* set_str replaces *at with "a" or "a: b" (a NULL: nothing). */

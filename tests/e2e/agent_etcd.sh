@@ -32,17 +32,6 @@ scen_ranks 3 2:3
 # inbox and the leader key in one), never a read apart, never a herd of
 # campaigns; counted by etcd itself (its gRPC counters, which the JSON
 # gateway's requests go through), summed over the members
-# etcd_metric_sum AWK-PROGRAM ARGS...: what the awk program (given the
-# ARGS, e.g. -v m=...) prints for each member's /metrics, summed
-etcd_metric_sum() {
-	local prog=$1 port sum=0 n
-	shift
-	for port in "${ETCD_CLIENT_PORTS[@]}"; do
-		n=$(curl -s -m 5 "http://127.0.0.1:$port/metrics" | awk "$@" "$prog")
-		sum=$((sum + ${n:-0}))
-	done
-	echo "$sum"
-}
 # etcd_calls METHOD: the members' count of unary calls of METHOD, summed
 etcd_calls() {
 	etcd_metric_sum 'index($0, "grpc_server_started_total{") == 1 && index($0, m) {s += $2} END {printf "%d", s}' \

@@ -29,15 +29,8 @@ source "$(dirname "$0")/lib_scenarios.sh"
 # ka_count KIND: the members' LeaseKeepAlive count of KIND (started:
 # streams; msg_received: keep-alives), summed
 ka_count() {
-	local port n sum=0 tls=()
-	[ "$ETCD_SCHEME" = https ] && tls=(--cacert "$ETCD_TLS_DIR/ca.pem"
-		--cert "$ETCD_TLS_DIR/client.pem" --key "$ETCD_TLS_DIR/client.key")
-	for port in "${ETCD_CLIENT_PORTS[@]}"; do
-		n=$(curl -s -m 5 "${tls[@]}" "$ETCD_SCHEME://127.0.0.1:$port/metrics" |
-			awk -v m="grpc_server_$1_total{" 'index($0, m) == 1 && index($0, "grpc_method=\"LeaseKeepAlive\"") {s += $2} END {printf "%d", s}')
-		sum=$((sum + ${n:-0}))
-	done
-	echo "$sum"
+	etcd_metric_sum 'index($0, m) == 1 && index($0, "grpc_method=\"LeaseKeepAlive\"") {s += $2} END {printf "%d", s}' \
+		-v m="grpc_server_$1_total{"
 }
 # run_job JOB ENDPOINTS [CONF]: two agents, each worker sleeping 8 s
 # (four lease TTLs); sets pids
@@ -53,18 +46,24 @@ run_job() {
 }
 no_lease_lost() { ! cat "$TEST_TMP"/agent."$1".*.log | grep -Eq 'lease [0-9a-f]* expired'; }
 
-# -- on a stream
-s0=$(ka_count started) m0=$(ka_count msg_received)
-check "stream: two agents running four lease TTLs exit" run_job ka "$ETCD_ENDPOINTS"
-check_eq "stream: ... with exit status 0" "00" "$(rcs_of "${pids[@]}")"
-s=$(($(ka_count started) - s0)) m=$(($(ka_count msg_received) - m0))
-# a keep-alive every third of the TTL: 12 per agent in 8 s; through the
-# gateway each would be a stream of its own (m = s)
-check "stream: the keep-alives went as messages of a few streams ($m keep-alives on $s streams)" \
-	test "$m" -ge 12 -a "$m" -ge $((4 * s))
-check "stream: no lease expired" no_lease_lost ka
-check "stream: no agent fell back to the gateway" \
-	bash -c "! grep -h 'did not take lease keep-alives' '$TEST_TMP'/agent.ka.*.log"
+# on_streams WHAT JOB ENDPOINTS [CONF]: a job of two agents keeps its
+# leases with a keep-alive stream each
+on_streams() {
+	local what=$1 job=$2 s0 m0 s m
+	s0=$(ka_count started) m0=$(ka_count msg_received)
+	check "$what: two agents running four lease TTLs exit" run_job "$job" "$3" "${4:-}"
+	check_eq "$what: ... with exit status 0" "00" "$(rcs_of "${pids[@]}")"
+	s=$(($(ka_count started) - s0)) m=$(($(ka_count msg_received) - m0))
+	# a keep-alive every third of the TTL: 12 per agent in 8 s; through
+	# the gateway each would be a stream of its own (m = s)
+	check "$what: the keep-alives went as messages of a few streams ($m keep-alives on $s streams)" \
+		test "$m" -ge 12 -a "$m" -ge $((4 * s))
+	check "$what: no lease expired" no_lease_lost "$job"
+	check "$what: no agent fell back to the gateway" \
+		bash -c "! grep -h 'did not take lease keep-alives' '$TEST_TMP'/agent.$job.*.log"
+}
+
+on_streams stream ka "$ETCD_ENDPOINTS"
 
 # -- through a front that speaks HTTP/1.1 only, before member 0
 spawn_bg "$TEST_TMP/proxy.log" python3 "$(dirname "$0")/../faults/netem_proxy.py" \
@@ -93,16 +92,7 @@ etcd_cluster_destroy
 etcd_make_certs "$TEST_TMP/pki"
 if etcd_cluster_start 1 --tls "$TEST_TMP/pki" --client-cert-auth &&
 	etcd_enable_auth "/t$$/" dl secret-$$; then
-	s0=$(ka_count started) m0=$(ka_count msg_received)
-	check "tls: two agents running four lease TTLs exit" \
-		run_job tls "$ETCD_ENDPOINTS" "$(etcd_rdzv_conf)"
-	check_eq "tls: ... with exit status 0" "00" "$(rcs_of "${pids[@]}")"
-	s=$(($(ka_count started) - s0)) m=$(($(ka_count msg_received) - m0))
-	check "tls: the keep-alives went as messages of a few streams ($m keep-alives on $s streams)" \
-		test "$m" -ge 12 -a "$m" -ge $((4 * s))
-	check "tls: no lease expired" no_lease_lost tls
-	check "tls: no agent fell back to the gateway" \
-		bash -c "! grep -h 'did not take lease keep-alives' '$TEST_TMP'/agent.tls.*.log"
+	on_streams tls tls "$ETCD_ENDPOINTS" "$(etcd_rdzv_conf)"
 else
 	not_ok "tls: an etcd member with TLS and authentication starts"
 fi

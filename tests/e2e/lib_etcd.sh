@@ -64,6 +64,9 @@
 #                             ETCD_COMPACT_REV
 #   etcd_error_code           stdin an answer, print its gRPC code (empty
 #                             when it is not an error)
+#   etcd_metric_sum AWK-PROGRAM ARGS...   what the awk program (given the
+#                             ARGS, e.g. -v m=...) prints for each member's
+#                             /metrics, summed over the members
 # Requests carry a token when ETCD_TOKEN is set (set and empty: none at
 # all, to try anonymous access); otherwise, once auth is on, a fresh root
 # token.
@@ -269,6 +272,18 @@ etcd_post() {
 
 # etcd_error_code: the gRPC code of the answer on stdin ("" if none)
 etcd_error_code() { jq -r '.code // .error.grpc_code // empty' 2>/dev/null; }
+
+etcd_metric_sum() {
+	local prog=$1 i sum=0 n tls=()
+	shift
+	[ "$ETCD_SCHEME" = https ] && tls=(--cacert "$ETCD_TLS_DIR/ca.pem"
+		--cert "$ETCD_TLS_DIR/client.pem" --key "$ETCD_TLS_DIR/client.key")
+	for i in "${!ETCD_CLIENT_PORTS[@]}"; do
+		n=$(curl -s -m 5 "${tls[@]}" "${ETCD_URLS[$i]}/metrics" | awk "$@" "$prog")
+		sum=$((sum + ${n:-0}))
+	done
+	echo "$sum"
+}
 
 etcd_put() {
 	etcd_post /v3/kv/put "{\"key\":\"$(_etcd_b64 "$1")\",\"value\":\"$(_etcd_b64 "$2")\"}" "${3:-}" >/dev/null
