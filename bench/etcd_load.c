@@ -19,9 +19,11 @@
  * makes exactly the requests a dlaunch agent makes.
  *
  * The nodes share event loops in --procs processes (default: as few as
- * the open-file limit allows; a node holds about 9 descriptors: its
- * client's three curl multi handles, each with its wake-up socket pair,
- * and its connections, two of them watch streams). This process forks
+ * the open-file limit allows; a node holds about 13.5 descriptors (890
+ * for 64 nodes, 702 before the keep-alive stream): its client's curl
+ * multi handles (one per endpoint, and one for its keep-alive stream),
+ * each with its wake-up socket pair, and its connections, watch streams
+ * and the keep-alive stream among them). This process forks
  * them, starts them all at the same moment and collects what each node
  * got; CLOCK_MONOTONIC is one clock for all of them.
  *
