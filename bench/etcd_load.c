@@ -35,7 +35,8 @@
  *      (/metrics of every member) are read just before the start and just
  *      after the last JOINED: their difference is what N joins cost.
  *   (idle, with --idle-ms): every node in its round, nothing happening but
- *      the leases' keep-alives, for MS: etcd's counters over that window
+ *      the leases' keep-alives, for MS after a warm-up of one lease TTL
+ *      (every node's keep-alive stream open): etcd's counters over that window
  *      and the CPU time etcd (--etcd-pids) and these processes used in it
  *      say what a job of N nodes costs etcd while it runs.
  *   2. takeover (unless --no-takeover): the node that holds the leader key

@@ -124,11 +124,13 @@ struct driver {
 	uint64_t first_round;
 	int world; /* of the first round */
 	struct counters before, after;
-	/* idle window */
-	struct counters idle_after;
+	/* idle window, after a warm-up of one lease TTL (idle_warm: in it) */
+	struct counters idle_before, idle_after;
 	uint64_t idle_t0_ns, idle_t1_ns;
-	/* CPU seconds at the start, the first round, the idle window's end */
-	double etcd_cpu[3], load_cpu[3];
+	int idle_warm;
+	/* CPU seconds at the start, the first round, the idle window's end
+	 * and its start */
+	double etcd_cpu[4], load_cpu[4];
 	int idle_rounds; /* nodes given a new round while idle */
 	/* takeover */
 	struct agent_config obs_cfg;

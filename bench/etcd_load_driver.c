@@ -328,6 +328,22 @@ static void on_idle_end(evutil_socket_t fd, short what, void *arg)
 	struct driver *d = arg;
 	(void)fd;
 	(void)what;
+	if (d->idle_warm) {
+		/* warmed up: every node has renewed its lease since the
+		 * round formed (its keep-alive stream open); the window */
+		struct timeval tv = {(time_t)(d->o->idle_ms / 1000),
+				     (suseconds_t)(d->o->idle_ms % 1000) *
+					 1000};
+		d->idle_warm = 0;
+		sample_cpu(d, 3);
+		if (scrape(d->o, &d->idle_before) != 0) {
+			fail(d, "cannot read etcd's /metrics");
+			return;
+		}
+		d->idle_t0_ns = clock_now_ns();
+		evtimer_add(d->idle_ev, &tv);
+		return;
+	}
 	d->idle_t1_ns = clock_now_ns();
 	sample_cpu(d, 2);
 	if (scrape(d->o, &d->idle_after) != 0) {
@@ -353,12 +369,11 @@ static void on_next(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		if (d->o->idle_ms) {
-			struct timeval tv = {
-			    (time_t)(d->o->idle_ms / 1000),
-			    (suseconds_t)(d->o->idle_ms % 1000) * 1000};
+			/* a warm-up of one lease TTL first */
+			struct timeval tv = {(time_t)d->o->lease_ttl_s, 0};
 			d->phase = PH_IDLE;
+			d->idle_warm = 1;
 			evtimer_del(d->timeout_ev);
-			d->idle_t0_ns = clock_now_ns();
 			if (!d->idle_ev)
 				d->idle_ev =
 				    evtimer_new(d->base, on_idle_end, d);

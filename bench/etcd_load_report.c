@@ -143,14 +143,15 @@ void print_result(struct driver *d)
 		json_object_set_new(t, "seconds", json_real(secs));
 		json_object_set_new(t, "nodes_given_a_new_round",
 				    json_integer(d->idle_rounds));
-		json_object_set_new(t, "etcd_delta",
-				    counters_delta(&d->after, &d->idle_after));
+		json_object_set_new(
+		    t, "etcd_delta",
+		    counters_delta(&d->idle_before, &d->idle_after));
 		if (o->n_etcd_pids)
 			json_object_set_new(
 			    t, "etcd_cpu_s",
-			    json_real(d->etcd_cpu[2] - d->etcd_cpu[1]));
+			    json_real(d->etcd_cpu[2] - d->etcd_cpu[3]));
 		json_object_set_new(t, "load_cpu_s",
-				    json_real(d->load_cpu[2] - d->load_cpu[1]));
+				    json_real(d->load_cpu[2] - d->load_cpu[3]));
 		json_object_set_new(r, "idle", t);
 	}
 	if (o->takeover) {
