@@ -447,6 +447,8 @@ static void on_login(void *arg, const struct etcd_answer *a)
 			fail_parked(c, DL_ENOMEM, "out of memory");
 			return;
 		}
+	snprintf(c->token, sizeof(c->token), "%s", token);
+	c->token_gen++;
 	c->have_token = 1;
 	resume_parked(c);
 }
@@ -517,19 +519,33 @@ static void fail_parked(struct etcd_client *c, int rc, const char *msg)
 
 /* --------------------------------------------------------------- client */
 
-struct client *etcd_grpc_client(struct etcd_client *c, size_t ep)
+void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,
+		     const char *why)
 {
+	if (!c->stream_off_said)
+		log_info("etcd at %s did not take %s on a gRPC stream (%s); "
+			 "the agent's watches and lease keep-alives go "
+			 "through its JSON gateway",
+			 c->eps.url[ep], what, why);
+	c->stream_off_said = 1;
+	c->stream_off_until[ep] = clock_now_ms() + STREAM_OFF_MS;
+}
+
+struct client *etcd_grpc_client(struct etcd_client *c, enum etcd_grpc_kind k,
+				size_t ep)
+{
+	struct client **g = &c->grpc[k][ep];
 	char err[256];
-	if (c->grpc[ep])
-		return c->grpc[ep];
-	if (client_new(c->base, c->eps.url[ep], NULL, c->cacert, &c->grpc[ep],
-		       err, sizeof(err)) != 0)
+	if (*g)
+		return *g;
+	if (client_new(c->base, c->eps.url[ep], NULL, c->cacert, g, err,
+		       sizeof(err)) != 0)
 		return NULL;
-	if (c->cert && client_set_cert(c->grpc[ep], c->cert, c->key) != 0) {
-		client_free(c->grpc[ep]);
-		c->grpc[ep] = NULL;
+	if (c->cert && client_set_cert(*g, c->cert, c->key) != 0) {
+		client_free(*g);
+		*g = NULL;
 	}
-	return c->grpc[ep];
+	return *g;
 }
 
 int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
@@ -542,6 +558,7 @@ int etcd_client_new(struct event_base *base, const struct agent_config *cfg,
 		return DL_ENOMEM;
 	}
 	c->base = base;
+	etcd_wstream_init(c);
 	rc = agent_etcd_endpoints_parse(cfg->endpoint, cfg->etcd.protocol,
 					&c->eps, err, err_size);
 	if (rc) {
@@ -589,11 +606,13 @@ void etcd_client_free(struct etcd_client *c)
 		return;
 	while (c->calls)
 		call_free(c->calls);
+	etcd_wstream_free(c);
 	while (c->watches)
 		etcd_watch_free(c->watches);
 	for (size_t i = 0; i < c->eps.n; i++) {
 		client_free(c->http[i]);
-		client_free(c->grpc[i]);
+		for (int k = 0; k < ETCD_GRPC_KINDS; k++)
+			client_free(c->grpc[k][i]);
 	}
 	free(c);
 }

@@ -13,6 +13,7 @@
 #include "dlaunch/backoff.h"
 #include "dlaunch/buf.h"
 #include "etcd_client.h"
+#include "etcd_grpc.h"
 
 struct event;
 struct client;
@@ -24,8 +25,36 @@ struct client_reply;
  * [base/2, base] */
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS	 2000
+/* an endpoint that did not take a gRPC stream is asked again after this
+ * long (etcd_stream_off) */
+#define STREAM_OFF_MS 60000
 /* logins tried again for one call or watch whose token was refused */
 #define AUTH_RETRIES 2
+
+/* The client's gRPC Watch stream (etcd_watch.c): every watch of the
+ * client on one stream to the member in use, told apart by the ids the
+ * client gives them. Through the JSON gateway each watch is a request
+ * and a gRPC stream of its own inside etcd, its HTTP/1.1 connection held
+ * while it lasts (docs/etcd.md, "Watches on a stream"). */
+/* the gRPC streams' clients, one each per endpoint: libcurl 7.88 breaks
+ * the HTTP/2 connection that two paused-upload streams share ("Error in
+ * the HTTP2 framing layer") */
+enum etcd_grpc_kind { ETCD_GRPC_LEASE, ETCD_GRPC_WATCH, ETCD_GRPC_KINDS };
+
+struct etcd_wstream {
+	struct client_call *hc; /* open on endpoint ep, or NULL */
+	size_t ep;
+	unsigned gen;		  /* counts the streams opened */
+	unsigned token_gen;	  /* the login whose token it carries */
+	int64_t last_id;	  /* the last watch id given on it */
+	int answered;		  /* it sent a message */
+	uint64_t first_answer_ms; /* how long its first answer may take */
+	char bad[240];		  /* what was wrong with what it sent */
+	struct etcd_grpc_reader rd;
+	struct buf in; /* bytes not yet handed over */
+	int in_failed;
+	struct event *dispatch, *timeout;
+};
 
 struct etcd_client {
 	struct event_base *base;
@@ -34,7 +63,7 @@ struct etcd_client {
 	/* the gRPC streams' clients (etcd_grpc_client): a connection cache
 	 * of their own, so that no HTTP/1.1 call is sent on a stream's
 	 * HTTP/2 connection, nor a stream on a call's connection */
-	struct client *grpc[AGENT_ETCD_MAX_ENDPOINTS];
+	struct client *grpc[ETCD_GRPC_KINDS][AGENT_ETCD_MAX_ENDPOINTS];
 	const char *cacert, *cert, *key; /* TLS files, for those clients */
 	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
 	size_t cur;
@@ -53,9 +82,14 @@ struct etcd_client {
 	const char *username, *password;
 	int has_cert;
 	int have_token;
+	/* the token of the login (for the watch stream's metadata), and
+	 * how many logins got one */
+	char token[ETCD_TOKEN_MAX + 1];
+	unsigned token_gen;
 	struct etcd_call *auth; /* the login in flight */
 	struct etcd_call *calls;
 	struct etcd_watch *watches;
+	struct etcd_wstream ws;
 };
 
 struct etcd_call {
@@ -98,7 +132,9 @@ struct etcd_watch {
 	int prev_kv;
 	etcd_watch_cb cb;
 	void *arg;
-	struct client_call *hc;
+	struct client_call *hc; /* its stream through the gateway */
+	int64_t sid;  /* its id on the client's gRPC stream; 0: not there */
+	int creating; /* its create was sent there and not answered */
 	size_t ep;
 	int parked, auth_retries, over;
 	int in_cb, freed;	/* freed inside its own callback: later */
@@ -141,7 +177,12 @@ enum verdict etcd_judge(struct etcd_client *c, const struct client_reply *r,
 			int *rc, char *msg, size_t size);
 /* etcd_grpc_client: endpoint ep's client for gRPC streams, made at its
  * first use; NULL when out of memory */
-struct client *etcd_grpc_client(struct etcd_client *c, size_t ep);
+struct client *etcd_grpc_client(struct etcd_client *c, enum etcd_grpc_kind k,
+				size_t ep);
+/* etcd_stream_off: endpoint ep did not take a gRPC stream (why): what
+ * would go on one goes through its JSON gateway for a while (logged once) */
+void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,
+		     const char *why);
 /* etcd_login: log in (once at a time); what waits for it is parked */
 void etcd_login(struct etcd_client *c);
 /* etcd_call_new: a call not yet tried (etcd_call_attempt tries it) */
@@ -156,6 +197,11 @@ void etcd_call_attempt(struct etcd_call *call);
 void etcd_watches_leave(struct etcd_client *c, size_t ep);
 /* etcd_watch_connect: (re)start w's stream from its next revision */
 void etcd_watch_connect(struct etcd_watch *w);
+/* etcd_wstream_init: the watch stream's parts, none open */
+void etcd_wstream_init(struct etcd_client *c);
+/* etcd_wstream_free: the watch stream closed and its storage freed (the
+ * client's end) */
+void etcd_wstream_free(struct etcd_client *c);
 /* etcd_watch_over: w ends for its owner (what, error) */
 void etcd_watch_over(struct etcd_watch *w, enum etcd_watch_what what,
 		     const char *error);

@@ -30,10 +30,7 @@
 
 /* the least a keep-alive's try waits for its answer */
 #define KEEPALIVE_TRY_MIN_MS 250
-/* an endpoint that did not take a keep-alive stream is asked again after
- * this long (its keep-alives go through the gateway meanwhile) */
-#define STREAM_OFF_MS  60000
-#define KEEPALIVE_PATH "/etcdserverpb.Lease/LeaseKeepAlive"
+#define KEEPALIVE_PATH	     "/etcdserverpb.Lease/LeaseKeepAlive"
 
 struct etcd_lease {
 	struct etcd_client *c;
@@ -200,27 +197,14 @@ static void gateway_keepalive(struct etcd_lease *l, uint64_t try_ms)
 static void stream_close(struct etcd_lease *l)
 {
 	if (l->ka)
-		client_cancel(l->c->grpc[l->ka_ep], l->ka);
+		client_cancel(l->c->grpc[ETCD_GRPC_LEASE][l->ka_ep], l->ka);
 	l->ka = NULL;
 	l->ka_waiting = 0;
 	l->ka_answers = 0;
 	l->ka_got = 0;
 	l->ka_bad[0] = '\0';
-	etcd_grpc_reader_init(&l->rd);
+	etcd_grpc_reader_reset(&l->rd);
 	evtimer_del(l->ka_timeout);
-}
-
-/* stream_off: endpoint ep did not take the stream (why): its keep-alives
- * go through the gateway for STREAM_OFF_MS */
-static void stream_off(struct etcd_lease *l, size_t ep, const char *why)
-{
-	struct etcd_client *c = l->c;
-	if (!c->stream_off_said)
-		log_info("etcd at %s did not take lease keep-alives on a gRPC "
-			 "stream (%s); they go through its JSON gateway",
-			 c->eps.url[ep], why);
-	c->stream_off_said = 1;
-	c->stream_off_until[ep] = clock_now_ms() + STREAM_OFF_MS;
 }
 
 /* on_ka_message: one message of the stream, inside curl's callback:
@@ -307,7 +291,7 @@ static void on_ka_end(void *arg, const struct client_reply *r)
 		    r->grpc_status != ETCD_GRPC_UNAVAILABLE))
 		/* not a member away: something that does not speak gRPC
 		 * there, or refuses it */
-		stream_off(l, ep, why);
+		etcd_stream_off(l->c, ep, "lease keep-alives", why);
 	else
 		/* the member is away, or has no leader: the gateway's call
 		 * is the next member's */
@@ -332,7 +316,7 @@ static void on_ka_timeout(evutil_socket_t fd, short what, void *arg)
 		/* a stream that never answered: a member that hangs, or
 		 * something before it that holds gRPC without a word; the
 		 * gateway's calls find out which */
-		stream_off(l, ep, why);
+		etcd_stream_off(l->c, ep, "lease keep-alives", why);
 	stream_close(l);
 	etcd_moved_on(l->c, ep, "lease keep-alive", why);
 	gateway_keepalive(l, 2 * l->try_ms < ttl_ms ? 2 * l->try_ms : ttl_ms);
@@ -354,7 +338,7 @@ static int stream_keepalive(struct etcd_lease *l)
 	if (l->ka && l->ka_ep != c->cur)
 		stream_close(l);
 	if (!l->ka) {
-		struct client *g = etcd_grpc_client(c, c->cur);
+		struct client *g = etcd_grpc_client(c, ETCD_GRPC_LEASE, c->cur);
 		l->ka_ep = c->cur;
 		l->ka = g ? client_duplex(g, KEEPALIVE_PATH, headers,
 					  on_ka_chunk, on_ka_end, l)
@@ -404,7 +388,7 @@ struct etcd_lease *etcd_lease_new(struct etcd_client *c, unsigned ttl_s,
 	l->cb = cb;
 	l->arg = arg;
 	l->try_ms = try_base_ms(l);
-	etcd_grpc_reader_init(&l->rd);
+	etcd_grpc_reader_init(&l->rd, ETCD_GRPC_MESSAGE_MAX);
 	l->timer = evtimer_new(c->base, on_lease_timer, l);
 	l->ka_timeout = evtimer_new(c->base, on_ka_timeout, l);
 	l->ka_dispatch = event_new(c->base, -1, 0, on_ka_answer, l);
@@ -428,6 +412,7 @@ void etcd_lease_free(struct etcd_lease *l)
 		return;
 	etcd_cancel(l->call);
 	stream_close(l);
+	etcd_grpc_reader_release(&l->rd);
 	event_free(l->timer);
 	event_free(l->ka_timeout);
 	event_free(l->ka_dispatch);

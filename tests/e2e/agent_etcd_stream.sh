@@ -1,16 +1,19 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# agent_etcd_stream.sh - the lease's keep-alives on a gRPC stream
-# (docs/etcd.md, "Keep-alives on a stream"), against a real 3-member etcd:
-# two agents (lease TTL 2 s) running for about four TTLs send their
-# keep-alives as messages of one LeaseKeepAlive stream each, counted by
-# etcd itself (its gRPC counters: streams started against messages
-# received), and no lease expires; through a front that speaks HTTP/1.1
-# only (netem_proxy.py --http1-only, which answers HTTP/2's preface with
-# 505), the agents say so once and keep their leases through etcd's JSON
-# gateway, and the job succeeds; over TLS with client certificates and
-# etcd's authentication on, the stream (HTTP/2 by ALPN, no token: etcd
-# asks none for a keep-alive) carries them as well.
+# agent_etcd_stream.sh - the lease's keep-alives and the watches on gRPC
+# streams (docs/etcd.md, "Keep-alives and watches on streams"), against a
+# real 3-member etcd: two agents (lease TTL 2 s) running for about four
+# TTLs send their keep-alives as messages of one LeaseKeepAlive stream
+# each and create (and cancel) their watches on one Watch stream each,
+# counted by etcd itself (its gRPC counters: streams started against
+# messages received), and no lease expires; through a front that speaks
+# HTTP/1.1 only (netem_proxy.py --http1-only, which answers HTTP/2's
+# preface with 505), the agents say so once and keep their leases and
+# watches through etcd's JSON gateway (a stream inside etcd for each),
+# and the job succeeds; over TLS with client certificates and etcd's
+# authentication on, the streams (HTTP/2 by ALPN; the watch stream with
+# the login's token as metadata, the keep-alives with none: etcd asks
+# none for them) carry them as well.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib_agent.sh"
 source "$(dirname "$0")/lib_etcd.sh"
@@ -26,11 +29,11 @@ fi
 SCEN_BACKEND=etcd
 source "$(dirname "$0")/lib_scenarios.sh"
 
-# ka_count KIND: the members' LeaseKeepAlive count of KIND (started:
-# streams; msg_received: keep-alives), summed
+# ka_count KIND [METHOD]: the members' count of KIND (started: streams;
+# msg_received: requests) of gRPC method METHOD (LeaseKeepAlive), summed
 ka_count() {
-	etcd_metric_sum 'index($0, m) == 1 && index($0, "grpc_method=\"LeaseKeepAlive\"") {s += $2} END {printf "%d", s}' \
-		-v m="grpc_server_$1_total{"
+	etcd_metric_sum 'index($0, m) == 1 && index($0, "grpc_method=\"" g "\"") {s += $2} END {printf "%d", s}' \
+		-v m="grpc_server_$1_total{" -v g="${2:-LeaseKeepAlive}"
 }
 # run_job JOB ENDPOINTS [CONF]: two agents, each worker sleeping 8 s
 # (four lease TTLs); sets pids
@@ -49,8 +52,9 @@ no_lease_lost() { ! cat "$TEST_TMP"/agent."$1".*.log | grep -Eq 'lease [0-9a-f]*
 # on_streams WHAT JOB ENDPOINTS [CONF]: a job of two agents keeps its
 # leases with a keep-alive stream each
 on_streams() {
-	local what=$1 job=$2 s0 m0 s m
+	local what=$1 job=$2 s0 m0 s m ws0 wm0 ws wm
 	s0=$(ka_count started) m0=$(ka_count msg_received)
+	ws0=$(ka_count started Watch) wm0=$(ka_count msg_received Watch)
 	check "$what: two agents running four lease TTLs exit" run_job "$job" "$3" "${4:-}"
 	check_eq "$what: ... with exit status 0" "00" "$(rcs_of "${pids[@]}")"
 	s=$(($(ka_count started) - s0)) m=$(($(ka_count msg_received) - m0))
@@ -58,9 +62,12 @@ on_streams() {
 	# the gateway each would be a stream of its own (m = s)
 	check "$what: the keep-alives went as messages of a few streams ($m keep-alives on $s streams)" \
 		test "$m" -ge 12 -a "$m" -ge $((4 * s))
+	ws=$(($(ka_count started Watch) - ws0)) wm=$(($(ka_count msg_received Watch) - wm0))
+	check "$what: the watches were created on a stream per agent ($wm creates and cancels on $ws streams)" \
+		test "$ws" -le 2 -a "$wm" -ge $((2 * ws))
 	check "$what: no lease expired" no_lease_lost "$job"
 	check "$what: no agent fell back to the gateway" \
-		bash -c "! grep -h 'did not take lease keep-alives' '$TEST_TMP'/agent.$job.*.log"
+		bash -c "! grep -h 'did not take .* on a gRPC stream' '$TEST_TMP'/agent.$job.*.log"
 }
 
 on_streams stream ka "$ETCD_ENDPOINTS"
@@ -72,15 +79,19 @@ proxy_pid=$LAST_PID
 if wait_for 10 file_has "$TEST_TMP/proxy.log" '^listening on [0-9]+'; then
 	port=$(awk '/^listening on/ {print $3; exit}' "$TEST_TMP/proxy.log")
 	s0=$(ka_count started) m0=$(ka_count msg_received)
+	ws0=$(ka_count started Watch) wm0=$(ka_count msg_received Watch)
 	check "http/1.1 front: two agents running four lease TTLs exit" \
 		run_job front "127.0.0.1:$port"
 	check_eq "http/1.1 front: ... with exit status 0" "00" "$(rcs_of "${pids[@]}")"
 	check "http/1.1 front: it refused HTTP/2" file_has "$TEST_TMP/proxy.log" 'HTTP/2 refused'
-	check "http/1.1 front: each agent said its keep-alives go through the gateway" \
-		test "$(grep -l "etcd at http://127.0.0.1:$port did not take lease keep-alives on a gRPC stream" "$TEST_TMP"/agent.front.*.log | wc -l)" = 2
+	check "http/1.1 front: each agent said its watches and keep-alives go through the gateway" \
+		test "$(grep -l "etcd at http://127.0.0.1:$port did not take .* on a gRPC stream (.*); the agent's watches and lease keep-alives go through its JSON gateway" "$TEST_TMP"/agent.front.*.log | wc -l)" = 2
 	s=$(($(ka_count started) - s0)) m=$(($(ka_count msg_received) - m0))
 	check "http/1.1 front: the keep-alives went through the gateway, a stream inside etcd each ($m on $s)" \
 		test "$m" -ge 8 -a "$m" -le $((s + 2))
+	ws=$(($(ka_count started Watch) - ws0)) wm=$(($(ka_count msg_received Watch) - wm0))
+	check "http/1.1 front: the watches went through the gateway, a stream inside etcd each ($wm creates on $ws streams)" \
+		test "$ws" -ge 4 -a "$wm" -le "$ws"
 	check "http/1.1 front: no lease expired" no_lease_lost front
 	kill -TERM "$proxy_pid"
 else
