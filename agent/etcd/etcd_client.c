@@ -531,10 +531,9 @@ void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,
 	c->stream_off_until[ep] = clock_now_ms() + STREAM_OFF_MS;
 }
 
-struct client *etcd_grpc_client(struct etcd_client *c, enum etcd_grpc_kind k,
-				size_t ep)
+struct client *etcd_grpc_client(struct etcd_client *c, size_t ep)
 {
-	struct client **g = &c->grpc[k][ep];
+	struct client **g = &c->grpc[ep];
 	char err[256];
 	if (*g)
 		return *g;
@@ -611,8 +610,7 @@ void etcd_client_free(struct etcd_client *c)
 		etcd_watch_free(c->watches);
 	for (size_t i = 0; i < c->eps.n; i++) {
 		client_free(c->http[i]);
-		for (int k = 0; k < ETCD_GRPC_KINDS; k++)
-			client_free(c->grpc[k][i]);
+		client_free(c->grpc[i]);
 	}
 	free(c);
 }

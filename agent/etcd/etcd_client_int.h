@@ -36,20 +36,18 @@ struct client_reply;
  * client gives them. Through the JSON gateway each watch is a request
  * and a gRPC stream of its own inside etcd, its HTTP/1.1 connection held
  * while it lasts (docs/etcd.md, "Watches on a stream"). */
-/* the gRPC streams' clients, one each per endpoint: libcurl 7.88 breaks
- * the HTTP/2 connection that two paused-upload streams share ("Error in
- * the HTTP2 framing layer") */
-enum etcd_grpc_kind { ETCD_GRPC_LEASE, ETCD_GRPC_WATCH, ETCD_GRPC_KINDS };
-
 struct etcd_wstream {
 	struct client_call *hc; /* open on endpoint ep, or NULL */
 	size_t ep;
 	unsigned gen;		  /* counts the streams opened */
 	unsigned token_gen;	  /* the login whose token it carries */
 	int64_t last_id;	  /* the last watch id given on it */
+	int64_t created_upto;	  /* the last id whose create was answered */
 	int answered;		  /* it sent a message */
 	uint64_t first_answer_ms; /* how long its first answer may take */
-	char bad[240];		  /* what was wrong with what it sent */
+	/* a stream to that endpoint answered once */
+	unsigned char took[AGENT_ETCD_MAX_ENDPOINTS];
+	char bad[240]; /* what was wrong with what it sent */
 	struct etcd_grpc_reader rd;
 	struct buf in; /* bytes not yet handed over */
 	int in_failed;
@@ -62,8 +60,9 @@ struct etcd_client {
 	struct client *http[AGENT_ETCD_MAX_ENDPOINTS];
 	/* the gRPC streams' clients (etcd_grpc_client): a connection cache
 	 * of their own, so that no HTTP/1.1 call is sent on a stream's
-	 * HTTP/2 connection, nor a stream on a call's connection */
-	struct client *grpc[ETCD_GRPC_KINDS][AGENT_ETCD_MAX_ENDPOINTS];
+	 * HTTP/2 connection, nor a stream on a call's connection (each
+	 * stream has a connection of its own: client_duplex) */
+	struct client *grpc[AGENT_ETCD_MAX_ENDPOINTS];
 	const char *cacert, *cert, *key; /* TLS files, for those clients */
 	char list[AGENT_ETCD_MAX_ENDPOINTS * AGENT_ETCD_URL_MAX];
 	size_t cur;
@@ -177,8 +176,7 @@ enum verdict etcd_judge(struct etcd_client *c, const struct client_reply *r,
 			int *rc, char *msg, size_t size);
 /* etcd_grpc_client: endpoint ep's client for gRPC streams, made at its
  * first use; NULL when out of memory */
-struct client *etcd_grpc_client(struct etcd_client *c, enum etcd_grpc_kind k,
-				size_t ep);
+struct client *etcd_grpc_client(struct etcd_client *c, size_t ep);
 /* etcd_stream_off: endpoint ep did not take a gRPC stream (why): what
  * would go on one goes through its JSON gateway for a while (logged once) */
 void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,

@@ -197,7 +197,7 @@ static void gateway_keepalive(struct etcd_lease *l, uint64_t try_ms)
 static void stream_close(struct etcd_lease *l)
 {
 	if (l->ka)
-		client_cancel(l->c->grpc[ETCD_GRPC_LEASE][l->ka_ep], l->ka);
+		client_cancel(l->c->grpc[l->ka_ep], l->ka);
 	l->ka = NULL;
 	l->ka_waiting = 0;
 	l->ka_answers = 0;
@@ -338,7 +338,7 @@ static int stream_keepalive(struct etcd_lease *l)
 	if (l->ka && l->ka_ep != c->cur)
 		stream_close(l);
 	if (!l->ka) {
-		struct client *g = etcd_grpc_client(c, ETCD_GRPC_LEASE, c->cur);
+		struct client *g = etcd_grpc_client(c, c->cur);
 		l->ka_ep = c->cur;
 		l->ka = g ? client_duplex(g, KEEPALIVE_PATH, headers,
 					  on_ka_chunk, on_ka_end, l)

@@ -28,11 +28,12 @@
 
 #define STREAM_MAX (4u << 20) /* unread stream bytes kept */
 #define WATCH_PATH "/etcdserverpb.Watch/Watch"
-/* a gRPC stream that has not answered its first create in this long is
- * taken for one held without a word by something before etcd: the
- * endpoint's watches go through its gateway for a while. A member that
- * hangs is noticed sooner, by the lease's keep-alive */
-#define WSTREAM_FIRST_ANSWER_MS 10000
+/* a gRPC stream that has not answered its first create in this long (or
+ * four times the last answer's time, when etcd is slow) is left for the
+ * next member: this one hangs, or has no leader and holds the stream;
+ * one that never answered a stream is taken for something before etcd
+ * that holds gRPC without a word, and gets the gateway's watches */
+#define WSTREAM_FIRST_ANSWER_MS 3000
 
 static void ws_restart(struct etcd_client *c);
 
@@ -301,12 +302,13 @@ static void ws_close(struct etcd_client *c)
 {
 	struct etcd_wstream *s = &c->ws;
 	if (s->hc)
-		client_cancel(c->grpc[ETCD_GRPC_WATCH][s->ep], s->hc);
+		client_cancel(c->grpc[s->ep], s->hc);
 	s->hc = NULL;
 	s->gen++;
 	s->answered = 0;
 	s->bad[0] = '\0';
 	s->last_id = 0;
+	s->created_upto = 0;
 	buf_release(&s->in); /* its limit stays */
 	s->in_failed = 0;
 	etcd_grpc_reader_reset(&s->rd);
@@ -333,6 +335,8 @@ enum ws_next {
 	WS_ELSEWHERE, /* the member is away: its watches resume elsewhere */
 	WS_GATEWAY,   /* the endpoint does not take gRPC: its gateway */
 	WS_LOGIN,     /* the token was refused: a new login first */
+	WS_SILENT,    /* no answer: elsewhere, and the gateway's where no
+		       * stream ever answered */
 };
 
 /* ws_ended: the stream is over (why); its watches go where next says */
@@ -340,9 +344,9 @@ static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next)
 {
 	size_t ep = c->ws.ep;
 	ws_close(c);
-	if (next == WS_GATEWAY)
+	if (next == WS_GATEWAY || (next == WS_SILENT && !c->ws.took[ep]))
 		etcd_stream_off(c, ep, "watches", why);
-	else if (next == WS_ELSEWHERE)
+	if (next == WS_ELSEWHERE || next == WS_SILENT)
 		etcd_moved_on(c, ep, "watch", why);
 	for (struct etcd_watch *w = c->watches; w; w = w->next) {
 		if (!w->sid)
@@ -364,21 +368,26 @@ static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next)
 	}
 }
 
-/* ws_find: the watch an answer is for. A create that etcd refused before
- * it made a watcher (permission, token) is answered with id -1: etcd
- * answers the creates of a stream in the order they came, so it is the
- * oldest unanswered one */
+/* ws_find: the watch an answer is for, or NULL (an answer on its way
+ * when its watch was canceled). A create that etcd refused before it made
+ * a watcher (permission, token) is answered with id -1; etcd answers a
+ * stream's creates in the order they came, and the client's ids grow, so
+ * it is the create after the last one answered */
 static struct etcd_watch *ws_find(struct etcd_client *c,
 				  const struct etcd_watch_response *r)
 {
-	struct etcd_watch *w, *oldest = NULL;
-	for (w = c->watches; w; w = w->next) {
-		if (w->sid && w->sid == r->watch_id)
-			return w;
-		if (w->sid && w->creating && (!oldest || w->sid < oldest->sid))
-			oldest = w;
+	struct etcd_wstream *s = &c->ws;
+	int64_t id = r->watch_id;
+	if (r->created) {
+		if (id == -1)
+			id = s->created_upto + 1;
+		if (id > s->created_upto)
+			s->created_upto = id;
 	}
-	return r->watch_id == -1 && r->created ? oldest : NULL;
+	for (struct etcd_watch *w = c->watches; w; w = w->next)
+		if (w->sid && w->sid == id)
+			return w;
+	return NULL;
 }
 
 /* ws_on_message: one message of the stream, from the loop; non-zero stops
@@ -398,6 +407,7 @@ static int ws_on_message(void *arg, const unsigned char *msg, size_t n)
 	}
 	if (!s->answered) {
 		s->answered = 1;
+		s->took[s->ep] = 1;
 		evtimer_del(s->timeout);
 	}
 	/* none: an answer on its way when its watch was freed */
@@ -494,7 +504,7 @@ static void ws_on_timeout(evutil_socket_t fd, short what, void *arg)
 	}
 	snprintf(why, sizeof(why), "no answer to a watch within %llu ms",
 		 (unsigned long long)c->ws.first_answer_ms);
-	ws_ended(c, why, WS_GATEWAY);
+	ws_ended(c, why, WS_SILENT);
 }
 
 static int ws_open(struct etcd_client *c)
@@ -517,7 +527,7 @@ static int ws_open(struct etcd_client *c)
 		headers[1] = token;
 	}
 	ws_close(c);
-	g = etcd_grpc_client(c, ETCD_GRPC_WATCH, c->cur);
+	g = etcd_grpc_client(c, c->cur);
 	s->hc =
 	    g ? client_duplex(g, WATCH_PATH, headers, ws_on_chunk, ws_on_end, c)
 	      : NULL;
@@ -533,13 +543,12 @@ static int ws_open(struct etcd_client *c)
 	return 0;
 }
 
-/* ws_create: w created on the stream to the member in use; 0, or -1 when
- * it goes through the gateway */
-static int ws_create(struct etcd_watch *w)
+/* ws_create: w created (wc) on the stream to the member in use; 0, or -1
+ * when it goes through the gateway */
+static int ws_create(struct etcd_watch *w, const struct etcd_watch_create *wc)
 {
 	struct etcd_client *c = w->c;
 	struct etcd_wstream *s = &c->ws;
-	struct etcd_watch_create wc;
 	struct buf frame;
 	int rc;
 	if (clock_now_ms() < c->stream_off_until[c->cur])
@@ -550,16 +559,8 @@ static int ws_create(struct etcd_watch *w)
 		ws_restart(c);
 	if (!s->hc && ws_open(c) != 0)
 		return -1;
-	memset(&wc, 0, sizeof(wc));
-	wc.key.data = w->key;
-	wc.key.len = w->key_len;
-	wc.range_end.data = w->end;
-	wc.range_end.len = w->end_len;
-	wc.start_revision = w->next_rev;
-	wc.prev_kv = w->prev_kv;
-	wc.progress_notify = 1;
 	buf_init(&frame, ETCD_ANSWER_MAX);
-	rc = etcd_grpc_watch_create_frame(&wc, s->last_id + 1, &frame);
+	rc = etcd_grpc_watch_create_frame(wc, s->last_id + 1, &frame);
 	if (rc == 0)
 		rc = client_duplex_send(s->hc, frame.data, frame.len);
 	buf_release(&frame);
@@ -605,8 +606,6 @@ void etcd_watch_connect(struct etcd_watch *w)
 	w->parked = 0;
 	if (w->sid || w->hc)
 		watch_stop_stream(w);
-	if (ws_create(w) == 0)
-		return;
 	memset(&wc, 0, sizeof(wc));
 	wc.key.data = w->key;
 	wc.key.len = w->key_len;
@@ -615,6 +614,8 @@ void etcd_watch_connect(struct etcd_watch *w)
 	wc.start_revision = w->next_rev;
 	wc.prev_kv = w->prev_kv;
 	wc.progress_notify = 1;
+	if (ws_create(w, &wc) == 0)
+		return;
 	if (etcd_build_watch_create(&wc, &body, err, sizeof(err)) != 0) {
 		etcd_watch_over(w, ETCD_WATCH_FAILED, err);
 		return;

@@ -40,6 +40,8 @@ struct client_call {
 	/* a duplex call (client_duplex): what is queued to send; paused:
 	 * curl was told there is nothing more for now */
 	int duplex, paused;
+	/* the answer's gRPC status came: the call is over (check_done) */
+	int grpc_ended;
 	struct buf out;
 	int grpc_status; /* -1 until a grpc-status header or trailer */
 	char grpc_message[256];
@@ -165,6 +167,7 @@ static size_t header_cb(char *data, size_t size, size_t nmemb, void *arg)
 	size_t n = size * nmemb, k;
 	if (n > 12 && strncasecmp(data, "grpc-status:", 12) == 0) {
 		call->grpc_status = atoi(data + 12);
+		call->grpc_ended = call->duplex;
 	} else if (n > 13 && strncasecmp(data, "grpc-message:", 13) == 0) {
 		data += 13;
 		n -= 13;
@@ -289,6 +292,22 @@ static void check_done(struct client *c)
 		/* detach first: the callback may start new calls */
 		curl_multi_remove_handle(c->multi, call->easy);
 		finish(call, code);
+		call_free(call);
+	}
+	/* libcurl 7.88 does not finish an HTTP/2 transfer whose answer ended
+	 * while its upload is paused, and resumed to end its upload it
+	 * sends on the closed stream and breaks the connection: a duplex
+	 * call that etcd ended (a watch stream on a member that lost its
+	 * leader) is over when its gRPC status came, all its answer read
+	 * before it. Each callback may end or start calls: walked again */
+	for (;;) {
+		struct client_call *call = c->calls;
+		while (call && !call->grpc_ended)
+			call = call->next;
+		if (!call)
+			break;
+		curl_multi_remove_handle(c->multi, call->easy);
+		finish(call, CURLE_OK);
 		call_free(call);
 	}
 }
@@ -418,6 +437,13 @@ static struct client_call *start(struct client *c, const char *method,
 			? (long)CURL_HTTP_VERSION_2TLS
 			: (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
 		curl_easy_setopt(call->easy, CURLOPT_POST, 1L);
+		/* a connection of its own, closed with it: with libcurl 7.88,
+		 * two such streams on one HTTP/2 connection break it, and so
+		 * does a stream removed while its upload is paused: every later
+		 * stream on that connection fails at once ("Error in the HTTP2
+		 * framing layer") */
+		curl_easy_setopt(call->easy, CURLOPT_FRESH_CONNECT, 1L);
+		curl_easy_setopt(call->easy, CURLOPT_FORBID_REUSE, 1L);
 		curl_easy_setopt(call->easy, CURLOPT_READFUNCTION, read_cb);
 		curl_easy_setopt(call->easy, CURLOPT_READDATA, call);
 		curl_easy_setopt(call->easy, CURLOPT_HEADERFUNCTION, header_cb);

@@ -403,9 +403,14 @@ def etcd_load_once(b, n, tag, timeout, idle_ms, ttl_s=LOAD_TTL_S):
         if "error" in res:
             return res
         d = res["etcd_delta"]
-        res["requests_per_join"] = sum(
+        # a unary call is a stream started; a watch's create (or cancel)
+        # is one message, on a stream of its own (through the gateway)
+        # or on the agent's watch stream (gRPC)
+        res["requests_per_join"] = (sum(
             v for k, v in d.items() if k.startswith("started.")
-            and k != "started.LeaseKeepAlive") / n
+            and k not in ("started.LeaseKeepAlive", "started.Watch"))
+            + d.get("msg_received.Watch", 0)) / n
+        res["watch_streams_per_join"] = d.get("started.Watch", 0) / n
         # a keep-alive is one message, on a stream of its own (through the
         # gateway) or on the lease's stream (gRPC)
         res["keepalives_per_join"] = \
