@@ -73,9 +73,10 @@ struct client_call *client_stream(struct client *c, const char *path,
  * client_duplex_send queues, for as long as the call lasts; each piece of
  * a 200 gRPC answer goes to chunk as it comes (no time limit; TCP
  * keep-alive finds a dead peer). cb ends it as for client_call, with the
- * gRPC status of the answer's headers or trailers, as soon as that status
- * comes (any other answer: its body). client_duplex_send queues n bytes to send (0, DL_ENOMEM, or
- * DL_ELIMIT past 4 MiB queued); it must not be called from chunk. */
+ * gRPC status of the answer's headers or trailers, as soon as that
+ * status comes (any other answer: its body). client_duplex_send queues n
+ * bytes to send (0, DL_ENOMEM, or DL_ELIMIT past 4 MiB queued); it must
+ * not be called from chunk. */
 struct client_call *client_duplex(struct client *c, const char *path,
 				  const char *const *headers,
 				  client_chunk_cb chunk, client_cb cb,
