@@ -42,6 +42,8 @@ struct client_call {
 	int duplex, paused;
 	/* the answer's gRPC status came: the call is over (check_done) */
 	int grpc_ended;
+	/* a duplex call's nudge after each piece of its answer (on_nudge) */
+	struct event *nudge;
 	struct buf out;
 	int grpc_status; /* -1 until a grpc-status header or trailer */
 	char grpc_message[256];
@@ -142,6 +144,8 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct client_call *call = arg;
 	size_t n = size * nmemb;
+	if (call->nudge)
+		event_active(call->nudge, EV_TIMEOUT, 0);
 	if (call->chunk) {
 		long status = 0;
 		const char *type = NULL;
@@ -213,6 +217,8 @@ static void call_free(struct client_call *call)
 		curl_multi_remove_handle(call->c->multi, call->easy);
 		curl_easy_cleanup(call->easy);
 	}
+	if (call->nudge)
+		event_free(call->nudge);
 	curl_slist_free_all(call->headers);
 	buf_release(&call->req_body);
 	buf_release(&call->resp);
@@ -274,6 +280,26 @@ static void finish(struct client_call *call, CURLcode code)
 	call->cb(call->arg, &r);
 	if (json)
 		json_decref(json);
+}
+
+/* on_nudge: libcurl 7.88 may keep part of what an HTTP/2 stream received
+ * in its buffers until the transfer runs again, which a transfer whose
+ * upload is paused (a duplex call with nothing to send) does only on its
+ * socket's next event: on a stream of its own, maybe never (a burst of
+ * watch events whose end stayed unread). After each piece delivered, the
+ * paused upload is resumed once: the transfer runs, delivers what it
+ * holds, and pauses again */
+static void on_nudge(evutil_socket_t fd, short what, void *arg)
+{
+	struct client_call *call = arg;
+	struct client *c = call->c;
+	(void)fd;
+	(void)what;
+	if (!call->paused)
+		return;
+	call->paused = 0;
+	curl_easy_pause(call->easy, CURLPAUSE_CONT);
+	check_done(c);
 }
 
 static void check_done(struct client *c)
@@ -389,6 +415,13 @@ static struct client_call *start(struct client *c, const char *method,
 	call->chunk = chunk;
 	call->arg = arg;
 	call->duplex = duplex_headers != NULL;
+	if (call->duplex) {
+		call->nudge = event_new(c->base, -1, 0, on_nudge, call);
+		if (!call->nudge) {
+			free(call);
+			return NULL;
+		}
+	}
 	call->grpc_status = -1;
 	buf_init(&call->req_body, CLIENT_MAX_BODY_BYTES);
 	buf_init(&call->resp, CLIENT_MAX_BODY_BYTES);
