@@ -321,11 +321,10 @@ static void check_done(struct client *c)
 		call_free(call);
 	}
 	/* libcurl 7.88 does not finish an HTTP/2 transfer whose answer ended
-	 * while its upload is paused, and resumed to end its upload it
-	 * sends on the closed stream and breaks the connection: a duplex
-	 * call that etcd ended (a watch stream on a member that lost its
-	 * leader) is over when its gRPC status came, all its answer read
-	 * before it. Each callback may end or start calls: walked again */
+	 * while its upload is paused: a duplex call that etcd ended (a watch
+	 * stream on a member that lost its leader) is over when its gRPC
+	 * status came, all its answer read before it (trailers come last).
+	 * Each callback may end or start calls: the list is walked again */
 	for (;;) {
 		struct client_call *call = c->calls;
 		while (call && !call->grpc_ended)
