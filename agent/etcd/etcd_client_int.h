@@ -35,7 +35,7 @@ struct client_reply;
  * client on one stream to the member in use, told apart by the ids the
  * client gives them. Through the JSON gateway each watch is a request
  * and a gRPC stream of its own inside etcd, its HTTP/1.1 connection held
- * while it lasts (docs/etcd.md, "Watches on a stream"). */
+ * while it lasts (docs/etcd.md, "Keep-alives and watches on streams"). */
 struct etcd_wstream {
 	struct client_call *hc; /* open on endpoint ep, or NULL */
 	size_t ep;
@@ -132,8 +132,9 @@ struct etcd_watch {
 	etcd_watch_cb cb;
 	void *arg;
 	struct client_call *hc; /* its stream through the gateway */
-	int64_t sid;  /* its id on the client's gRPC stream; 0: not there */
-	int creating; /* its create was sent there and not answered */
+	/* its id on the client's gRPC stream (0: not there); its create is
+	 * unanswered while sid > the stream's created_upto */
+	int64_t sid;
 	size_t ep;
 	int parked, auth_retries, over;
 	int in_cb, freed;	/* freed inside its own callback: later */

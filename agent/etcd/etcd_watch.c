@@ -35,7 +35,17 @@
  * that holds gRPC without a word, and gets the gateway's watches */
 #define WSTREAM_FIRST_ANSWER_MS 3000
 
-static void ws_restart(struct etcd_client *c);
+enum ws_next {
+	WS_AGAIN,     /* another member in use, or a new token: at once, on
+		       * a new stream */
+	WS_ELSEWHERE, /* the member is away: its watches resume elsewhere */
+	WS_GATEWAY,   /* the endpoint does not take gRPC: its gateway */
+	WS_LOGIN,     /* the token was refused: a new login first */
+	WS_SILENT,    /* no answer: elsewhere, and the gateway's where no
+		       * stream ever answered */
+};
+
+static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next);
 
 static void ws_cancel(struct etcd_watch *w)
 {
@@ -50,7 +60,6 @@ static void ws_cancel(struct etcd_watch *w)
 		(void)client_duplex_send(s->hc, frame.data, frame.len);
 	buf_release(&frame);
 	w->sid = 0;
-	w->creating = 0;
 }
 
 static void watch_stop_stream(struct etcd_watch *w)
@@ -72,7 +81,7 @@ static void watch_stop_stream(struct etcd_watch *w)
 void etcd_watches_leave(struct etcd_client *c, size_t ep)
 {
 	if (c->ws.hc && c->ws.ep == ep)
-		ws_restart(c);
+		ws_ended(c, NULL, WS_AGAIN);
 	for (struct etcd_watch *w = c->watches; w; w = w->next) {
 		if (!w->hc || w->ep != ep || w->over || w->freed || w->parked)
 			continue;
@@ -119,12 +128,9 @@ static int watch_answer(struct etcd_watch *w, struct etcd_watch_response *r)
 	char msg[1200];
 	etcd_answered(w->c);
 	backoff_reset(&w->backoff);
-	if (r->created)
-		w->creating = 0;
 	if (r->canceled) {
 		/* etcd forgot it: nothing to cancel there */
 		w->sid = 0;
-		w->creating = 0;
 		if (r->compact_revision > 0) {
 			etcd_watch_over(w, ETCD_WATCH_COMPACTED, "compacted");
 			return 1;
@@ -316,30 +322,8 @@ static void ws_close(struct etcd_client *c)
 		evtimer_del(s->timeout);
 }
 
-/* ws_restart: the stream closed; its watches resume from their revisions
- * on a new one, to the member in use */
-static void ws_restart(struct etcd_client *c)
-{
-	ws_close(c);
-	for (struct etcd_watch *w = c->watches; w; w = w->next) {
-		if (!w->sid)
-			continue;
-		w->sid = 0;
-		w->creating = 0;
-		if (!w->over && !w->freed && !w->parked)
-			etcd_arm(w->retry, 0);
-	}
-}
-
-enum ws_next {
-	WS_ELSEWHERE, /* the member is away: its watches resume elsewhere */
-	WS_GATEWAY,   /* the endpoint does not take gRPC: its gateway */
-	WS_LOGIN,     /* the token was refused: a new login first */
-	WS_SILENT,    /* no answer: elsewhere, and the gateway's where no
-		       * stream ever answered */
-};
-
-/* ws_ended: the stream is over (why); its watches go where next says */
+/* ws_ended: the stream is over (why; NULL for WS_AGAIN); its watches go
+ * where next says, from their revisions */
 static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next)
 {
 	size_t ep = c->ws.ep;
@@ -352,10 +336,9 @@ static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next)
 		if (!w->sid)
 			continue;
 		w->sid = 0;
-		w->creating = 0;
 		if (w->over || w->freed || w->parked)
 			continue;
-		if (next == WS_GATEWAY)
+		if (next == WS_AGAIN || next == WS_GATEWAY)
 			etcd_arm(w->retry, 0);
 		else if (next == WS_LOGIN)
 			w->parked = 1;
@@ -497,7 +480,7 @@ static void ws_on_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	for (struct etcd_watch *w = c->watches; w; w = w->next)
-		waiting |= w->sid && w->creating;
+		waiting |= w->sid > c->ws.created_upto;
 	if (!waiting) {
 		ws_close(c); /* its watches were freed: nothing to answer */
 		return;
@@ -556,7 +539,7 @@ static int ws_create(struct etcd_watch *w, const struct etcd_watch_create *wc)
 	if (s->hc && (s->ep != c->cur || s->token_gen != c->token_gen))
 		/* another member, or an older login's token: the stream's
 		 * watches follow w to a new one */
-		ws_restart(c);
+		ws_ended(c, NULL, WS_AGAIN);
 	if (!s->hc && ws_open(c) != 0)
 		return -1;
 	buf_init(&frame, ETCD_ANSWER_MAX);
@@ -567,8 +550,6 @@ static int ws_create(struct etcd_watch *w, const struct etcd_watch_create *wc)
 	if (rc)
 		return -1;
 	w->sid = ++s->last_id;
-	w->creating = 1;
-	w->ep = s->ep;
 	return 0;
 }
 
@@ -581,9 +562,7 @@ void etcd_wstream_init(struct etcd_client *c)
 void etcd_wstream_free(struct etcd_client *c)
 {
 	struct etcd_wstream *s = &c->ws;
-	ws_close(c);
-	for (struct etcd_watch *w = c->watches; w; w = w->next)
-		w->sid = 0;
+	ws_close(c); /* the watches' cancels are not sent: it is gone */
 	if (s->dispatch)
 		event_free(s->dispatch);
 	if (s->timeout)
