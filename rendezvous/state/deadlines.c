@@ -56,7 +56,10 @@ static void tick_open(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 		}
 		j->waiters[kept++] = *w;
 	}
-	j->nwaiters = kept;
+	if (kept != j->nwaiters) {
+		j->nwaiters = kept;
+		job_index_waiters(j);
+	}
 	kept = 0;
 	for (size_t i = 0; i < j->nsurvivors; i++) {
 		struct survivor *s = &j->survivors[i];
@@ -70,7 +73,10 @@ static void tick_open(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 		}
 		j->survivors[kept++] = *s;
 	}
-	j->nsurvivors = kept;
+	if (kept != j->nsurvivors) {
+		j->nsurvivors = kept;
+		job_index_survivors(j);
+	}
 	job_track_min(j, now_ms);
 	if (!j->min_reached &&
 	    now_ms >= j->below_min_since_ms + j->cfg.join_timeout_ms) {

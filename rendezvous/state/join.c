@@ -148,6 +148,7 @@ static int add_waiter(struct rdzv_state *st, struct job *j,
 		memset(w, 0, sizeof(*w));
 		w->info = *node;
 		w->seq = ++j->next_seq;
+		job_waiter_added(j);
 		/* no wake-up: a new waiter alone answers no parked poll (the
 		 * round closing or ending does), and waking every parked join
 		 * on every join made forming an n-node round O(n^3) */

@@ -290,6 +290,7 @@ static int drop_node(struct rdzv_state *st, struct job *j, const char *node_id,
 		size_t at = (size_t)(w - j->waiters);
 		memmove(w, w + 1, (j->nwaiters - at - 1) * sizeof(*w));
 		j->nwaiters--;
+		job_index_waiters(j);
 		job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
 		log_info("job=%s round=%" PRIu64 " event=node_left node=%s "
 			 "reason=%s waiting=%zu",
@@ -300,6 +301,7 @@ static int drop_node(struct rdzv_state *st, struct job *j, const char *node_id,
 		size_t at = (size_t)(s - j->survivors);
 		memmove(s, s + 1, (j->nsurvivors - at - 1) * sizeof(*s));
 		j->nsurvivors--;
+		job_index_survivors(j);
 		job_mark(j, RDZV_CHANGED_JOB | RDZV_CHANGED_WAKE);
 	}
 	if (job_is_open(j)) {

@@ -72,6 +72,7 @@ void job_finish(struct rdzv_state *st, struct job *j, enum rdzv_job_state state,
 	history_end(j, now_ms, reason, NULL);
 	j->state = state;
 	j->nwaiters = 0;
+	job_index_waiters(j);
 	j->nsurvivors = 0;
 	j->ended_seq = ++st->end_seq;
 	j->ended_ms = now_ms;
@@ -97,14 +98,11 @@ static void pick_members(const struct job *j, unsigned char *picked,
 {
 	size_t n = 0;
 	for (size_t s = 0; s < j->nsurvivors && n < take; s++) {
-		for (size_t w = 0; w < j->nwaiters; w++) {
-			if (!picked[w] &&
-			    strcmp(j->waiters[w].info.node_id,
-				   j->survivors[s].node_id) == 0) {
-				picked[w] = PICKED_SURVIVOR;
-				n++;
-				break;
-			}
+		const struct waiter *w =
+		    job_find_waiter(j, j->survivors[s].node_id);
+		if (w && !picked[w - j->waiters]) {
+			picked[w - j->waiters] = PICKED_SURVIVOR;
+			n++;
 		}
 	}
 	for (size_t w = 0; w < j->nwaiters && n < take; w++) {
@@ -137,12 +135,12 @@ static void place_members(struct job *j, const unsigned char *picked,
 {
 	j->nmembers = 0;
 	j->world_size = 0;
-	for (size_t s = 0; s < j->nsurvivors; s++)
-		for (size_t w = 0; w < j->nwaiters; w++)
-			if (picked[w] == PICKED_SURVIVOR &&
-			    strcmp(j->waiters[w].info.node_id,
-				   j->survivors[s].node_id) == 0)
-				add_member(j, &j->waiters[w], now_ms);
+	for (size_t s = 0; s < j->nsurvivors; s++) {
+		const struct waiter *w =
+		    job_find_waiter(j, j->survivors[s].node_id);
+		if (w && picked[w - j->waiters] == PICKED_SURVIVOR)
+			add_member(j, w, now_ms);
+	}
 	for (size_t w = 0; w < j->nwaiters; w++)
 		if (picked[w] == PICKED_NEW)
 			add_member(j, &j->waiters[w], now_ms);
@@ -169,6 +167,7 @@ static int close_round(struct rdzv_state *st, struct job *j, uint64_t now_ms)
 		if (!picked[w])
 			j->waiters[kept++] = j->waiters[w];
 	j->nwaiters = kept;
+	job_index_waiters(j);
 	free(picked);
 	j->nsurvivors = 0;
 	j->had_survivors = 0;
@@ -233,6 +232,7 @@ void job_end_round(struct rdzv_state *st, struct job *j, uint64_t now_ms,
 		 j->restart_count);
 	history_end(j, now_ms, reason, node_id);
 	j->nsurvivors = ns;
+	job_index_survivors(j);
 	j->had_survivors = ns > 0;
 	j->nmembers = 0;
 	j->world_size = 0;

@@ -59,6 +59,7 @@ int job_new_run(struct job *j, const struct rdzv_job_config *cfg,
 	j->nmembers = 0;
 	job_index_members(j);
 	j->nwaiters = 0;
+	job_index_waiters(j);
 	j->nsurvivors = 0;
 	j->had_survivors = 0;
 	j->min_reached = 0;

@@ -11,6 +11,7 @@
 #include "state_int.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,9 +84,11 @@ static void job_free(struct job *j)
 		return;
 	job_hangs_free(j);
 	free(j->members);
-	free(j->member_slots);
+	free(j->member_index.slots);
 	free(j->waiters);
+	free(j->waiter_index.slots);
 	free(j->survivors);
+	free(j->survivor_index.slots);
 	json_decref(j->failures);
 	json_decref(j->runs);
 	rdzv_kv_free(j->kv);
@@ -138,70 +141,122 @@ static uint64_t name_hash(const char *s)
 	return h;
 }
 
-void job_index_members(struct job *j)
+/* the node id of record i of an array whose records are stride bytes,
+ * each with its node id off bytes in */
+#define NAME_AT(arr, stride, off, i)                                           \
+	((const char *)(arr) + (size_t)(i) * (stride) + (off))
+
+static void name_index_put(struct name_index *x, const char *name, size_t i)
+{
+	size_t h = name_hash(name) & (x->cap - 1);
+	while (x->slots[h])
+		h = (h + 1) & (x->cap - 1);
+	x->slots[h] = (uint32_t)i + 1;
+}
+
+/* name_index_build indexes the n records of arr, in at least twice as
+ * many slots */
+static void name_index_build(struct name_index *x, const void *arr,
+			     size_t stride, size_t off, size_t n)
 {
 	size_t cap = 16;
-	while (cap < 2 * j->nmembers)
+	while (cap < 2 * n)
 		cap *= 2;
-	if (cap > j->member_slots_cap) {
-		uint32_t *slots =
-		    realloc(j->member_slots, cap * sizeof(*slots));
+	if (cap > x->cap) {
+		uint32_t *slots = realloc(x->slots, cap * sizeof(*slots));
 		if (!slots) {
 			/* lookups fall back to scanning */
-			free(j->member_slots);
-			j->member_slots = NULL;
-			j->member_slots_cap = 0;
+			free(x->slots);
+			x->slots = NULL;
+			x->cap = 0;
 			return;
 		}
-		j->member_slots = slots;
-		j->member_slots_cap = cap;
+		x->slots = slots;
+		x->cap = cap;
 	}
-	cap = j->member_slots_cap;
-	memset(j->member_slots, 0, cap * sizeof(j->member_slots[0]));
-	for (size_t i = 0; i < j->nmembers; i++) {
-		size_t h = name_hash(j->members[i].info.node_id) & (cap - 1);
-		while (j->member_slots[h])
-			h = (h + 1) & (cap - 1);
-		j->member_slots[h] = (uint32_t)i + 1;
+	memset(x->slots, 0, x->cap * sizeof(x->slots[0]));
+	for (size_t i = 0; i < n; i++)
+		name_index_put(x, NAME_AT(arr, stride, off, i), i);
+}
+
+/* name_index_find: the index of the record named name among the n of
+ * arr, or n when there is none */
+static size_t name_index_find(const struct name_index *x, const void *arr,
+			      size_t stride, size_t off, size_t n,
+			      const char *name)
+{
+	if (!n)
+		return n;
+	if (!x->cap) {
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(NAME_AT(arr, stride, off, i), name) == 0)
+				return i;
+		return n;
 	}
+	for (size_t h = name_hash(name) & (x->cap - 1); x->slots[h];
+	     h = (h + 1) & (x->cap - 1)) {
+		size_t i = x->slots[h] - 1;
+		if (i < n && strcmp(NAME_AT(arr, stride, off, i), name) == 0)
+			return i;
+	}
+	return n;
+}
+
+#define MEMBER_NAME sizeof(struct member), offsetof(struct member, info.node_id)
+#define WAITER_NAME sizeof(struct waiter), offsetof(struct waiter, info.node_id)
+#define SURVIVOR_NAME                                                          \
+	sizeof(struct survivor), offsetof(struct survivor, node_id)
+
+void job_index_members(struct job *j)
+{
+	name_index_build(&j->member_index, j->members, MEMBER_NAME,
+			 j->nmembers);
 }
 
 /* job_find_member is on every heartbeat's path: hashed, so one server core
  * keeps up with heartbeats of a job of many thousand nodes */
 struct member *job_find_member(const struct job *j, const char *node_id)
 {
-	size_t cap = j->member_slots_cap, h;
-	if (!j->nmembers)
-		return NULL;
-	if (!cap) {
-		for (size_t i = 0; i < j->nmembers; i++)
-			if (strcmp(j->members[i].info.node_id, node_id) == 0)
-				return &j->members[i];
-		return NULL;
+	size_t i = name_index_find(&j->member_index, j->members, MEMBER_NAME,
+				   j->nmembers, node_id);
+	return i < j->nmembers ? &j->members[i] : NULL;
+}
+
+void job_index_waiters(struct job *j)
+{
+	name_index_build(&j->waiter_index, j->waiters, WAITER_NAME,
+			 j->nwaiters);
+}
+
+void job_waiter_added(struct job *j)
+{
+	struct name_index *x = &j->waiter_index;
+	if (!x->cap || 2 * j->nwaiters > x->cap) {
+		job_index_waiters(j); /* grown (or tried again) */
+		return;
 	}
-	for (h = name_hash(node_id) & (cap - 1); j->member_slots[h];
-	     h = (h + 1) & (cap - 1)) {
-		struct member *m = &j->members[j->member_slots[h] - 1];
-		if (strcmp(m->info.node_id, node_id) == 0)
-			return m;
-	}
-	return NULL;
+	name_index_put(x, j->waiters[j->nwaiters - 1].info.node_id,
+		       j->nwaiters - 1);
 }
 
 struct waiter *job_find_waiter(const struct job *j, const char *node_id)
 {
-	for (size_t i = 0; i < j->nwaiters; i++)
-		if (strcmp(j->waiters[i].info.node_id, node_id) == 0)
-			return &j->waiters[i];
-	return NULL;
+	size_t i = name_index_find(&j->waiter_index, j->waiters, WAITER_NAME,
+				   j->nwaiters, node_id);
+	return i < j->nwaiters ? &j->waiters[i] : NULL;
+}
+
+void job_index_survivors(struct job *j)
+{
+	name_index_build(&j->survivor_index, j->survivors, SURVIVOR_NAME,
+			 j->nsurvivors);
 }
 
 struct survivor *job_find_survivor(const struct job *j, const char *node_id)
 {
-	for (size_t i = 0; i < j->nsurvivors; i++)
-		if (strcmp(j->survivors[i].node_id, node_id) == 0)
-			return &j->survivors[i];
-	return NULL;
+	size_t i = name_index_find(&j->survivor_index, j->survivors,
+				   SURVIVOR_NAME, j->nsurvivors, node_id);
+	return i < j->nsurvivors ? &j->survivors[i] : NULL;
 }
 
 int job_is_open(const struct job *j)

@@ -35,6 +35,17 @@ struct member {
 	char recovery_why[RDZV_RECOVERY_WHY_MAX + 1];
 };
 
+/* An open-addressing index of the node ids of an array of records
+ * (members, waiters): slot = index + 1, 0 empty. With cap 0 (never built,
+ * or out of memory) a lookup scans the array. Rounds and the open round's
+ * checks look a node up for each node: without it a round of N nodes
+ * costs O(N^2) string comparisons per join (a 4096-node takeover took
+ * the leader's core for half a minute). */
+struct name_index {
+	uint32_t *slots;
+	size_t cap;
+};
+
 /* A node waiting for the next round: a joiner or a spare. */
 struct waiter {
 	struct rdzv_node_info info;
@@ -83,15 +94,17 @@ struct job {
 
 	struct member *members;
 	size_t nmembers, members_cap;
-	/* open-addressing index of members by node_id: slot = index + 1,
-	 * 0 empty; rebuilt whenever members is (job_index_members); with
-	 * member_slots_cap 0 lookups scan */
-	uint32_t *member_slots;
-	size_t member_slots_cap;
+	/* rebuilt whenever members is (job_index_members) */
+	struct name_index member_index;
 	struct waiter *waiters;
 	size_t nwaiters, waiters_cap;
+	/* rebuilt whenever waiters lose one or are reordered
+	 * (job_index_waiters); a join adds its waiter (job_waiter_added) */
+	struct name_index waiter_index;
 	struct survivor *survivors;
 	size_t nsurvivors, survivors_cap;
+	/* rebuilt whenever survivors changes (job_index_survivors) */
+	struct name_index survivor_index;
 	int had_survivors; /* the open round followed a round with members */
 
 	/* open-round clocks */
@@ -153,7 +166,13 @@ int state_make_room(struct rdzv_state *st, char *err, size_t err_size);
 struct member *job_find_member(const struct job *j, const char *node_id);
 void job_index_members(struct job *j);
 struct waiter *job_find_waiter(const struct job *j, const char *node_id);
+/* job_index_waiters: after waiters lost one, were reordered or cleared */
+void job_index_waiters(struct job *j);
+/* job_waiter_added: after a waiter was appended */
+void job_waiter_added(struct job *j);
 struct survivor *job_find_survivor(const struct job *j, const char *node_id);
+/* job_index_survivors: after survivors changed */
+void job_index_survivors(struct job *j);
 int job_is_open(const struct job *j);
 int job_is_ended(const struct job *j);
 /* job_mark records RDZV_CHANGED_* flags for rdzv_state_pop_changed. */

@@ -350,6 +350,7 @@ static int restore_waiters(json_t *arr, struct job *j, uint64_t now_ms,
 		w->last_seen_ms = now_ms;
 		j->nwaiters++;
 	}
+	job_index_waiters(j);
 	return 0;
 }
 
@@ -375,6 +376,7 @@ static int restore_survivors(json_t *arr, struct job *j, uint64_t now_ms)
 		j->survivors[i].last_seen_ms = now_ms;
 		j->nsurvivors++;
 	}
+	job_index_survivors(j);
 	return 0;
 }
 

@@ -580,6 +580,64 @@ static void test_deadline_never_past(void **state)
 	rdzv_state_free(st);
 }
 
+/* A round of 300 nodes loses n150; n7 leaves after rejoining, among
+ * other waiters, n9 and n10 before: waiters and survivors are found by
+ * name (a hashed index) through every removal and every growth of their
+ * arrays, and the next round forms when the last of the other 296 is
+ * back, each in its old order. */
+static void test_many_rejoin(void **state)
+{
+	struct rdzv_state *st = running(2, 300, 5, 300);
+	struct rdzv_job_config c = config(2, 300, 5);
+	struct rdzv_reply r;
+	char id[16];
+	int rank = 0;
+	(void)state;
+	assert_int_equal(rdzv_evict(st, "job1", "n150", "inc-n150",
+				    "lease_expired", 1500, err, sizeof(err)),
+			 0);
+	assert_string_equal(state_of(st), "RESTARTING");
+	assert_int_equal(
+	    rdzv_leave(st, "job1", "n9", "inc-n9", 1501, &r, err, sizeof(err)),
+	    0);
+	assert_int_equal(rdzv_leave(st, "job1", "n10", "inc-n10", 1502, &r, err,
+				    sizeof(err)),
+			 0);
+	/* back in reverse order; n7 among the first, gone again halfway */
+	for (int i = 300; i >= 2; i--) {
+		if (i == 150 || i == 7 || i == 9 || i == 10)
+			continue;
+		snprintf(id, sizeof(id), "n%d", i);
+		assert_int_equal(join(st, &c, id, 2, 1700), RDZV_WAIT);
+		if (i == 290)
+			assert_int_equal(join(st, &c, "n7", 2, 1700),
+					 RDZV_WAIT);
+		if (i == 100)
+			assert_int_equal(rdzv_leave(st, "job1", "n7", "inc-n7",
+						    1700, &r, err, sizeof(err)),
+					 0);
+	}
+	for (int i = 300; i >= 2; i--) {
+		if (i == 150 || i == 7 || i == 9 || i == 10)
+			continue;
+		snprintf(id, sizeof(id), "n%d", i);
+		assert_int_equal(join(st, &c, id, 2, 1750), RDZV_WAIT);
+	}
+	assert_string_equal(state_of(st), "RESTARTING");
+	assert_int_equal(join(st, &c, "n1", 2, 1800), RDZV_DONE);
+	for (int i = 1; i <= 300; i++) {
+		if (i == 150 || i == 7 || i == 9 || i == 10)
+			continue;
+		snprintf(id, sizeof(id), "n%d", i);
+		assert_int_equal(check(st, id), RDZV_DONE);
+		assert_int_equal(field(st, id, "node_rank"), rank++);
+		assert_int_equal(field(st, id, "round"), 2);
+	}
+	assert_int_equal(field(st, "n1", "nnodes"), 296);
+	assert_int_equal(check(st, "n150"), DL_ESTALE);
+	rdzv_state_free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -601,6 +659,7 @@ int main(void)
 	    cmocka_unit_test(test_straggler_left_behind),
 	    cmocka_unit_test(test_survivor_watch_keeps_it),
 	    cmocka_unit_test(test_deadline_never_past),
+	    cmocka_unit_test(test_many_rejoin),
 	};
 	log_set_level(LOG_WARN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
