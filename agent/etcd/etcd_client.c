@@ -31,6 +31,11 @@
  * thousand agents starting at once) must get time to answer, not the
  * same request again every few seconds on top of the first */
 #define CALL_TIMEOUT_MAX_MS 60000
+/* A call's first try waits at least this many times what the last
+ * answer's try took: while etcd answers in seconds (a burst of joins) a
+ * call is not given up before its answer, and sent again to the next
+ * member, as busy, doubling the work that made it slow */
+#define CALL_TIMEOUT_LATENCY 3
 /* A client etcd never answered gives up after FIRST_PASSES passes over
  * every endpoint when each attempt failed at once (nobody listens, a TLS
  * handshake refused: a wrong endpoint or credential, said in well under a
@@ -309,8 +314,11 @@ static void on_reply(void *arg, const struct client_reply *r)
 	    call->timeout_cap_ms ? call->timeout_cap_ms : CALL_TIMEOUT_MAX_MS;
 	call->hc = NULL;
 	v = etcd_judge(c, r, &rc, msg, sizeof(msg));
-	if (v != V_RETRY)
+	if (v != V_RETRY) {
 		c->answer_try_ms = clock_now_ms() - call->try_started_ms;
+		if (call->try_started_ms > c->took_call_ms[call->ep])
+			c->took_call_ms[call->ep] = call->try_started_ms;
+	}
 	switch (v) {
 	case V_OK: call_end(call, 0, r->body, r->body_len, NULL); return;
 	case V_RETRY:
@@ -375,7 +383,11 @@ struct etcd_call *etcd_call_new(struct etcd_client *c, const char *what,
 	call->body = json_incref(body);
 	call->flags = flags;
 	call->started_ms = clock_now_ms();
-	call->timeout_ms = CALL_TIMEOUT_MS;
+	call->timeout_ms = CALL_TIMEOUT_LATENCY * c->answer_try_ms;
+	if (call->timeout_ms < CALL_TIMEOUT_MS)
+		call->timeout_ms = CALL_TIMEOUT_MS;
+	if (call->timeout_ms > CALL_TIMEOUT_MAX_MS)
+		call->timeout_ms = CALL_TIMEOUT_MAX_MS;
 	call->cb = cb;
 	call->arg = arg;
 	call->retry = evtimer_new(c->base, on_retry, call);
@@ -529,6 +541,12 @@ void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,
 			 c->eps.url[ep], what, why);
 	c->stream_off_said = 1;
 	c->stream_off_until[ep] = clock_now_ms() + STREAM_OFF_MS;
+}
+
+int etcd_answered_since(const struct etcd_client *c, size_t ep,
+			uint64_t since_ms)
+{
+	return c->took_call_ms[ep] && c->took_call_ms[ep] >= since_ms;
 }
 
 struct client *etcd_grpc_client(struct etcd_client *c, size_t ep)

@@ -45,6 +45,7 @@ struct etcd_wstream {
 	int64_t created_upto;	  /* the last id whose create was answered */
 	int answered;		  /* it sent a message */
 	uint64_t first_answer_ms; /* how long its first answer may take */
+	uint64_t opened_ms;
 	/* a stream to that endpoint answered once */
 	unsigned char took[AGENT_ETCD_MAX_ENDPOINTS];
 	char bad[240]; /* what was wrong with what it sent */
@@ -78,6 +79,9 @@ struct etcd_client {
 	 * was said */
 	uint64_t stream_off_until[AGENT_ETCD_MAX_ENDPOINTS];
 	int stream_off_said;
+	/* the latest start of a call's try that the member at an endpoint
+	 * answered (etcd_answered_since) */
+	uint64_t took_call_ms[AGENT_ETCD_MAX_ENDPOINTS];
 	const char *username, *password;
 	int has_cert;
 	int have_token;
@@ -182,6 +186,12 @@ struct client *etcd_grpc_client(struct etcd_client *c, size_t ep);
  * would go on one goes through its JSON gateway for a while (logged once) */
 void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,
 		     const char *why);
+/* etcd_answered_since: the member at ep answered a call tried at or
+ * after since_ms. A stream there silent since then does not take gRPC
+ * (something before etcd holds it); a member that answered nothing is
+ * away, hung or overloaded, and its streams are not to blame */
+int etcd_answered_since(const struct etcd_client *c, size_t ep,
+			uint64_t since_ms);
 /* etcd_login: log in (once at a time); what waits for it is parked */
 void etcd_login(struct etcd_client *c);
 /* etcd_call_new: a call not yet tried (etcd_call_attempt tries it) */

@@ -143,19 +143,25 @@ static void expired(struct etcd_lease *l)
 	lease_send(l);
 }
 
-/* renewed: a keep-alive was answered (its try took answer_try_ms) */
+/* try_now: how long the next keep-alive's first try waits: twice what
+ * etcd's last answer took (a keep-alive's, a grant's, a write's),
+ * between a quarter of the TTL and the TTL. A member that hangs while
+ * etcd is quick costs a quarter of the TTL; an overloaded etcd whose
+ * answers take longer than that gets the time it needs, instead of each
+ * keep-alive given up before its answer and sent to the next member,
+ * just as busy, until the lease expires. Taken at each keep-alive, the
+ * first one after a slow grant included */
+static uint64_t try_now(const struct etcd_lease *l)
+{
+	uint64_t lat = l->c->answer_try_ms, ttl_ms = l->ttl_s * 1000ull;
+	return 2 * lat < try_base_ms(l) ? try_base_ms(l)
+	       : 2 * lat > ttl_ms	? ttl_ms
+					: 2 * lat;
+}
+
+/* renewed: a keep-alive was answered */
 static void renewed(struct etcd_lease *l)
 {
-	/* the next keep-alive's first try: twice what this answer took,
-	 * between a quarter of the TTL and the TTL. A member that hangs
-	 * while etcd is quick costs a quarter of the TTL; an overloaded
-	 * etcd whose answers take longer than that gets the time it needs,
-	 * instead of each keep-alive given up before its answer and sent
-	 * to the next member, just as busy, until the lease expires */
-	uint64_t lat = l->c->answer_try_ms, ttl_ms = l->ttl_s * 1000ull;
-	l->try_ms = 2 * lat < try_base_ms(l) ? try_base_ms(l)
-		    : 2 * lat > ttl_ms	     ? ttl_ms
-					     : 2 * lat;
 	/* every third of the TTL from when this keep-alive was sent: an
 	 * answer that was slow to come does not push the next one back */
 	uint64_t due = l->sent_ms + l->ttl_s * 1000 / 3, now = clock_now_ms();
@@ -312,10 +318,12 @@ static void on_ka_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	snprintf(why, sizeof(why), "no answer within %llu ms",
 		 (unsigned long long)l->try_ms);
-	if (!l->ka_answers)
-		/* a stream that never answered: a member that hangs, or
-		 * something before it that holds gRPC without a word; the
-		 * gateway's calls find out which */
+	if (!l->ka_answers && etcd_answered_since(l->c, ep, l->sent_ms))
+		/* a stream that never answered at a member that answers
+		 * calls: something before it holds gRPC without a word.
+		 * Where nothing answered, the member hangs or is
+		 * overloaded, and the stream stays its keep-alives' way
+		 * (the gateway's is two to three times etcd's work) */
 		etcd_stream_off(l->c, ep, "lease keep-alives", why);
 	stream_close(l);
 	etcd_moved_on(l->c, ep, "lease keep-alive", why);
@@ -362,6 +370,7 @@ static void lease_send(struct etcd_lease *l)
 	char err[128];
 	l->sent_ms = clock_now_ms();
 	if (l->id) {
+		l->try_ms = try_now(l);
 		if (stream_keepalive(l) != 0)
 			gateway_keepalive(l, l->try_ms);
 		return;

@@ -42,7 +42,7 @@ enum ws_next {
 	WS_GATEWAY,   /* the endpoint does not take gRPC: its gateway */
 	WS_LOGIN,     /* the token was refused: a new login first */
 	WS_SILENT,    /* no answer: elsewhere, and the gateway's where no
-		       * stream ever answered */
+		       * stream ever answered but calls are */
 };
 
 static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next);
@@ -328,7 +328,12 @@ static void ws_ended(struct etcd_client *c, const char *why, enum ws_next next)
 {
 	size_t ep = c->ws.ep;
 	ws_close(c);
-	if (next == WS_GATEWAY || (next == WS_SILENT && !c->ws.took[ep]))
+	/* silent: the gateway only where no stream ever answered and the
+	 * member answered a call made since this stream opened (a member
+	 * that answers nothing is away, hung or overloaded: not the
+	 * stream's fault) */
+	if (next == WS_GATEWAY || (next == WS_SILENT && !c->ws.took[ep] &&
+				   etcd_answered_since(c, ep, c->ws.opened_ms)))
 		etcd_stream_off(c, ep, "watches", why);
 	if (next == WS_ELSEWHERE || next == WS_SILENT)
 		etcd_moved_on(c, ep, "watch", why);
@@ -517,6 +522,7 @@ static int ws_open(struct etcd_client *c)
 	if (!s->hc)
 		return -1;
 	s->ep = c->cur;
+	s->opened_ms = clock_now_ms();
 	s->token_gen = c->token_gen;
 	/* an etcd that is slow to answer anything gets longer */
 	s->first_answer_ms = 4 * c->answer_try_ms > WSTREAM_FIRST_ANSWER_MS

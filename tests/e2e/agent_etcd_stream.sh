@@ -10,7 +10,10 @@
 # HTTP/1.1 only (netem_proxy.py --http1-only, which answers HTTP/2's
 # preface with 505), the agents say so once and keep their leases and
 # watches through etcd's JSON gateway (a stream inside etcd for each),
-# and the job succeeds; over TLS with client certificates and etcd's
+# and the job succeeds; with a slow member first (netem_proxy.py, 300 ms
+# each way: answers slower than a keep-alive's first try while etcd is
+# quick), the agents stay there on their streams, their tries sized by
+# the answers' time; over TLS with client certificates and etcd's
 # authentication on, the streams (HTTP/2 by ALPN; the watch stream with
 # the login's token as metadata, the keep-alives with none: etcd asks
 # none for them) carry them as well.
@@ -96,6 +99,24 @@ if wait_for 10 file_has "$TEST_TMP/proxy.log" '^listening on [0-9]+'; then
 	kill -TERM "$proxy_pid"
 else
 	not_ok "http/1.1 front: the proxy did not start"
+fi
+
+# -- a slow member first: 300 ms each way before member 0, so each answer
+# takes longer than a quick etcd's keep-alive try (a quarter of the TTL,
+# 500 ms). A member that answers nothing in time is slow or hung, not a
+# front that holds gRPC: the keep-alives stay on a stream there, waiting
+# twice what the grant took, and no agent turns to the gateway
+spawn_bg "$TEST_TMP/slow.log" python3 "$(dirname "$0")/../faults/netem_proxy.py" \
+	--target "127.0.0.1:${ETCD_CLIENT_PORTS[0]}" --delay-ms 300 --loss 0
+proxy_pid=$LAST_PID
+if wait_for 10 file_has "$TEST_TMP/slow.log" '^listening on [0-9]+'; then
+	port=$(awk '/^listening on/ {print $3; exit}' "$TEST_TMP/slow.log")
+	on_streams "slow member" slow "127.0.0.1:$port,127.0.0.1:${ETCD_CLIENT_PORTS[1]},127.0.0.1:${ETCD_CLIENT_PORTS[2]}"
+	check "slow member: the agents kept to it" \
+		bash -c "! grep -h 'did not answer' '$TEST_TMP'/agent.slow.*.log"
+	kill -TERM "$proxy_pid"
+else
+	not_ok "slow member: the proxy did not start"
 fi
 etcd_cluster_destroy
 
