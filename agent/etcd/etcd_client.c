@@ -546,7 +546,7 @@ void etcd_stream_off(struct etcd_client *c, size_t ep, const char *what,
 int etcd_answered_since(const struct etcd_client *c, size_t ep,
 			uint64_t since_ms)
 {
-	return c->took_call_ms[ep] && c->took_call_ms[ep] >= since_ms;
+	return c->took_call_ms[ep] >= since_ms;
 }
 
 struct client *etcd_grpc_client(struct etcd_client *c, size_t ep)

@@ -45,7 +45,7 @@ struct etcd_wstream {
 	int64_t created_upto;	  /* the last id whose create was answered */
 	int answered;		  /* it sent a message */
 	uint64_t first_answer_ms; /* how long its first answer may take */
-	uint64_t opened_ms;
+	uint64_t opened_ms;	  /* when it was opened */
 	/* a stream to that endpoint answered once */
 	unsigned char took[AGENT_ETCD_MAX_ENDPOINTS];
 	char bad[240]; /* what was wrong with what it sent */

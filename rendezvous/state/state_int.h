@@ -36,9 +36,9 @@ struct member {
 };
 
 /* An open-addressing index of the node ids of an array of records
- * (members, waiters): slot = index + 1, 0 empty. With cap 0 (never built,
- * or out of memory) a lookup scans the array. Rounds and the open round's
- * checks look a node up for each node: without it a round of N nodes
+ * (members, waiters, survivors): slot = index + 1, 0 empty. With cap 0 (never
+ * built, or out of memory) a lookup scans the array. Rounds and the open
+ * round's checks look a node up for each node: without it a round of N nodes
  * costs O(N^2) string comparisons per join (a 4096-node takeover took
  * the leader's core for half a minute). */
 struct name_index {
