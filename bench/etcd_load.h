@@ -106,6 +106,7 @@ struct node_seen {
 	int rank, world;
 	uint64_t join_ns; /* first round, from t0 */
 	int reformed;
+	int over;	  /* told in the takeover that its round is over */
 	int failed_phase; /* the phase its loop ended in; 0: it did not */
 };
 
@@ -140,7 +141,11 @@ struct driver {
 	int killed;
 	char new_leader[64];
 	uint64_t t_kill_ns, t_gone_ns, t_elected_ns, t_reformed_ns;
-	int n_reformed;
+	/* the takeover's waves: the first and the last survivor told that
+	 * its round is over (its workers stopped), the first survivor in the
+	 * new round */
+	uint64_t t_over_first_ns, t_over_last_ns, t_reformed_first_ns;
+	int n_reformed, n_over;
 	uint64_t new_round;
 	struct event *timeout_ev, *next_ev, *idle_ev;
 };

@@ -97,6 +97,17 @@ static void on_report(void *arg, char *line)
 			phase_over(d);
 		return;
 	}
+	if (sscanf(line, "S %d %llu", &idx, &t) == 2 && idx >= 0 &&
+	    idx < d->o->nodes) {
+		n = &d->nodes[idx];
+		if (d->phase == PH_TAKEOVER && !n->over && idx != d->killed) {
+			n->over = 1;
+			if (!d->n_over++)
+				d->t_over_first_ns = t;
+			d->t_over_last_ns = t;
+		}
+		return;
+	}
 	if (sscanf(line, "J %d %llu %d %d %llu", &idx, &round, &rank, &world,
 		   &t) != 5 ||
 	    idx < 0 || idx >= d->o->nodes)
@@ -116,8 +127,10 @@ static void on_report(void *arg, char *line)
 	} else if (d->phase == PH_TAKEOVER && round > d->first_round &&
 		   !n->reformed && idx != d->killed) {
 		n->reformed = 1;
-		if (!d->new_round)
+		if (!d->new_round) {
 			d->new_round = round;
+			d->t_reformed_first_ns = t;
+		}
 		if (++d->n_reformed == survivors(d)) {
 			d->t_reformed_ns = t;
 			phase_over(d);

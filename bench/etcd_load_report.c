@@ -159,6 +159,9 @@ void print_result(struct driver *d)
 		snprintf(killed, sizeof(killed), "sim%05d", d->killed);
 		t = json_object();
 		json_object_set_new(t, "killed", json_string(killed));
+		/* CLOCK_MONOTONIC, to line the run up with other records */
+		json_object_set_new(t, "killed_at_monotonic_ns",
+				    json_integer((json_int_t)d->t_kill_ns));
 		json_object_set_new(t, "new_leader",
 				    json_string(d->new_leader));
 		json_object_set_new(t, "leader_key_gone_ms",
@@ -169,6 +172,21 @@ void print_result(struct driver *d)
 		json_object_set_new(
 		    t, "reformed_ms",
 		    json_real(ms(d->t_kill_ns, d->t_reformed_ns)));
+		/* the waves between: the round over heard by every survivor,
+		 * their rejoins until the new round closed, its inboxes */
+		if (d->n_over) {
+			json_object_set_new(
+			    t, "round_over_first_ms",
+			    json_real(ms(d->t_kill_ns, d->t_over_first_ns)));
+			json_object_set_new(
+			    t, "round_over_last_ms",
+			    json_real(ms(d->t_kill_ns, d->t_over_last_ns)));
+		}
+		if (d->t_reformed_first_ns)
+			json_object_set_new(
+			    t, "reformed_first_ms",
+			    json_real(
+				ms(d->t_kill_ns, d->t_reformed_first_ns)));
 		json_object_set_new(t, "round",
 				    json_integer((json_int_t)d->new_round));
 		json_object_set_new(t, "survivors", json_integer(survivors(d)));

@@ -31,7 +31,8 @@
 
 /* ================================================================ nodes
  * A child process: the simulated nodes [lo, hi) on one event loop. It
- * reports each round a node is given ("J idx round rank nnodes t_ns") and
+ * reports each round a node is given ("J idx round rank nnodes t_ns"), its
+ * workers stopped ("S idx t_ns": it heard that its round is over) and
  * a node's loop ending ("F idx status"); it obeys "G" (start them all),
  * "K idx" (drop that node) and "Q" (or the end of its input: exit). */
 
@@ -71,6 +72,8 @@ static void fx_stop_workers(void *ctx, int sig)
 {
 	struct sim *s = ctx;
 	(void)sig;
+	write_line(s->ch->rep_fd, "S %d %llu\n", s->idx,
+		   (unsigned long long)clock_now_ns());
 	/* no process to wait for: gone at once */
 	agent_fsm_post_kind(&s->fsm, AGENT_EV_WORKERS_GONE, 0);
 }

@@ -2,7 +2,7 @@
 /*
  * etcd_recovery.c - the node key's "recovery" (etcd_recovery.h): written
  * by the node once it knows how its workers entered the round, read by
- * the leader. Pure: no I/O.
+ * the leader, and when the node writes it. Pure: no I/O.
  */
 #include "etcd_recovery.h"
 
@@ -68,4 +68,11 @@ int etcd_recovery_parse(json_t *v, uint64_t *round, enum rdzv_recovery *how,
 					 "character");
 		}
 	return 0;
+}
+
+uint64_t etcd_recovery_delay_ms(int nnodes, uint64_t draw)
+{
+	uint64_t base =
+	    (uint64_t)(nnodes > 1 ? nnodes : 1) * ETCD_RECOVERY_MS_PER_NODE;
+	return base + draw % base;
 }

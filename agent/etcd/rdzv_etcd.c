@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlaunch/backoff.h"
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
@@ -272,6 +273,37 @@ static uint64_t recovery_round(const struct rdzv_etcd *h)
 	return json_is_integer(n) ? (uint64_t)json_integer_value(n) : 0;
 }
 
+/* on_recovery_wait: the pause before the recovery's write is over
+ * (write_recovery); a write made meanwhile (a report, a preemption)
+ * carried it already, and a round over since made it moot */
+static void on_recovery_wait(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv_etcd *h = arg;
+	(void)fd;
+	(void)what;
+	if (h->recovery_owed && h->in_round && recovery_round(h) == h->round)
+		rdzv_etcd_put_node(h);
+}
+
+/* write_recovery: the node key says how the workers entered the round,
+ * after a pause of one to two milliseconds per node of the round
+ * (etcd_recovery_delay_ms): nobody waits for it, and written at once by
+ * every node of a round just formed it would be thousands of writes in
+ * the way of that round's assignments still going out */
+static void write_recovery(struct rdzv_etcd *h)
+{
+	const struct agent_round *cur = h->base.loop.current;
+	uint64_t ms =
+	    etcd_recovery_delay_ms(cur ? cur->nnodes : 1, backoff_seed());
+	struct timeval tv = {(time_t)(ms / 1000),
+			     (suseconds_t)(ms % 1000) * 1000};
+	h->recovery_owed = 1;
+	if (!h->recovery_wait)
+		h->recovery_wait = evtimer_new(h->evb, on_recovery_wait, h);
+	if (!h->recovery_wait || evtimer_add(h->recovery_wait, &tv) != 0)
+		rdzv_etcd_put_node(h); /* out of memory: no pause */
+}
+
 static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 {
 	struct rdzv_etcd *h = (struct rdzv_etcd *)r;
@@ -286,7 +318,7 @@ static void etcd_round_begin(struct agent_rdzv *r, uint64_t round)
 	/* a node that joined says how it entered before the round begins
 	 * here (etcd_entered): that is written now */
 	if (recovery_round(h) == round)
-		rdzv_etcd_put_node(h);
+		write_recovery(h);
 	else {
 		json_decref(h->recovery);
 		h->recovery = NULL;
@@ -311,7 +343,7 @@ static void etcd_entered(struct agent_rdzv *r)
 	json_decref(h->recovery);
 	h->recovery = rec;
 	if (h->in_round && h->round == l->current->round)
-		rdzv_etcd_put_node(h);
+		write_recovery(h);
 }
 
 static void etcd_report(struct agent_rdzv *r, uint64_t round, int failed,
@@ -469,6 +501,8 @@ static void etcd_free(struct agent_rdzv *r)
 	json_decref(h->report);
 	json_decref(h->preempt);
 	json_decref(h->recovery);
+	if (h->recovery_wait)
+		event_free(h->recovery_wait);
 	json_decref(h->inbox);
 	free(h);
 }

@@ -48,6 +48,10 @@ struct rdzv_etcd {
 	/* {round, how, why}: how the workers entered the round, after an
 	 * in-place re-form or a restart (etcd_recovery.h) */
 	json_t *recovery;
+	/* it is written after a pause (write_recovery in rdzv_etcd.c),
+	 * unless another write of the key carried it first */
+	struct event *recovery_wait;
+	int recovery_owed;
 	/* {round, step, step_rate}: this node asks for a preemption
 	 * (etcd_preempt.c applies it on the leader) */
 	json_t *preempt;

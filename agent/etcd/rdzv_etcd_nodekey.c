@@ -351,6 +351,8 @@ void rdzv_etcd_put_node(struct rdzv_etcd *h)
 	v = rdzv_etcd_node_value(h);
 	text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
+	if (text && h->recovery)
+		h->recovery_owed = 0; /* this write carries it */
 	lval = etcd_campaign_value(&h->camp);
 	rdzv_etcd_key(h, k, sizeof(k), ETCD_KEY_NODES, h->node_id);
 	rdzv_etcd_key(h, kin, sizeof(kin), ETCD_KEY_INBOX, h->node_id);

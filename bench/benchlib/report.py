@@ -374,6 +374,11 @@ def etcd_rows(d):
                    + ("; every survivor in it "
                       + ", ".join(fmt_s(v) for v in after)
                       + " after the lease expired" if after else ""))
+            waves = takeover_waves(c.get("runs", []))
+            if waves:
+                ref += ("; after the expiry (median): every survivor told "
+                        f"its round is over {fmt_s(waves[0])}, the new "
+                        f"round's first node in it {fmt_s(waves[1])}")
             if tk_failed:
                 ref += f"; {tk_failed} run(s) never re-formed"
             rows.append(("etcd leader takeover",
@@ -407,6 +412,24 @@ def etcd_rows(d):
                      f"{max(sizes)} nodes", f"x{g:.2f}", "", None,
                      "no growth with N (<= x1.10)", g <= 1.10))
     return rows
+
+
+def takeover_waves(runs):
+    """Where a takeover's time after the lease's expiry went, medians over
+    the runs that say (etcd_load's round_over_last_ms and
+    reformed_first_ms): every survivor told that its round is over, and
+    the new round's first node in it; None when no run says."""
+    over, first = [], []
+    for x in runs:
+        t = x.get("takeover", {}) if "error" not in x else {}
+        gone = t.get("leader_key_gone_ms", -1)
+        if gone >= 0 and t.get("round_over_last_ms", -1) >= 0 \
+                and t.get("reformed_first_ms", -1) >= 0:
+            over.append((t["round_over_last_ms"] - gone) / 1000)
+            first.append((t["reformed_first_ms"] - gone) / 1000)
+    if not over:
+        return None
+    return (sorted(over)[len(over) // 2], sorted(first)[len(first) // 2])
 
 
 def table_markdown(rows):

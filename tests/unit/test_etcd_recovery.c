@@ -126,12 +126,38 @@ static void test_refused(void **state)
 	assert_string_equal(why, "");
 }
 
+/* The pause before the write: one to two milliseconds per node of the
+ * round, spread by the draw over the whole window, never below one. */
+static void test_delay(void **state)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	(void)state;
+	for (uint64_t draw = 0; draw < 20000; draw += 7) {
+		uint64_t ms = etcd_recovery_delay_ms(4096, draw * 2654435761u);
+		assert_true(ms >= 4096 && ms < 8192);
+		lo = ms < lo ? ms : lo;
+		hi = ms > hi ? ms : hi;
+	}
+	/* the draws cover the window, not one corner of it */
+	assert_true(lo < 4096 + 100);
+	assert_true(hi > 8192 - 100);
+	assert_int_equal(etcd_recovery_delay_ms(8, 0), 8);
+	assert_int_equal(etcd_recovery_delay_ms(8, 7), 15);
+	assert_int_equal(etcd_recovery_delay_ms(8, 8), 8);
+	assert_int_equal(etcd_recovery_delay_ms(8, UINT64_MAX), 8 + 7);
+	/* a round of one node, or none known: a millisecond */
+	assert_int_equal(etcd_recovery_delay_ms(1, 12345), 1);
+	assert_int_equal(etcd_recovery_delay_ms(0, 12345), 1);
+	assert_int_equal(etcd_recovery_delay_ms(-3, 12345), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_written_and_read),
 	    cmocka_unit_test(test_long_why_cut),
 	    cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_delay),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
