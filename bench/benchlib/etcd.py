@@ -597,9 +597,9 @@ def bench_etcd(b):
         for r in range(b.nreps(1, 3)):
             try:
                 # the idle window holds whole keep-alive periods (each
-                # node renews every TTL/3): half of a 10 s period saw
-                # 0.04 to 0.26 cores / 1000 nodes at 4096, depending on
-                # where the renewals of nodes that joined together fell
+                # node renews every TTL/3): half of one counts the
+                # renewals of whichever nodes fall in it, and nodes that
+                # joined together renew together
                 win = max(idle_ms, -(-2000 * ttl // 3))
                 res = etcd_load_once(b, n, r, timeout, win, ttl)
             except (BenchError, subprocess.TimeoutExpired) as e:
