@@ -89,8 +89,9 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 		a = rdzv_assignment_json(l->st, l->job, n->id);
 	/* a node waiting for the open round has nothing to hear until it
 	 * closes; any other (a member of a round now over, a survivor
-	 * expected back) must hear that its round is over */
-	if (!a && !ended && !n->error && n->held)
+	 * expected back, one the leader joined to the open round) must hear
+	 * that its round is over */
+	if (!a && !ended && !n->error && n->held && !n->prejoined)
 		return NULL;
 	o = json_pack("{s:s, s:I, s:I, s:s, s:I}", "incarnation", n->inc,
 		      "join", (json_int_t)n->join, "round",
@@ -111,7 +112,7 @@ static char *content(struct etcd_leader *l, struct lnode *n)
 		json_object_set_new(o, "error", json_string(n->error));
 	else if (ended && n->gone)
 		json_object_set_new(o, "ended_why", json_string(n->gone));
-	else if (!a && !ended && n->join)
+	else if (!a && !ended && n->join && !n->held)
 		/* its join was taken, but it is neither a member nor
 		 * waiting any more (the round it was placed in is over): a
 		 * node still waiting for that join must join again */
@@ -410,6 +411,27 @@ static void arm_timer(struct etcd_leader *l)
 	evtimer_add(l->timer, &tv);
 }
 
+/* note_master: the master (node rank 0) of the running round, from saved
+ * (a record just restored; NULL: the state machine's) */
+static void note_master(struct etcd_leader *l, json_t *saved)
+{
+	json_t *own = saved ? NULL : rdzv_job_save(l->st, l->job);
+	json_t *s = saved ? saved : own, *m;
+	const char *id;
+	uint64_t round = 0, state = 0;
+	l->master_round = 0;
+	m = json_array_get(json_object_get(s, "members"), 0);
+	id = json_string_value(json_object_get(m, "node_id"));
+	if (id && jsonh_get_u64(s, "round", 1, 1, UINT64_MAX / 2, &round, NULL,
+				0) == 0 &&
+	    jsonh_get_u64(s, "state", 1, 0, UINT64_MAX, &state, NULL, 0) == 0 &&
+	    state == RDZV_JOB_RUNNING) {
+		snprintf(l->master, sizeof(l->master), "%s", id);
+		l->master_round = round;
+	}
+	json_decref(own);
+}
+
 /* after_batch: what the events just applied changed goes out */
 static void after_batch(struct etcd_leader *l)
 {
@@ -420,6 +442,21 @@ static void after_batch(struct etcd_leader *l)
 	while ((flags = rdzv_state_pop_changed(l->st, name)))
 		if (flags & RDZV_CHANGED_JOB)
 			l->need_record = 1;
+	if (rdzv_watch(l->st, l->job, NULL, NULL, 0, now, &r, err,
+		       sizeof(err)) >= 0 &&
+	    r.state == RDZV_JOB_RESTARTING && l->master_round &&
+	    r.round == l->master_round + 1 && r.round != l->prejoin_round) {
+		/* the round seen running just ended */
+		l->prejoin_round = r.round;
+		etcd_leader_prejoin(l, now);
+		while ((flags = rdzv_state_pop_changed(l->st, name)))
+			if (flags & RDZV_CHANGED_JOB)
+				l->need_record = 1;
+	}
+	if (rdzv_watch(l->st, l->job, NULL, NULL, 0, now, &r, err,
+		       sizeof(err)) >= 0 &&
+	    r.state == RDZV_JOB_RUNNING && r.round != l->master_round)
+		note_master(l, NULL);
 	if (rdzv_watch(l->st, l->job, NULL, NULL, 0, now, &r, err,
 		       sizeof(err)) >= 0 &&
 	    (!l->have_last || r.round != l->last.round ||
@@ -571,6 +608,7 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 		} else {
 			etcd_record_restored(l->st, l->job, saved, now,
 					     &l->ended_wall_ms);
+			note_master(l, saved);
 			log_info("etcd leader: took over job %s", l->job);
 		}
 		json_decref(saved);
@@ -580,8 +618,10 @@ static void on_read_state(void *arg, const struct etcd_answer *a)
 		depose(l);
 }
 
-/* read_nodes reads every node key (READING_NODES), then watches them
- * from there; DL_ENOMEM when the read cannot be sent (the caller
+/* read_nodes reads every node key (READING_NODES), and every inbox with
+ * them (what they say now is not written again, and the join an earlier
+ * leader made for a node counts: etcd_leader_prejoin), then watches the
+ * node keys from there; DL_ENOMEM when the read cannot be sent (the caller
  * deposes: a leader that cannot read cannot lead) */
 static int read_nodes(struct etcd_leader *l)
 {
@@ -589,8 +629,10 @@ static int read_nodes(struct etcd_leader *l)
 	json_t *body = NULL;
 	size_t end_len;
 	enter(l, LEADER_READING_NODES);
+	/* the inboxes too, in the same read: "inbox/" < "leader" < "nodes/" */
 	key_of(l, ETCD_KEY_NODES, NULL, key, sizeof(key));
 	end_len = etcd_prefix_end(key, strlen(key), (unsigned char *)end);
+	key_of(l, ETCD_KEY_INBOX, NULL, key, sizeof(key));
 	if (etcd_build_range(key, strlen(key), end, end_len, 0, 0, &body, err,
 			     sizeof(err)) == 0)
 		l->read = etcd_call(l->c, "leader read", "/v3/kv/range", body,
@@ -622,6 +664,11 @@ static void on_read_nodes(void *arg, const struct etcd_answer *a)
 	for (size_t i = 0; i < l->tab_size; i++)
 		for (struct lnode *n = l->tab[i]; n; n = n->next)
 			n->live = 0;
+	for (size_t i = 0; i < r.n_kvs; i++)
+		if (etcd_key_id(r.kvs[i].key, r.kvs[i].key_len, l->prefix,
+				ETCD_KEY_INBOX, id, sizeof(id)))
+			etcd_leader_take_inbox(l, id, r.kvs[i].value,
+					       r.kvs[i].value_len);
 	for (size_t i = 0; i < r.n_kvs; i++)
 		if (etcd_leader_node_of(l, &r.kvs[i], id, sizeof(id)))
 			etcd_leader_apply_put(l, id, r.kvs[i].value,

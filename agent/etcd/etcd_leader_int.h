@@ -54,7 +54,19 @@ struct lnode {
 	uint64_t rec_round;
 	enum rdzv_recovery rec_how;
 	int live, held, queued, left;
+	/* joined to the open round by the leader, from its key, when the
+	 * round it ran ended (etcd_leader_prejoin): it must hear so though
+	 * it waits */
+	int prejoined;
 	int writing;	    /* its inbox is in a write in flight */
+	/* what its last join said (the key's fields), for a pre-join */
+	int have_info;
+	struct rdzv_node_info info;
+	struct rdzv_job_config cfg;
+	/* the join its inbox answers, as read at the start (an earlier
+	 * leader's pre-join is ahead of the node key), and for whom */
+	uint64_t inbox_join;
+	char inbox_inc[RDZV_INCARNATION_MAX + 1];
 	char *error;	    /* why its join was refused */
 	char *gone;	    /* why its join found the job ended */
 	char *inbox;	    /* what its inbox says now */
@@ -110,6 +122,12 @@ struct etcd_leader {
 	struct backoff retry_backoff;
 	int record_due;		/* record_wait fired: the record goes out */
 	uint64_t ended_wall_ms; /* when the job ended (etcd_record.h) */
+	/* the node of rank 0 in round master_round, the last round seen
+	 * running (0: none): its workers hold that round's store, and
+	 * it alone must rejoin by itself (etcd_leader_prejoin) */
+	char master[RDZV_NAME_MAX + 1];
+	uint64_t master_round;
+	uint64_t prejoin_round; /* the open round survivors were joined to */
 };
 
 /* etcd_leader_find: the node id, or NULL */
@@ -124,6 +142,14 @@ void etcd_leader_apply_put(struct etcd_leader *l, const char *id,
 /* etcd_leader_apply_delete: node id's key is gone (its lease expired) */
 void etcd_leader_apply_delete(struct etcd_leader *l, const char *id,
 			      uint64_t now);
+/* etcd_leader_take_inbox: node id's inbox, as read at the start, says
+ * value (len bytes) */
+void etcd_leader_take_inbox(struct etcd_leader *l, const char *id,
+			    const char *value, size_t len);
+/* etcd_leader_prejoin: the round ran by master_round just ended; its
+ * survivors with keys join the open one as their keys say, but for the
+ * master of the round that ended while it is alive (see etcd_leader.c) */
+void etcd_leader_prejoin(struct etcd_leader *l, uint64_t now);
 /* etcd_leader_node_of: the node id of a key under PREFIX/nodes/ (into
  * out), or NULL */
 const char *etcd_leader_node_of(struct etcd_leader *l, const struct etcd_kv *kv,

@@ -5,6 +5,7 @@
  * join, the report of a round, a recovery, a preemption, a leave; a key
  * that disappears is an eviction. See etcd_leader.c.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,41 +110,18 @@ void etcd_leader_unhold(struct etcd_leader *l, struct lnode *n)
 
 /* ---------------------------------------------------- applying a node */
 
-static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
-		       uint64_t join, uint64_t now)
+/* join: node n joins the next round (join number join) as n->info and
+ * n->cfg say */
+static void join(struct etcd_leader *l, struct lnode *n, uint64_t join,
+		 uint64_t now)
 {
-	struct rdzv_node_info info;
-	struct rdzv_job_config cfg;
 	struct rdzv_reply reply;
-	const char *addr = "";
-	uint64_t nproc = 0, port = 0, run = 0;
 	char err[512];
 	int rc;
 
 	n->join = join;
-	memset(&info, 0, sizeof(info));
-	rdzv_job_config_init(&cfg);
-	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "nproc", 1, 1, RDZV_MAX_NPROC, &nproc, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, sizeof(err)) ||
-	    rdzv_job_config_from_json(json_object_get(v, "config"), &cfg, err,
-				      sizeof(err))) {
-		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
-		set_error(n, err);
-		return;
-	}
-	snprintf(info.node_id, sizeof(info.node_id), "%s", n->id);
-	snprintf(info.incarnation, sizeof(info.incarnation), "%s", n->inc);
-	snprintf(info.addr, sizeof(info.addr), "%s", addr ? addr : "");
-	info.nproc = (uint32_t)nproc;
-	info.master_port = (uint16_t)port;
-	info.run = (uint32_t)run;
-	rc = rdzv_join(l->st, l->job, &info, &cfg, !n->held, now, &reply, err,
-		       sizeof(err));
+	rc = rdzv_join(l->st, l->job, &n->info, &n->cfg, !n->held, now, &reply,
+		       err, sizeof(err));
 	set_error(n, NULL);
 	/* the job ended: late for its run, or a node of that run; the
 	 * node hears why, as dlaunch-rdzv's 410 says it */
@@ -155,6 +133,98 @@ static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 			 err);
 		set_error(n, err);
 	}
+}
+
+static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
+		       uint64_t join_no, uint64_t now)
+{
+	const char *addr = "";
+	uint64_t nproc = 0, port = 0, run = 0;
+	char err[512];
+
+	n->prejoined = 0;
+	rdzv_job_config_init(&n->cfg);
+	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "nproc", 1, 1, RDZV_MAX_NPROC, &nproc, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
+			  sizeof(err)) ||
+	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, sizeof(err)) ||
+	    rdzv_job_config_from_json(json_object_get(v, "config"), &n->cfg,
+				      err, sizeof(err))) {
+		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
+		n->join = join_no;
+		n->have_info = 0;
+		set_error(n, err);
+		return;
+	}
+	memset(&n->info, 0, sizeof(n->info));
+	snprintf(n->info.node_id, sizeof(n->info.node_id), "%s", n->id);
+	snprintf(n->info.incarnation, sizeof(n->info.incarnation), "%s",
+		 n->inc);
+	snprintf(n->info.addr, sizeof(n->info.addr), "%s", addr ? addr : "");
+	n->info.nproc = (uint32_t)nproc;
+	n->info.master_port = (uint16_t)port;
+	n->info.run = (uint32_t)run;
+	n->have_info = 1;
+	join(l, n, join_no, now);
+}
+
+/* etcd_leader_prejoin: a round ends as one of its nodes fails, leaves or
+ * dies, and every other node must come back for the next one. Each
+ * coming back is a write of its key, one raft proposal: 4095 of them at
+ * 4096 nodes took etcd seconds before the next round could form
+ * (docs/benchmarks.md). The leader joins them itself instead, as their
+ * keys say (the same address, workers and port as their last join), with
+ * the next join number; the node adopts it from its inbox and writes
+ * nothing (rdzv_etcd.c).
+ *
+ * What the write of a rejoin also said is that the node's workers of the
+ * round that ended are gone. One node's old workers matter to the next
+ * round: those of the master of the round that ended, whose rank 0 holds
+ * that round's store at the master port the next round's master (the
+ * same node, ranks being stable) gives again; a worker of the next
+ * round that reached it would join the old round's store. So that node,
+ * while it lives, rejoins by itself, after stopping its workers (a real
+ * agent, not a simulated one, takes seconds to), and the next round
+ * closes only then. Any other node's workers stop before its own new ones
+ * start, and hold no store: a master of a later round rejoined by
+ * itself, by induction, before the round after it formed. */
+void etcd_leader_prejoin(struct etcd_leader *l, uint64_t now)
+{
+	json_t *saved = rdzv_job_save(l->st, l->job), *arr, *o;
+	int master_alive = 0;
+	size_t i, joined = 0;
+	if (!saved)
+		return;
+	arr = json_object_get(saved, "survivors");
+	json_array_foreach(arr, i, o)
+	{
+		const char *id = json_string_value(o);
+		if (id && strcmp(id, l->master) == 0)
+			master_alive = 1;
+	}
+	json_array_foreach(arr, i, o)
+	{
+		const char *id = json_string_value(o);
+		struct lnode *n = id ? etcd_leader_find(l, id) : NULL;
+		if (!n || !n->live || n->left || n->held || !n->have_info ||
+		    n->error || (master_alive && strcmp(id, l->master) == 0))
+			continue;
+		join(l, n, n->join + 1, now);
+		if (n->held)
+			n->prejoined = 1;
+		etcd_leader_enqueue(l, n);
+		joined++;
+	}
+	log_info("etcd leader: round %" PRIu64 " over: %zu of its %zu "
+		 "survivors joined to the next one from their keys%s%s%s",
+		 l->master_round, joined, json_array_size(arr),
+		 master_alive ? "; its master " : "",
+		 master_alive ? l->master : "",
+		 master_alive ? " rejoins by itself" : "");
+	json_decref(saved);
 }
 
 static void apply_report(struct etcd_leader *l, struct lnode *n, json_t *r,
@@ -247,9 +317,14 @@ void etcd_leader_apply_put(struct etcd_leader *l, const char *id,
 		n->rec_round = 0;
 		n->rec_how = RDZV_RECOVERY_NONE;
 		n->left = 0;
+		n->have_info = 0;
+		n->prejoined = 0;
 		set_error(n, NULL);
 	}
 	n->live = 1;
+	/* an earlier leader joined it further than its key says */
+	if (n->inbox_join > join && strcmp(n->inbox_inc, inc) == 0)
+		join = n->inbox_join;
 	r = json_object_get(v, "report");
 	if (json_is_object(r))
 		apply_report(l, n, r, now);
@@ -267,6 +342,30 @@ void etcd_leader_apply_put(struct etcd_leader *l, const char *id,
 			   sizeof(err));
 	}
 	etcd_leader_enqueue(l, n);
+	json_decref(v);
+}
+
+void etcd_leader_take_inbox(struct etcd_leader *l, const char *id,
+			    const char *value, size_t len)
+{
+	json_t *v = NULL;
+	const char *inc = NULL;
+	uint64_t join = 0;
+	struct lnode *n;
+	if (!parse_name_valid(id, RDZV_NAME_MAX) ||
+	    jsonh_parse(value, len, 16, &v, NULL, 0) != 0 ||
+	    jsonh_get_str(v, "incarnation", 1, RDZV_INCARNATION_MAX, &inc, NULL,
+			  0) ||
+	    jsonh_get_u64(v, "join", 1, 0, UINT64_MAX / 2, &join, NULL, 0) ||
+	    !(n = get(l, id)) || n->writing) {
+		json_decref(v);
+		return;
+	}
+	/* what it says now: an inbox written already is not written again */
+	free(n->inbox);
+	n->inbox = strndup(value, len);
+	snprintf(n->inbox_inc, sizeof(n->inbox_inc), "%s", inc);
+	n->inbox_join = join;
 	json_decref(v);
 }
 

@@ -71,6 +71,10 @@ static void consider(struct rdzv_etcd *h)
 	    jsonh_get_str(v, "ended_why", 0, 1024, &why, NULL, 0))
 		return;
 	a = json_object_get(v, "assignment");
+	if (h->joining && join > h->join_seq)
+		/* the leader joined this node to the next round itself, from
+		 * its key (etcd_leader_prejoin): that join is this one */
+		h->join_seq = join;
 	if (h->joining && join == h->join_seq) {
 		if (error) {
 			log_error("rendezvous refused to let node %s join job "
@@ -230,6 +234,16 @@ static void on_lease(void *arg, int64_t id, int lost, const char *error)
 	rdzv_etcd_put_node(h); /* and the first reads with it */
 }
 
+/* inbox_join: the join the inbox answers (0: none) */
+static uint64_t inbox_join(const struct rdzv_etcd *h)
+{
+	uint64_t join = 0;
+	if (!h->inbox ||
+	    jsonh_get_u64(h->inbox, "join", 1, 0, UINT64_MAX, &join, NULL, 0))
+		return 0;
+	return join;
+}
+
 /* ---------------------------------------------------------- interface */
 
 static void etcd_join(struct agent_rdzv *r)
@@ -245,6 +259,14 @@ static void etcd_join(struct agent_rdzv *r)
 	h->joining = 1;
 	json_decref(h->recovery); /* the round it told of is over */
 	h->recovery = NULL;
+	if (inbox_join(h) >= h->join_seq) {
+		/* the leader joined this node to the next round already
+		 * (etcd_leader_prejoin): nothing to write, the answer comes
+		 * to the inbox */
+		h->join_seq = inbox_join(h);
+		consider(h);
+		return;
+	}
 	if (!h->master_port)
 		h->master_port = agent_rdzv_free_port();
 	if (!h->lease) {

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -28,6 +29,10 @@ static void note(const char *verb, const char *what)
 
 void fake_reset(void)
 {
+	for (size_t i = 0; i < ncalls; i++) {
+		json_decref(calls[i].success);
+		calls[i].success = NULL;
+	}
 	ncalls = nwatches = 0;
 	fake_log[0] = '\0';
 }
@@ -56,6 +61,7 @@ struct etcd_call *etcd_call(struct etcd_client *c, const char *what,
 				    "request_put"),
 		    "key"));
 		k->ops = n;
+		k->success = json_incref(ops);
 		snprintf(k->first_key, sizeof(k->first_key), "%s",
 			 first ? first : "");
 		snprintf(k->last_key, sizeof(k->last_key), "%s",
@@ -193,4 +199,48 @@ int is_key(const char *k, const char *key)
 	char want[128];
 	b64(key, want);
 	return strcmp(k, want) == 0;
+}
+
+static int b64_digit(char c)
+{
+	const char *d =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *at = c ? strchr(d, c) : NULL;
+	return at ? (int)(at - d) : -1;
+}
+
+char *txn_put(size_t i, const char *key)
+{
+	size_t k;
+	json_t *op;
+	if (i >= ncalls)
+		return NULL;
+	json_array_foreach(calls[i].success, k, op)
+	{
+		json_t *put = json_object_get(op, "request_put");
+		const char *v =
+		    json_string_value(json_object_get(put, "value"));
+		const char *pk = json_string_value(json_object_get(put, "key"));
+		char *out;
+		size_t n = 0;
+		unsigned acc = 0;
+		int bits = 0;
+		if (!pk || !v || !is_key(pk, key))
+			continue;
+		out = malloc(strlen(v) + 1);
+		assert_non_null(out);
+		for (; *v && *v != '='; v++) {
+			int d = b64_digit(*v);
+			assert_true(d >= 0);
+			acc = (acc << 6) | (unsigned)d;
+			bits += 6;
+			if (bits >= 8) {
+				bits -= 8;
+				out[n++] = (char)((acc >> bits) & 0xff);
+			}
+		}
+		out[n] = '\0';
+		return out;
+	}
+	return NULL;
 }

@@ -27,6 +27,7 @@ struct etcd_call {
 	 * and last put */
 	size_t ops;
 	char first_key[128], last_key[128];
+	json_t *success; /* its operations, as sent (fake_reset frees) */
 };
 
 struct etcd_watch {
@@ -61,6 +62,9 @@ size_t answer_left(const char *body);
 size_t txns_pending(void);
 /* oldest_txn: the first transaction not yet answered, or ncalls */
 size_t oldest_txn(void);
+/* txn_put: the value (decoded, '\0' ended; free it) that transaction i
+ * puts at key, or NULL when it puts nothing there */
+char *txn_put(size_t i, const char *key);
 /* b64: in, base64-encoded into out (room for 4/3 of it and 4 more) */
 void b64(const char *in, char *out);
 /* is_key: whether the base64 key k is key */

@@ -605,6 +605,335 @@ static void test_deposed_from_each_phase(void **state)
 	event_base_free(base);
 }
 
+
+/* ------------------------------------------------- rounds that end */
+
+/* node_value: node key at join number join, incarnation i1, in a job of
+ * 2 to 4 nodes and 3 restarts; with report (JSON) the report of a round */
+static char *node_value(int join, const char *report)
+{
+	struct rdzv_job_config cfg;
+	json_t *v;
+	char *out;
+	rdzv_job_config_init(&cfg);
+	cfg.min_nodes = 2;
+	cfg.max_nodes = 4;
+	cfg.max_restarts = 3;
+	v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o}", "incarnation", "i1",
+		      "addr", "192.0.2.1", "nproc", 1, "master_port", 0,
+		      "join", join, "config", rdzv_job_config_json(&cfg));
+	if (report)
+		json_object_set_new(v, "report", json_loads(report, 0, NULL));
+	out = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	assert_non_null(out);
+	return out;
+}
+
+/* range_of: a range answer at rev of the n keys and values */
+static char *range_of(int rev, char *const *keys, char *const *values,
+		      int n)
+{
+	size_t size = 4096, len;
+	char *out;
+	for (int i = 0; i < n; i++)
+		size += 2 * strlen(values[i]) + 2 * strlen(keys[i]) + 256;
+	out = malloc(size);
+	assert_non_null(out);
+	len = (size_t)snprintf(out, size, HDR ",\"kvs\":[", rev);
+	for (int i = 0; i < n; i++) {
+		char *k64 = malloc(strlen(keys[i]) * 2 + 8);
+		char *v64 = malloc(strlen(values[i]) * 2 + 8);
+		assert_non_null(k64);
+		assert_non_null(v64);
+		b64(keys[i], k64);
+		b64(values[i], v64);
+		len += (size_t)snprintf(
+		    out + len, size - len,
+		    "%s{\"key\":\"%s\",\"create_revision\":\"%d\","
+		    "\"mod_revision\":\"%d\",\"version\":\"1\","
+		    "\"value\":\"%s\",\"lease\":\"7\"}",
+		    i ? "," : "", k64, rev, rev, v64);
+		free(k64);
+		free(v64);
+	}
+	snprintf(out + len, size - len, "],\"count\":\"%d\"}", n);
+	return out;
+}
+
+/* node_event: the node watch says node id's key is now value (NULL: it
+ * was deleted, its lease expired) */
+static void node_event(const char *id, const char *value)
+{
+	struct etcd_event e;
+	struct etcd_watch_response w;
+	char key[64];
+	memset(&e, 0, sizeof(e));
+	memset(&w, 0, sizeof(w));
+	snprintf(key, sizeof(key), "/p/job/nodes/%s", id);
+	e.type = value ? ETCD_EVENT_PUT : ETCD_EVENT_DELETE;
+	e.kv.key = key;
+	e.kv.key_len = strlen(key);
+	e.kv.value = (char *)value;
+	e.kv.value_len = value ? strlen(value) : 0;
+	w.events = &e;
+	w.n_events = 1;
+	watches[nwatches - 1].cb(watches[nwatches - 1].arg, ETCD_WATCH_EVENTS,
+				 &w, NULL);
+}
+
+/* inbox_in: node id's inbox as transaction i writes it, or NULL */
+static json_t *inbox_in(size_t i, const char *id)
+{
+	char key[64], *v;
+	json_t *o;
+	snprintf(key, sizeof(key), "/p/job/inbox/%s", id);
+	v = txn_put(i, key);
+	if (!v)
+		return NULL;
+	o = json_loads(v, 0, NULL);
+	free(v);
+	assert_non_null(o);
+	return o;
+}
+
+static json_int_t int_at(json_t *o, const char *path1, const char *path2)
+{
+	json_t *v = json_object_get(o, path1);
+	if (path2)
+		v = json_object_get(v, path2);
+	assert_true(json_is_integer(v));
+	return json_integer_value(v);
+}
+
+/* answer_txns: every transaction out succeeds, and those it lets out */
+static void answer_txns(void)
+{
+	char ok[256];
+	snprintf(ok, sizeof(ok), HDR ",\"succeeded\":true,\"responses\":[]}",
+		 20);
+	while (txns_pending())
+		answer(oldest_txn(), ok);
+}
+
+/* four_nodes: a leader (node N3) of nodes N0..N3, first joins, the round
+ * of four formed and written */
+static struct etcd_leader *four_nodes(struct event_base *base)
+{
+	struct etcd_leader *l;
+	char empty[256], *keys[4], *values[4], *range;
+	fake_reset();
+	deposed_count = 0;
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "N3", 5, 0, on_deposed, NULL);
+	assert_non_null(l);
+	snprintf(empty, sizeof(empty), HDR ",\"count\":\"0\"}", 10);
+	answer(0, empty);
+	for (int i = 0; i < 4; i++) {
+		keys[i] = malloc(64);
+		assert_non_null(keys[i]);
+		snprintf(keys[i], 64, "/p/job/nodes/N%d", i);
+		values[i] = node_value(1, NULL);
+	}
+	range = range_of(11, keys, values, 4);
+	answer(1, range);
+	free(range);
+	for (int i = 0; i < 4; i++) {
+		free(keys[i]);
+		free(values[i]);
+	}
+	assert_int_equal(l->phase, LEADER_LIVE);
+	assert_int_equal(txns_pending(), 1);
+	answer_txns();
+	return l;
+}
+
+/* The master of a round dies (its key's lease expires): the other three
+ * are joined to the next round from their keys, which closes at once,
+ * every inbox its assignment in one write. No node writes its key: a
+ * survivor's rejoin is a raft proposal, 4095 of them at 4096 nodes. */
+static void test_prejoin_master_lost(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l = four_nodes(base);
+	size_t at = ncalls;
+	json_t *in;
+	(void)state;
+	node_event("N0", NULL);
+	assert_int_equal(ncalls, at + 1);
+	assert_string_equal(calls[at].path, "/v3/kv/txn");
+	assert_null(inbox_in(at, "N0"));
+	for (int i = 1; i < 4; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "N%d", i);
+		in = inbox_in(at, id);
+		assert_non_null(in);
+		/* the next join, the next round, and the node's place in it */
+		assert_int_equal(int_at(in, "join", NULL), 2);
+		assert_int_equal(int_at(in, "round", NULL), 2);
+		assert_string_equal(
+		    json_string_value(json_object_get(in, "state")),
+		    "RUNNING");
+		assert_int_equal(int_at(in, "assignment", "round"), 2);
+		assert_int_equal(int_at(in, "assignment", "node_rank"), i - 1);
+		assert_null(json_object_get(in, "rejoin"));
+		json_decref(in);
+	}
+	answer_txns();
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
+/* Another node dies, the master lives: its workers hold the round's
+ * store, so it alone rejoins by itself (after they are gone); the other
+ * two hear that their round is over and that they are joined to the next
+ * (the next join number, no assignment yet, no "rejoin"). The master's
+ * rejoin closes the round: every inbox its assignment. */
+static void test_prejoin_master_rejoins(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l = four_nodes(base);
+	size_t at = ncalls;
+	json_t *in;
+	char *v;
+	(void)state;
+	node_event("N2", NULL);
+	assert_int_equal(ncalls, at + 1);
+	in = inbox_in(at, "N0");
+	assert_non_null(in);
+	assert_int_equal(int_at(in, "join", NULL), 1);
+	assert_int_equal(int_at(in, "round", NULL), 2);
+	assert_null(json_object_get(in, "assignment"));
+	json_decref(in);
+	for (int i = 1; i < 4; i += 2) {
+		char id[8];
+		snprintf(id, sizeof(id), "N%d", i);
+		in = inbox_in(at, id);
+		assert_non_null(in);
+		assert_int_equal(int_at(in, "join", NULL), 2);
+		assert_int_equal(int_at(in, "round", NULL), 2);
+		assert_string_equal(
+		    json_string_value(json_object_get(in, "state")),
+		    "RESTARTING");
+		assert_null(json_object_get(in, "assignment"));
+		assert_null(json_object_get(in, "rejoin"));
+		json_decref(in);
+	}
+	answer_txns();
+	at = ncalls;
+	/* the master, its workers stopped, rejoins */
+	v = node_value(2, NULL);
+	node_event("N0", v);
+	free(v);
+	assert_int_equal(ncalls, at + 1);
+	for (int i = 0; i < 4; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "N%d", i);
+		in = inbox_in(at, id);
+		if (i == 2) {
+			assert_null(in);
+			continue;
+		}
+		assert_non_null(in);
+		assert_int_equal(int_at(in, "join", NULL), 2);
+		assert_int_equal(int_at(in, "assignment", "round"), 2);
+		assert_int_equal(int_at(in, "assignment", "node_rank"),
+				 i == 3 ? 2 : i);
+		json_decref(in);
+	}
+	answer_txns();
+	assert_int_equal(deposed_count, 0);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
+/* A new leader reads the inboxes with the node keys: one that says what
+ * it would say is not written again, and the join an earlier leader made
+ * for a node (its inbox's, ahead of its key) counts: the node's key
+ * written later at that join (a report) is no new join, and the next
+ * pre-join is the one after it. */
+static void test_takeover_reads_inboxes(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l = four_nodes(base);
+	char *record, *keys[9], *values[9], *range, *v;
+	size_t at;
+	json_t *in;
+	int n = 0;
+	(void)state;
+	/* what the first leader wrote: the record and the four inboxes */
+	record = txn_put(2, "/p/job/state");
+	assert_non_null(record);
+	for (int i = 0; i < 4; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "/p/job/inbox/N%d", i);
+		keys[n] = strdup(key);
+		values[n] = txn_put(2, key);
+		assert_non_null(values[n]);
+		n++;
+	}
+	etcd_leader_free(l);
+	/* N1's inbox as a leader that joined it to a round 2 left it */
+	in = json_loads(values[1], 0, NULL);
+	json_object_set_new(in, "join", json_integer(2));
+	free(values[1]);
+	values[1] = json_dumps(in, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(in);
+	for (int i = 0; i < 4; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "/p/job/nodes/N%d", i);
+		keys[n] = strdup(key);
+		values[n++] = node_value(1, NULL);
+	}
+	fake_reset();
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "N3", 6, 0, on_deposed, NULL);
+	assert_non_null(l);
+	keys[n] = (char *)"/p/job/state";
+	range = range_of(12, &keys[n], &record, 1);
+	answer(0, range);
+	free(range);
+	range = range_of(13, keys, values, n);
+	answer(1, range);
+	free(range);
+	assert_int_equal(l->phase, LEADER_LIVE);
+	/* every inbox says what this leader would say (N1's join 2 taken
+	 * as N1's): none is written again */
+	for (size_t i = 2; i < ncalls; i++)
+		for (int k = 0; k < 4; k++) {
+			char id[8];
+			snprintf(id, sizeof(id), "N%d", k);
+			assert_null(inbox_in(i, id));
+		}
+	answer_txns();
+	/* N1 reports its round failed, its key at join 2 (adopted): the
+	 * round is over, N0 (the master) lives, N1 and N3 are joined to
+	 * round 2 with join 3 and 2 */
+	at = ncalls;
+	v = node_value(2, "{\"round\":1,\"status\":\"failed\"}");
+	node_event("N1", v);
+	free(v);
+	assert_true(ncalls > at);
+	in = inbox_in(at, "N1");
+	assert_non_null(in);
+	assert_int_equal(int_at(in, "join", NULL), 3);
+	assert_int_equal(int_at(in, "round", NULL), 2);
+	json_decref(in);
+	in = inbox_in(at, "N3");
+	assert_non_null(in);
+	assert_int_equal(int_at(in, "join", NULL), 2);
+	json_decref(in);
+	answer_txns();
+	for (int i = 0; i < n; i++) {
+		free(keys[i]);
+		free(values[i]);
+	}
+	free(record);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -617,6 +946,9 @@ int main(void)
 	    cmocka_unit_test(test_freed_with_window_in_flight),
 	    cmocka_unit_test(test_record_no_inbox_reflects_waits),
 	    cmocka_unit_test(test_deposed_from_each_phase),
+	    cmocka_unit_test(test_prejoin_master_lost),
+	    cmocka_unit_test(test_prejoin_master_rejoins),
+	    cmocka_unit_test(test_takeover_reads_inboxes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
