@@ -422,8 +422,9 @@ static void note_master(struct etcd_leader *l, json_t *saved)
 	l->master_round = 0;
 	m = json_array_get(json_object_get(s, "members"), 0);
 	id = json_string_value(json_object_get(m, "node_id"));
-	if (id && jsonh_get_u64(s, "round", 1, 1, UINT64_MAX / 2, &round, NULL,
-				0) == 0 &&
+	if (id &&
+	    jsonh_get_u64(s, "round", 1, 1, UINT64_MAX / 2, &round, NULL, 0) ==
+		0 &&
 	    jsonh_get_u64(s, "state", 1, 0, UINT64_MAX, &state, NULL, 0) == 0 &&
 	    state == RDZV_JOB_RUNNING) {
 		snprintf(l->master, sizeof(l->master), "%s", id);

@@ -58,7 +58,7 @@ struct lnode {
 	 * round it ran ended (etcd_leader_prejoin): it must hear so though
 	 * it waits */
 	int prejoined;
-	int writing;	    /* its inbox is in a write in flight */
+	int writing; /* its inbox is in a write in flight */
 	/* what its last join said (the key's fields), for a pre-join */
 	int have_info;
 	struct rdzv_node_info info;

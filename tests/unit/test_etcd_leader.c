@@ -605,7 +605,6 @@ static void test_deposed_from_each_phase(void **state)
 	event_base_free(base);
 }
 
-
 /* ------------------------------------------------- rounds that end */
 
 /* node_value: node key at join number join, incarnation i1, in a job of
@@ -620,8 +619,8 @@ static char *node_value(int join, const char *report)
 	cfg.max_nodes = 4;
 	cfg.max_restarts = 3;
 	v = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o}", "incarnation", "i1",
-		      "addr", "192.0.2.1", "nproc", 1, "master_port", 0,
-		      "join", join, "config", rdzv_job_config_json(&cfg));
+		      "addr", "192.0.2.1", "nproc", 1, "master_port", 0, "join",
+		      join, "config", rdzv_job_config_json(&cfg));
 	if (report)
 		json_object_set_new(v, "report", json_loads(report, 0, NULL));
 	out = json_dumps(v, JSON_COMPACT);
@@ -631,8 +630,7 @@ static char *node_value(int join, const char *report)
 }
 
 /* range_of: a range answer at rev of the n keys and values */
-static char *range_of(int rev, char *const *keys, char *const *values,
-		      int n)
+static char *range_of(int rev, char *const *keys, char *const *values, int n)
 {
 	size_t size = 4096, len;
 	char *out;
@@ -772,8 +770,7 @@ static void test_prejoin_master_lost(void **state)
 		assert_int_equal(int_at(in, "join", NULL), 2);
 		assert_int_equal(int_at(in, "round", NULL), 2);
 		assert_string_equal(
-		    json_string_value(json_object_get(in, "state")),
-		    "RUNNING");
+		    json_string_value(json_object_get(in, "state")), "RUNNING");
 		assert_int_equal(int_at(in, "assignment", "round"), 2);
 		assert_int_equal(int_at(in, "assignment", "node_rank"), i - 1);
 		assert_null(json_object_get(in, "rejoin"));
