@@ -36,6 +36,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/jsonh.h"
 #include "dlaunch/log.h"
+#include "dlaunch/parse.h"
 #include "dlaunch/rdzv_state.h"
 #include "etcd_client.h"
 #include "etcd_record.h"
@@ -45,6 +46,8 @@
 /* A change of the record that no inbox carries waits this long for
  * others to go with it (see flush) */
 #define RECORD_WAIT_MS 1000
+/* the record's {round, node}: the master of the last round that ran */
+#define MASTER_KEY "master_of_round"
 
 static void after_batch(struct etcd_leader *l);
 static void flush(struct etcd_leader *l);
@@ -218,6 +221,14 @@ static int send_one(struct etcd_leader *l, struct lwrite *w)
 		json_t *saved = rdzv_job_save(l->st, l->job);
 		if (saved)
 			etcd_record_stamp(saved, &l->ended_wall_ms);
+		if (saved && l->master_round)
+			/* for a leader that takes over while the next round
+			 * forms: which node must rejoin by itself */
+			json_object_set_new(
+			    saved, MASTER_KEY,
+			    json_pack("{s:I, s:s}", "round",
+				      (json_int_t)l->master_round, "node",
+				      l->master));
 		record = saved ? json_dumps(saved, JSON_COMPACT) : NULL;
 		json_decref(saved);
 		if (record) {
@@ -412,23 +423,35 @@ static void arm_timer(struct etcd_leader *l)
 }
 
 /* note_master: the master (node rank 0) of the running round, from saved
- * (a record just restored; NULL: the state machine's) */
+ * (a record just restored; NULL: the state machine's). A record restored
+ * while the round after it forms says which node it was (MASTER_KEY). */
 static void note_master(struct etcd_leader *l, json_t *saved)
 {
 	json_t *own = saved ? NULL : rdzv_job_save(l->st, l->job);
 	json_t *s = saved ? saved : own, *m;
-	const char *id;
-	uint64_t round = 0, state = 0;
+	const char *id = NULL;
+	uint64_t round = 0, state = 0, ran = 0;
 	l->master_round = 0;
-	m = json_array_get(json_object_get(s, "members"), 0);
-	id = json_string_value(json_object_get(m, "node_id"));
-	if (id &&
-	    jsonh_get_u64(s, "round", 1, 1, UINT64_MAX / 2, &round, NULL, 0) ==
-		0 &&
-	    jsonh_get_u64(s, "state", 1, 0, UINT64_MAX, &state, NULL, 0) == 0 &&
-	    state == RDZV_JOB_RUNNING) {
+	if (jsonh_get_u64(s, "round", 1, 1, UINT64_MAX / 2, &round, NULL, 0) ||
+	    jsonh_get_u64(s, "state", 1, 0, UINT64_MAX, &state, NULL, 0)) {
+		json_decref(own);
+		return;
+	}
+	if (state == RDZV_JOB_RUNNING) {
+		m = json_array_get(json_object_get(s, "members"), 0);
+		id = json_string_value(json_object_get(m, "node_id"));
+		ran = round;
+	} else if (state == RDZV_JOB_RESTARTING) {
+		m = json_object_get(s, MASTER_KEY);
+		id = json_string_value(json_object_get(m, "node"));
+		if (jsonh_get_u64(m, "round", 1, 1, UINT64_MAX / 2, &ran, NULL,
+				  0) ||
+		    ran + 1 != round)
+			id = NULL;
+	}
+	if (id && parse_name_valid(id, RDZV_NAME_MAX)) {
 		snprintf(l->master, sizeof(l->master), "%s", id);
-		l->master_round = round;
+		l->master_round = ran;
 	}
 	json_decref(own);
 }

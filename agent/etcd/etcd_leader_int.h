@@ -63,10 +63,6 @@ struct lnode {
 	int have_info;
 	struct rdzv_node_info info;
 	struct rdzv_job_config cfg;
-	/* the join its inbox answers, as read at the start (an earlier
-	 * leader's pre-join is ahead of the node key), and for whom */
-	uint64_t inbox_join;
-	char inbox_inc[RDZV_INCARNATION_MAX + 1];
 	char *error;	    /* why its join was refused */
 	char *gone;	    /* why its join found the job ended */
 	char *inbox;	    /* what its inbox says now */

@@ -135,30 +135,23 @@ static void join(struct etcd_leader *l, struct lnode *n, uint64_t join,
 	}
 }
 
-static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
-		       uint64_t join_no, uint64_t now)
+/* take_info: what a join of node n says (v, its key): 0, or -1 when it is
+ * malformed (err says why) */
+static int take_info(struct lnode *n, json_t *v, char *err, size_t size)
 {
 	const char *addr = "";
 	uint64_t nproc = 0, port = 0, run = 0;
-	char err[512];
 
-	n->prejoined = 0;
+	n->have_info = 0;
 	rdzv_job_config_init(&n->cfg);
-	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err,
-			  sizeof(err)) ||
+	if (jsonh_get_str(v, "addr", 0, RDZV_ADDR_MAX, &addr, err, size) ||
 	    jsonh_get_u64(v, "nproc", 1, 1, RDZV_MAX_NPROC, &nproc, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err,
-			  sizeof(err)) ||
-	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, sizeof(err)) ||
+			  size) ||
+	    jsonh_get_u64(v, "master_port", 0, 0, 65535, &port, err, size) ||
+	    jsonh_get_u64(v, "run", 0, 0, UINT32_MAX, &run, err, size) ||
 	    rdzv_job_config_from_json(json_object_get(v, "config"), &n->cfg,
-				      err, sizeof(err))) {
-		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
-		n->join = join_no;
-		n->have_info = 0;
-		set_error(n, err);
-		return;
-	}
+				      err, size))
+		return -1;
 	memset(&n->info, 0, sizeof(n->info));
 	snprintf(n->info.node_id, sizeof(n->info.node_id), "%s", n->id);
 	snprintf(n->info.incarnation, sizeof(n->info.incarnation), "%s",
@@ -168,6 +161,21 @@ static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
 	n->info.master_port = (uint16_t)port;
 	n->info.run = (uint32_t)run;
 	n->have_info = 1;
+	return 0;
+}
+
+static void apply_join(struct etcd_leader *l, struct lnode *n, json_t *v,
+		       uint64_t join_no, uint64_t now)
+{
+	char err[512];
+
+	n->prejoined = 0;
+	if (take_info(n, v, err, sizeof(err))) {
+		log_warn("etcd leader: bad join of node %s: %s", n->id, err);
+		n->join = join_no;
+		set_error(n, err);
+		return;
+	}
 	join(l, n, join_no, now);
 }
 
@@ -322,9 +330,6 @@ void etcd_leader_apply_put(struct etcd_leader *l, const char *id,
 		set_error(n, NULL);
 	}
 	n->live = 1;
-	/* an earlier leader joined it further than its key says */
-	if (n->inbox_join > join && strcmp(n->inbox_inc, inc) == 0)
-		join = n->inbox_join;
 	r = json_object_get(v, "report");
 	if (json_is_object(r))
 		apply_report(l, n, r, now);
@@ -333,6 +338,10 @@ void etcd_leader_apply_put(struct etcd_leader *l, const char *id,
 			   json_object_get(v, "preempt"), now);
 	if (join > n->join)
 		apply_join(l, n, v, join, now);
+	else if (!n->have_info && join)
+		/* a join its inbox answered already (read at the start):
+		 * what it said, for a pre-join */
+		take_info(n, v, err, sizeof(err));
 	leaving = json_is_true(json_object_get(v, "leaving"));
 	if (leaving && !n->left) {
 		struct rdzv_reply reply;
@@ -364,8 +373,20 @@ void etcd_leader_take_inbox(struct etcd_leader *l, const char *id,
 	/* what it says now: an inbox written already is not written again */
 	free(n->inbox);
 	n->inbox = strndup(value, len);
-	snprintf(n->inbox_inc, sizeof(n->inbox_inc), "%s", inc);
-	n->inbox_join = join;
+	/* the last join a leader answered: the node key's join, read again,
+	 * is not a new one (a survivor of a round that ended would count as
+	 * back), and one an earlier leader made for it (a pre-join, ahead
+	 * of its key) counts */
+	if (json_object_get(v, "error")) {
+		/* a refused join is applied again: refused again, it says
+		 * why again */
+		json_decref(v);
+		return;
+	}
+	if (!n->inc[0])
+		snprintf(n->inc, sizeof(n->inc), "%s", inc);
+	if (strcmp(n->inc, inc) == 0 && join > n->join)
+		n->join = join;
 	json_decref(v);
 }
 

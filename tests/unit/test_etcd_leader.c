@@ -762,7 +762,7 @@ static void test_prejoin_master_lost(void **state)
 	assert_string_equal(calls[at].path, "/v3/kv/txn");
 	assert_null(inbox_in(at, "N0"));
 	for (int i = 1; i < 4; i++) {
-		char id[8];
+		char id[16];
 		snprintf(id, sizeof(id), "N%d", i);
 		in = inbox_in(at, id);
 		assert_non_null(in);
@@ -804,7 +804,7 @@ static void test_prejoin_master_rejoins(void **state)
 	assert_null(json_object_get(in, "assignment"));
 	json_decref(in);
 	for (int i = 1; i < 4; i += 2) {
-		char id[8];
+		char id[16];
 		snprintf(id, sizeof(id), "N%d", i);
 		in = inbox_in(at, id);
 		assert_non_null(in);
@@ -825,7 +825,7 @@ static void test_prejoin_master_rejoins(void **state)
 	free(v);
 	assert_int_equal(ncalls, at + 1);
 	for (int i = 0; i < 4; i++) {
-		char id[8];
+		char id[16];
 		snprintf(id, sizeof(id), "N%d", i);
 		in = inbox_in(at, id);
 		if (i == 2) {
@@ -899,7 +899,7 @@ static void test_takeover_reads_inboxes(void **state)
 	 * as N1's): none is written again */
 	for (size_t i = 2; i < ncalls; i++)
 		for (int k = 0; k < 4; k++) {
-			char id[8];
+			char id[16];
 			snprintf(id, sizeof(id), "N%d", k);
 			assert_null(inbox_in(i, id));
 		}
@@ -931,6 +931,81 @@ static void test_takeover_reads_inboxes(void **state)
 	event_base_free(base);
 }
 
+/* A leader lost while the next round forms, before the survivors' inboxes
+ * went out: the record says which node was the master of the round that
+ * ended, and the new leader joins the others as the first would have,
+ * the master left to rejoin by itself. */
+static void test_takeover_while_round_forms(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct etcd_leader *l = four_nodes(base);
+	char *record, *keys[7], *values[7], *range, *skey;
+	size_t at = ncalls;
+	json_t *in;
+	int n = 0;
+	(void)state;
+	/* the inboxes of round 1, as they were written */
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		keys[n] = malloc(64);
+		assert_non_null(keys[n]);
+		snprintf(keys[n], 64, "/p/job/inbox/N%d", i);
+		values[n] = txn_put(2, keys[n]);
+		assert_non_null(values[n]);
+		n++;
+	}
+	/* N2 dies: round 1 is over; the leader is lost with its write */
+	node_event("N2", NULL);
+	assert_int_equal(ncalls, at + 1);
+	record = txn_put(at, "/p/job/state");
+	assert_non_null(record);
+	etcd_leader_free(l);
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		keys[n] = malloc(64);
+		assert_non_null(keys[n]);
+		snprintf(keys[n], 64, "/p/job/nodes/N%d", i);
+		values[n++] = node_value(1, NULL);
+	}
+	fake_reset();
+	l = etcd_leader_new(base, (struct etcd_client *)base, "/p/job", "job",
+			    "N3", 6, 0, on_deposed, NULL);
+	assert_non_null(l);
+	skey = (char *)"/p/job/state";
+	range = range_of(12, &skey, &record, 1);
+	answer(0, range);
+	free(range);
+	range = range_of(13, keys, values, n);
+	answer(1, range);
+	free(range);
+	assert_int_equal(l->phase, LEADER_LIVE);
+	/* the survivors' keys, read again, are no rejoin: N1 and N3 are
+	 * joined to round 2, N0 hears that round 1 is over */
+	assert_int_equal(ncalls, 3);
+	in = inbox_in(2, "N1");
+	assert_non_null(in);
+	assert_int_equal(int_at(in, "join", NULL), 2);
+	assert_int_equal(int_at(in, "round", NULL), 2);
+	assert_null(json_object_get(in, "assignment"));
+	json_decref(in);
+	in = inbox_in(2, "N0");
+	assert_non_null(in);
+	assert_int_equal(int_at(in, "join", NULL), 1);
+	assert_int_equal(int_at(in, "round", NULL), 2);
+	assert_null(json_object_get(in, "assignment"));
+	json_decref(in);
+	answer_txns();
+	for (int i = 0; i < n; i++) {
+		free(keys[i]);
+		free(values[i]);
+	}
+	free(record);
+	etcd_leader_free(l);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -946,6 +1021,7 @@ int main(void)
 	    cmocka_unit_test(test_prejoin_master_lost),
 	    cmocka_unit_test(test_prejoin_master_rejoins),
 	    cmocka_unit_test(test_takeover_reads_inboxes),
+	    cmocka_unit_test(test_takeover_while_round_forms),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
