@@ -264,6 +264,9 @@ static void etcd_join(struct agent_rdzv *r)
 		 * (etcd_leader_prejoin): nothing to write, the answer comes
 		 * to the inbox */
 		h->join_seq = inbox_join(h);
+		log_info("node %s: the leader joined it to the next round "
+			 "(join %llu): nothing to write",
+			 h->node_id, (unsigned long long)h->join_seq);
 		consider(h);
 		return;
 	}
