@@ -148,10 +148,27 @@ static void drop_write(struct lwrite *w)
 	w->record = 0;
 }
 
-/* take_next: the next queued node whose inbox changes (this agent's own
- * node only when no other is left), with its new content */
+/* take_next: the next queued node whose inbox changes (l->first before
+ * any, this agent's own node only when no other is left), with its new
+ * content */
 static struct lnode *take_next(struct etcd_leader *l, char **text)
 {
+	struct lnode *first = l->first;
+	l->first = NULL;
+	if (first && first->queued && !first->writing && first->live)
+		for (size_t i = 0; i < l->nqueue; i++)
+			if (l->queue[i] == first) {
+				char *s = content(l, first);
+				l->queue[i] = l->queue[--l->nqueue];
+				first->queued = 0;
+				if (s && !(first->inbox &&
+					   strcmp(first->inbox, s) == 0)) {
+					*text = s;
+					return first;
+				}
+				free(s);
+				break;
+			}
 	for (int own = 0; own < 2; own++)
 		for (size_t i = 0; i < l->nqueue; i++) {
 			struct lnode *n = l->queue[i];

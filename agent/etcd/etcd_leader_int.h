@@ -124,6 +124,9 @@ struct etcd_leader {
 	char master[RDZV_NAME_MAX + 1];
 	uint64_t master_round;
 	uint64_t prejoin_round; /* the open round survivors were joined to */
+	/* the inbox that goes before every other (the master's, which must
+	 * rejoin by itself), or NULL */
+	struct lnode *first;
 };
 
 /* etcd_leader_find: the node id, or NULL */

@@ -226,6 +226,11 @@ void etcd_leader_prejoin(struct etcd_leader *l, uint64_t now)
 		etcd_leader_enqueue(l, n);
 		joined++;
 	}
+	/* the master hears first: the next round waits for it alone, and
+	 * closes while the others hear that their round is over, whose
+	 * inboxes not written by then say the assignment at once */
+	if (master_alive)
+		l->first = etcd_leader_find(l, l->master);
 	log_info("etcd leader: round %" PRIu64 " over: %zu of its %zu "
 		 "survivors joined to the next one from their keys%s%s%s",
 		 l->master_round, joined, json_array_size(arr),

@@ -783,10 +783,10 @@ static void test_prejoin_master_lost(void **state)
 }
 
 /* Another node dies, the master lives: its workers hold the round's
- * store, so it alone rejoins by itself (after they are gone); the other
- * two hear that their round is over and that they are joined to the next
- * (the next join number, no assignment yet, no "rejoin"). The master's
- * rejoin closes the round: every inbox its assignment. */
+ * store, so it alone rejoins by itself (after they are gone), and hears
+ * it first; the other two hear that their round is over and that they are
+ * joined to the next (the next join number, no assignment yet, no "rejoin").
+ * The master's rejoin closes the round: every inbox its assignment. */
 static void test_prejoin_master_rejoins(void **state)
 {
 	struct event_base *base = event_base_new();
@@ -797,6 +797,13 @@ static void test_prejoin_master_rejoins(void **state)
 	(void)state;
 	node_event("N2", NULL);
 	assert_int_equal(ncalls, at + 1);
+	/* the master's inbox first, right after the record */
+	assert_true(
+	    is_key(json_string_value(json_object_get(
+		       json_object_get(json_array_get(calls[at].success, 1),
+				       "request_put"),
+		       "key")),
+		   "/p/job/inbox/N0"));
 	in = inbox_in(at, "N0");
 	assert_non_null(in);
 	assert_int_equal(int_at(in, "join", NULL), 1);
