@@ -110,16 +110,16 @@ void etcd_leader_unhold(struct etcd_leader *l, struct lnode *n)
 
 /* ---------------------------------------------------- applying a node */
 
-/* join: node n joins the next round (join number join) as n->info and
- * n->cfg say */
-static void join(struct etcd_leader *l, struct lnode *n, uint64_t join,
+/* join: node n joins the next round (join number join_no) as n->info
+ * and n->cfg say */
+static void join(struct etcd_leader *l, struct lnode *n, uint64_t join_no,
 		 uint64_t now)
 {
 	struct rdzv_reply reply;
 	char err[512];
 	int rc;
 
-	n->join = join;
+	n->join = join_no;
 	rc = rdzv_join(l->st, l->job, &n->info, &n->cfg, !n->held, now, &reply,
 		       err, sizeof(err));
 	set_error(n, NULL);
@@ -382,9 +382,9 @@ void etcd_leader_take_inbox(struct etcd_leader *l, const char *id,
 	 * is not a new one (a survivor of a round that ended would count as
 	 * back), and one an earlier leader made for it (a pre-join, ahead
 	 * of its key) counts */
-	if (json_object_get(v, "error")) {
-		/* a refused join is applied again: refused again, it says
-		 * why again */
+	if (json_object_get(v, "error") || json_object_get(v, "ended_why")) {
+		/* a refused join, or one too late for the run, is applied
+		 * again: refused again, it says why again */
 		json_decref(v);
 		return;
 	}

@@ -259,10 +259,11 @@ static void etcd_join(struct agent_rdzv *r)
 	h->joining = 1;
 	json_decref(h->recovery); /* the round it told of is over */
 	h->recovery = NULL;
-	if (inbox_join(h) >= h->join_seq) {
+	if (h->lease && inbox_join(h) >= h->join_seq) {
 		/* the leader joined this node to the next round already
-		 * (etcd_leader_prejoin): nothing to write, the answer comes
-		 * to the inbox */
+		 * (etcd_leader_prejoin), from its key under this lease:
+		 * nothing to write, the answer comes to the inbox (or, the
+		 * node evicted since, a "rejoin") */
 		h->join_seq = inbox_join(h);
 		log_info("node %s: the leader joined it to the next round "
 			 "(join %llu): nothing to write",
