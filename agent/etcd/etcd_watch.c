@@ -469,10 +469,19 @@ static void ws_on_end(void *arg, const struct client_reply *r)
 	if (r->grpc_status == ETCD_GRPC_UNAUTHENTICATED && c->username)
 		next = WS_LOGIN;
 	else if (!s->answered && !s->in_failed && !r->refused &&
-		 !r->timed_out && !r->transport_failed &&
+		 !r->timed_out &&
+		 (!r->transport_failed || etcd_answered_since(c, s->ep, 1)) &&
 		 r->grpc_status != ETCD_GRPC_UNAVAILABLE)
 		/* not a member away: something there that does not speak
-		 * gRPC, or refuses it */
+		 * gRPC, or refuses it; a stream cut without a word (an
+		 * HTTP/1.1 front that closes an HTTP/2 connection: "Empty
+		 * reply from server") at an endpoint that has answered
+		 * calls is that too. A member away refuses the connection
+		 * or answers nothing; one that dies cuts streams that had
+		 * answered. Without this an agent whose calls were all
+		 * answered before its stream opened (a leader waiting for
+		 * joins, a node waiting for its assignment) stayed deaf,
+		 * trying the stream again and again */
 		next = WS_GATEWAY;
 	ws_ended(c, why, next);
 }
