@@ -161,7 +161,7 @@ if running_after 0 3 && wait_for 10 has_leader; then
 			check "$what: the new leader ($new) took over from the record" \
 				bash -c "[ -n '$new' ] && [ '$new' != '$L' ] && grep -q 'took over job $JOB' '$(agent_log "$new")'"
 			check "$what: $new dropped $L, whose key was gone, at the takeover" \
-				log_has "$(agent_log "$new")" "node $L, expected back, has no key|event=node_left node=$L reason=lease_expired"
+				log_has "$(agent_log "$new")" "node $L, expected back, has no key|event=node_(left|evicted) node=$L reason=lease_expired"
 		else
 			not_ok "$what: $others did not re-form within 15 s (record: $(record))"
 			show_log "$(agent_log B)" 20
