@@ -24,7 +24,7 @@
 
 /* the most a request or an answer may hold: etcd's layer takes answers
  * up to ETCD_ANSWER_MAX (agent/etcd/etcd_proto.h), and a new leader's
- * read of a 4096-node job's node keys and inboxes is about 7 MB */
+ * read of a 4096-node job's node keys and inboxes was 4.85 MB */
 #define CLIENT_MAX_BODY_BYTES	  (16u << 20)
 #define CLIENT_CONNECT_TIMEOUT_MS 5000
 /* extra headers a client sends (the Authorization, etcd's require-leader) */
